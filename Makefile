@@ -1,0 +1,33 @@
+# make run  — set up everything, seed a demo tenant, serve the gateway (Ctrl-C stops it all)
+# make test — set up everything, run the whole suite (unit, end-to-end, conformance, import contracts)
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export XDG_RUNTIME_DIR ?= $(CURDIR)/var/run
+
+.PHONY: run test venv services stop-services conformance bench
+
+run: venv services
+	@scripts/run.sh
+
+test: venv services
+	@scripts/test.sh
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements/base.txt requirements/dev.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements/dev.txt
+	@touch $@
+
+services: venv
+	@mkdir -p var/run && chmod 700 var/run
+	@scripts/services.sh start
+
+stop-services:
+	@scripts/services.sh stop
+
+bench: venv services
+	$(PY) -m bench.proxy_latency

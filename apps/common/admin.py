@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+
+from apps.common.config_version import config_version_bump
+
+
+class ConfigAdmin(admin.ModelAdmin):
+    """Admin for models that gateway snapshots hold: edits move the tenant's version counter so
+    every gateway instance picks them up."""
+
+    def tenant_id_of(self, obj: Any) -> int:
+        return obj.tenant_id
+
+    def save_model(self, request, obj, form, change) -> None:  # type: ignore[no-untyped-def]
+        super().save_model(request, obj, form, change)
+        config_version_bump(tenant_id=self.tenant_id_of(obj))
+
+    def delete_model(self, request, obj) -> None:  # type: ignore[no-untyped-def]
+        tenant_id = self.tenant_id_of(obj)
+        super().delete_model(request, obj)
+        config_version_bump(tenant_id=tenant_id)
+
+    def save_related(self, request, form, formsets, change) -> None:  # type: ignore[no-untyped-def]
+        super().save_related(request, form, formsets, change)
+        config_version_bump(tenant_id=self.tenant_id_of(form.instance))

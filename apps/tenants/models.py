@@ -1,0 +1,52 @@
+from django.core.validators import RegexValidator
+from django.db import models
+
+from apps.common.models import TimeStampedModel
+
+slug_validator = RegexValidator(
+    r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$",
+    "Use 1-64 lowercase letters, digits and inner hyphens.",
+)
+
+
+class Tenant(TimeStampedModel):
+    slug = models.CharField(max_length=64, unique=True, validators=[slug_validator])
+    name = models.CharField(max_length=200)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Team(TimeStampedModel):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="teams")
+    slug = models.CharField(max_length=64, validators=[slug_validator])
+
+    class Meta:
+        ordering = ["tenant__slug", "slug"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "slug"], name="team_unique_slug_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.slug}"
+
+
+class ApiKey(TimeStampedModel):
+    """An API key. Only a display prefix and the SHA-256 of the whole key are stored: keys are
+    high-entropy secrets, so a fast hash is enough and verification costs microseconds."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    team = models.ForeignKey(Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, help_text="The first characters of the key, for recognising it.")
+    secret_hash = models.CharField(max_length=64, unique=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["tenant__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="apikey_unique_name_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.name} ({self.prefix}…)"

@@ -1,0 +1,20 @@
+"""ASGI entry point: the MCP endpoint (Channels consumers) and everything else (Django)."""
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gatewaysite.settings.dev")
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_asgi = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import re_path  # noqa: E402
+
+from apps.gateway.transports.routing import mcp_http_routes  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": URLRouter([*mcp_http_routes, re_path(r"", django_asgi)]),
+    }
+)

@@ -1,0 +1,18 @@
+"""The test suite: real PostgreSQL and Redis (a separate Redis database), fast password hashing."""
+
+import os
+
+from .base import *  # noqa: F403
+from .base import REDIS_URL
+
+SECRET_KEY = os.environ.get("GATEWAY_SECRET_KEY", "test-secret-key-not-for-production-0123456789")
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+REDIS_URL = os.environ.get("GATEWAY_TEST_REDIS_URL", REDIS_URL.rsplit("/", 1)[0] + "/15")
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": "gw-test-channels"},
+    }
+}
+CELERY_TASK_ALWAYS_EAGER = True
+GATEWAY_SNAPSHOT_CHECK_SECONDS = 0.0
