@@ -1,8 +1,11 @@
-"""Per-tenant configuration version counters in Redis.
+"""The configuration version counter in Redis.
 
 Gateway instances cache a snapshot of each tenant's configuration (keys, virtual hosts, backends) and
-re-read it only when the tenant's counter moves, so the hot path makes no database query. Every
-service that changes what a snapshot holds calls `config_version_bump` (after commit)."""
+re-read it only when the counter moves, so the hot path makes no database query. Every service that
+changes what a snapshot holds calls `config_version_bump` (it takes effect after commit).
+
+One counter serves all tenants: configuration changes are rare, and a single counter also
+invalidates what instances cached about tenants that did not exist yet."""
 
 from __future__ import annotations
 
@@ -10,13 +13,14 @@ from django.db import transaction
 
 from apps.common.redis import redis_client
 
-_KEY = "gw:config-version:{tenant_id}"
+CONFIG_VERSION_KEY = "gw:config-version"
 
 
-def config_version_key(tenant_id: int) -> str:
-    return _KEY.format(tenant_id=tenant_id)
+def config_version_key(tenant_id: int | None = None) -> str:
+    """The Redis key whose value moves when `tenant_id`'s configuration changes."""
+    return CONFIG_VERSION_KEY
 
 
 def config_version_bump(*, tenant_id: int) -> None:
-    """Move the tenant's counter once the current transaction commits (at once outside one)."""
+    """Move the counter once the current transaction commits (at once outside one)."""
     transaction.on_commit(lambda: redis_client().incr(config_version_key(tenant_id)))

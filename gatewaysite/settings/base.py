@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "apps.tenants",
     "apps.catalog",
     "apps.audit",
+    "apps.configuration",
     "apps.gateway",
 ]
 

@@ -1,0 +1,202 @@
+"""Talking to a backend as an MCP client: learning what it speaks (probed once per process and
+cached) and opening the legacy sessions the gateway keeps with it."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import Any
+
+from apps.gateway.pipeline.ports import Upstream, UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView
+from apps.gateway.protocol import jsonrpc
+from apps.gateway.protocol.versions import (
+    LATEST_LEGACY,
+    LATEST_MODERN,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    META_SERVER_INFO,
+    MODERN_VERSIONS,
+)
+
+log = logging.getLogger(__name__)
+
+GATEWAY_INFO = {"name": "mcp-gateway", "title": "MCP Gateway", "version": "0.1.0"}
+ACCEPT = ("accept", "application/json, text/event-stream")
+CONTENT_JSON = ("content-type", "application/json")
+_ids = itertools.count(1)
+
+
+class BackendRefused(Exception):
+    """The backend answered, but not with what the gateway asked for."""
+
+
+async def first_response(reply: UpstreamReply) -> dict[str, Any]:
+    """The JSON-RPC response carried by a reply, JSON or SSE. Notifications before it are dropped:
+    only the gateway's own requests (probes, initialize) come through here."""
+    try:
+        if reply.content_type == "text/event-stream":
+            async for event in reply.events():
+                if not event.data:
+                    continue
+                message = jsonrpc.loads(event.data)
+                if isinstance(message, dict) and ("result" in message or "error" in message):
+                    return message
+            raise BackendRefused("the stream ended without a response")
+        body = await reply.read()
+    finally:
+        reply.close()
+    if reply.status >= 300 and not body.startswith(b"{"):
+        raise BackendRefused(f"HTTP {reply.status}")
+    try:
+        message = jsonrpc.loads(body)
+    except ValueError:
+        raise BackendRefused(f"HTTP {reply.status} with a body that is not JSON") from None
+    if not isinstance(message, dict):
+        raise BackendRefused("the response is not a JSON object")
+    return message
+
+
+async def open_session(
+    upstream: Upstream,
+    backend: BackendView,
+    replica: str,
+    *,
+    version: str,
+    capabilities: Any,
+    client_info: Any,
+) -> tuple[BackendSession, dict[str, Any]]:
+    """Run the initialize handshake with a backend replica; returns the session and its result."""
+    request = {
+        "jsonrpc": "2.0",
+        "id": f"gw-init-{next(_ids)}",
+        "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": capabilities or {}, "clientInfo": client_info},
+    }
+    reply = await upstream.send(
+        backend, replica, "POST", [CONTENT_JSON, ACCEPT], jsonrpc.dumps(request), timeout=backend.timeout
+    )
+    session_id = reply.headers.get("mcp-session-id")
+    message = await first_response(reply)
+    result = message.get("result")
+    if not isinstance(result, dict):
+        raise BackendRefused(f"initialize failed: {message.get('error')}")
+    negotiated = result.get("protocolVersion")
+    if not isinstance(negotiated, str):
+        raise BackendRefused("initialize result carries no protocolVersion")
+    headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", negotiated)]
+    if session_id:
+        headers.append(("mcp-session-id", session_id))
+    ack = await upstream.send(
+        backend, replica, "POST", headers,
+        jsonrpc.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), timeout=backend.timeout,
+    )
+    await ack.read()
+    return BackendSession(session_id, negotiated, replica), result
+
+
+async def close_session(upstream: Upstream, backend: BackendView, session: BackendSession) -> None:
+    """End a backend session; a backend that is gone or refuses (405) is not an error here."""
+    if not session.session_id:
+        return
+    headers = [("mcp-session-id", session.session_id), ("mcp-protocol-version", session.version)]
+    try:
+        reply = await upstream.send(backend, session.replica, "DELETE", headers, timeout=5.0)
+        await reply.read()
+    except (UpstreamUnavailable, TimeoutError):
+        log.info("could not close session on backend %s", backend.name)
+
+
+async def _discover(upstream: Upstream, backend: BackendView, replica: str) -> dict[str, Any] | None:
+    request = {
+        "jsonrpc": "2.0",
+        "id": f"gw-discover-{next(_ids)}",
+        "method": "server/discover",
+        "params": {
+            "_meta": {
+                META_PROTOCOL_VERSION: LATEST_MODERN,
+                META_CLIENT_CAPABILITIES: {},
+                META_CLIENT_INFO: GATEWAY_INFO,
+            }
+        },
+    }
+    headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", LATEST_MODERN), ("mcp-method", "server/discover")]
+    reply = await upstream.send(backend, replica, "POST", headers, jsonrpc.dumps(request), timeout=backend.timeout)
+    try:
+        message = await first_response(reply)
+    except BackendRefused:
+        return None
+    result = message.get("result")
+    if not isinstance(result, dict):
+        return None
+    supported = result.get("supportedVersions")
+    if not isinstance(supported, list) or not any(v in MODERN_VERSIONS for v in supported):
+        return None
+    return result
+
+
+async def probe(upstream: Upstream, backend: BackendView) -> BackendInfo:
+    """Ask a backend which eras it speaks and what it offers in each."""
+    replica = backend.urls[0]
+    discovered = await _discover(upstream, backend, replica)
+    legacy: dict[str, Any] | None = None
+    legacy_version: str | None = None
+    try:
+        session, legacy = await open_session(
+            upstream, backend, replica, version=LATEST_LEGACY, capabilities={}, client_info=GATEWAY_INFO
+        )
+        legacy_version = session.version
+        await close_session(upstream, backend, session)
+    except BackendRefused:
+        if discovered is None:
+            raise
+    modern_versions = tuple(v for v in (discovered or {}).get("supportedVersions", ()) if v in MODERN_VERSIONS)
+    server_info: Any = (legacy or {}).get("serverInfo") or ((discovered or {}).get("_meta") or {}).get(
+        META_SERVER_INFO
+    )
+    instructions = (legacy or discovered or {}).get("instructions")
+    return BackendInfo(
+        legacy_version=legacy_version,
+        legacy_capabilities=(legacy or {}).get("capabilities") or {},
+        modern_versions=modern_versions,
+        modern_capabilities=(discovered or {}).get("capabilities") or {},
+        server_info=server_info if isinstance(server_info, dict) else {},
+        instructions=instructions if isinstance(instructions, str) else None,
+    )
+
+
+class BackendCatalog:
+    """Probe results per backend, shared by every request of this process. A failed probe is not
+    cached, so a backend that comes up later is found on the next request."""
+
+    def __init__(self, upstream: Upstream) -> None:
+        self._upstream = upstream
+        self._infos: dict[tuple[int, tuple[str, ...]], BackendInfo] = {}
+        self._pending: dict[tuple[int, tuple[str, ...]], asyncio.Future[BackendInfo]] = {}
+
+    async def info(self, backend: BackendView) -> BackendInfo:
+        key = (backend.id, backend.urls)
+        info = self._infos.get(key)
+        if info is not None:
+            return info
+        pending = self._pending.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[BackendInfo] = asyncio.get_running_loop().create_future()
+        self._pending[key] = future
+        try:
+            info = await probe(self._upstream, backend)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters get it, nobody else has to
+            raise
+        finally:
+            self._pending.pop(key, None)
+        self._infos[key] = info
+        future.set_result(info)
+        return info
+
+    def forget(self, backend: BackendView) -> None:
+        self._infos.pop((backend.id, backend.urls), None)

@@ -1,0 +1,149 @@
+"""The MCP endpoint's request pipeline (ARCHITECTURE §4): check the HTTP envelope, authenticate,
+resolve the virtual host, then hand the message to the era it belongs to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apps.gateway.pipeline.backends import BackendCatalog
+from apps.gateway.pipeline.legacy import LegacyEra
+from apps.gateway.pipeline.modern import ModernEra
+from apps.gateway.pipeline.ports import AuditSink, Directory, SessionStore, TenantDirectory, Upstream
+from apps.gateway.pipeline.relay import Relay
+from apps.gateway.pipeline.replies import Reply, error_reply, http_error_reply
+from apps.gateway.pipeline.values import HttpRequest, Principal, VirtualHostView
+from apps.gateway.protocol.envelope import is_modern_message
+from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidRequest
+from apps.gateway.protocol.jsonrpc import parse_message
+from apps.gateway.protocol.versions import MODERN_VERSIONS
+
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaySettings:
+    max_body_bytes: int
+    allowed_origins: frozenset[str]
+    allowed_hosts: frozenset[str]  # empty: any Host header
+
+
+def _host_of(value: str) -> str:
+    """`Host` header or origin authority without the port (IPv6 keeps its brackets)."""
+    if value.startswith("["):
+        return value.split("]", 1)[0] + "]"
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _credential(request: HttpRequest) -> str | None:
+    authorization = request.headers.get("authorization", "")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return request.headers.get("x-api-key") or None
+
+
+class Gateway:
+    def __init__(
+        self,
+        *,
+        directory: Directory,
+        sessions: SessionStore,
+        upstream: Upstream,
+        audit: AuditSink,
+        settings: GatewaySettings,
+    ) -> None:
+        self.settings = settings
+        self.directory = directory
+        self.backends = BackendCatalog(upstream)
+        relay = Relay(upstream, audit)
+        self.legacy = LegacyEra(sessions=sessions, upstream=upstream, backends=self.backends, relay=relay)
+        self.modern = ModernEra(upstream=upstream, backends=self.backends, relay=relay)
+
+    async def handle(self, request: HttpRequest) -> Reply:
+        try:
+            return await self._handle(request)
+        except HttpError as error:
+            return http_error_reply(error)
+
+    def check_origin(self, request: HttpRequest) -> None:
+        """DNS-rebinding protection: a browser page from another origin must not reach us."""
+        host = request.headers.get("host", "")
+        if self.settings.allowed_hosts and _host_of(host) not in self.settings.allowed_hosts:
+            raise HttpError(403, f"Forbidden: host {host!r} is not served here", code=-32600)
+        origin = request.headers.get("origin")
+        if origin is None or origin in self.settings.allowed_origins:
+            return
+        scheme, _, authority = origin.partition("://")
+        origin_host = _host_of(authority)
+        if origin_host in _LOOPBACK_HOSTS and _host_of(host) in _LOOPBACK_HOSTS:
+            return
+        if scheme in {"http", "https"} and authority == host:
+            return
+        raise HttpError(403, f"Forbidden: origin {origin!r} is not allowed", code=-32600)
+
+    def authenticate(
+        self, request: HttpRequest, tenant: TenantDirectory | None, vhost: VirtualHostView | None
+    ) -> Principal:
+        credential = _credential(request)
+        if credential is not None:
+            principal = tenant.principal_for_credential(credential) if tenant is not None else None
+            if principal is None:
+                raise HttpError(
+                    401, "Unauthorized: invalid API key",
+                    headers=(("www-authenticate", 'Bearer realm="mcp-gateway", error="invalid_token"'),),
+                )
+            return principal
+        if tenant is not None and vhost is not None and vhost.anonymous_key_id is not None:
+            principal = tenant.principal_for_key(vhost.anonymous_key_id)
+            if principal is not None:
+                return principal
+        raise HttpError(
+            401, "Unauthorized: send an API key as 'Authorization: Bearer <key>' or 'X-API-Key'",
+            headers=(("www-authenticate", 'Bearer realm="mcp-gateway"'),),
+        )
+
+    async def _handle(self, request: HttpRequest) -> Reply:
+        self.check_origin(request)
+        tenant = await self.directory.tenant(request.tenant)
+        vhost = tenant.virtual_host(request.vhost) if tenant is not None else None
+        principal = self.authenticate(request, tenant, vhost)
+        if vhost is None:
+            raise HttpError(404, f"Not Found: no virtual host {request.tenant}/{request.vhost}")
+        session_id = request.headers.get("mcp-session-id")
+        if request.method == "POST":
+            return await self._post(request, vhost, principal, session_id)
+        if request.method in {"GET", "DELETE"} and session_id:
+            state = await self.legacy.session_for(session_id, principal, vhost)
+            if request.method == "GET":
+                return await self.legacy.open_stream(request, vhost, state)
+            return await self.legacy.terminate(state, vhost)
+        # Stateless clients have no GET stream and nothing to delete (2026-07-28: 405).
+        raise HttpError(405, "Method Not Allowed", headers=(("allow", "POST"),))
+
+    async def _post(
+        self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, session_id: str | None
+    ) -> Reply:
+        if len(request.body) > self.settings.max_body_bytes:
+            raise HttpError(413, f"Payload Too Large: the limit is {self.settings.max_body_bytes} bytes")
+        content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if content_type != "application/json":
+            raise HttpError(415, "Unsupported Media Type: POST bodies must be application/json", code=-32600)
+        accept = request.headers.get("accept", "*/*")
+        wants_sse = "text/event-stream" in accept or "*/*" in accept
+        if not wants_sse and "application/json" not in accept:
+            raise HttpError(406, "Not Acceptable: accept application/json or text/event-stream", code=-32600)
+        try:
+            message = parse_message(request.body)
+        except GatewayError as error:
+            return error_reply(None, error)
+        header_version = request.headers.get("mcp-protocol-version")
+        if is_modern_message(message) or (header_version in MODERN_VERSIONS and not session_id):
+            return await self.modern.handle(request, vhost, principal, message, wants_sse)
+        if message.method == "initialize" and message.id is not None:
+            return await self.legacy.initialize(request, vhost, principal, message)
+        if not session_id:
+            return error_reply(
+                message.id, InvalidRequest("Bad Request: Mcp-Session-Id header is required; send initialize first")
+            )
+        state = await self.legacy.session_for(session_id, principal, vhost)
+        return await self.legacy.handle(request, vhost, principal, state, message, wants_sse)

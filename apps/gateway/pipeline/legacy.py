@@ -1,0 +1,267 @@
+"""The handshake era (2024-11-05 … 2025-11-25) over Streamable HTTP: the gateway answers
+`initialize` itself, mints the session, and keeps one backend session per downstream session so
+server→client traffic (progress, logging, sampling, elicitation) flows back to the right client."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+
+from apps.gateway.pipeline.backends import (
+    ACCEPT,
+    CONTENT_JSON,
+    GATEWAY_INFO,
+    BackendCatalog,
+    BackendRefused,
+    close_session,
+    open_session,
+)
+from apps.gateway.pipeline.mounts import merge_capabilities, pick_replica, single_backend
+from apps.gateway.pipeline.ports import SessionStore, Upstream, UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.relay import BackendSessionGone, Call, Relay
+from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, accepted, error_reply, result_reply
+from apps.gateway.pipeline.tracing import trace_id_of, trace_headers
+from apps.gateway.pipeline.values import (
+    BackendInfo,
+    BackendSession,
+    BackendView,
+    HttpRequest,
+    Principal,
+    SessionState,
+    VirtualHostView,
+)
+from apps.gateway.protocol.envelope import NAME_BEARING, encode_header_value
+from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidRequest
+from apps.gateway.protocol.jsonrpc import Kind, Message, dumps
+from apps.gateway.protocol.sse import encode_event
+from apps.gateway.protocol.versions import (
+    LATEST_MODERN,
+    LEGACY_VERSIONS,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    negotiate_legacy,
+)
+
+log = logging.getLogger(__name__)
+
+
+class LegacyEra:
+    def __init__(self, *, sessions: SessionStore, upstream: Upstream, backends: BackendCatalog, relay: Relay):
+        self._sessions = sessions
+        self._upstream = upstream
+        self._backends = backends
+        self._relay = relay
+        self._opening: dict[tuple[str, str], asyncio.Lock] = {}
+
+    async def session_for(self, session_id: str, principal: Principal, vhost: VirtualHostView) -> SessionState:
+        """The session, if it exists and belongs to this caller on this virtual host. Any other case
+        is 404, so a session id is useless with another credential."""
+        state = await self._sessions.load(session_id) if self._sessions.is_well_formed(session_id) else None
+        if (
+            state is None
+            or state.key_id != principal.key_id
+            or state.tenant_id != vhost.tenant_id
+            or state.vhost != vhost.slug
+        ):
+            raise HttpError(404, "Not Found: unknown or expired session; send initialize again", code=-32600)
+        return state
+
+    async def initialize(
+        self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message
+    ) -> Reply:
+        params = message.params
+        version = negotiate_legacy(params.get("protocolVersion"))
+        infos = await self._infos(vhost)
+        capabilities = merge_capabilities(
+            info.legacy_capabilities if info.legacy_version else info.modern_capabilities for info in infos
+        )
+        state = SessionState(
+            id=self._sessions.new_id(),
+            tenant_id=vhost.tenant_id,
+            vhost=vhost.slug,
+            key_id=principal.key_id,
+            protocol_version=version,
+            client_capabilities=params.get("capabilities") or {},
+            client_info=params.get("clientInfo") or {},
+        )
+        await self._sessions.save(state)
+        result: dict[str, object] = {
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "serverInfo": GATEWAY_INFO,
+        }
+        instructions = "\n\n".join(info.instructions for info in infos if info.instructions)
+        if instructions:
+            result["instructions"] = instructions
+        return result_reply(message.id, result, headers=(("mcp-session-id", state.id),))
+
+    async def _infos(self, vhost: VirtualHostView) -> list[BackendInfo]:
+        results = await asyncio.gather(
+            *(self._backends.info(backend) for backend in vhost.mounts.values()), return_exceptions=True
+        )
+        infos: list[BackendInfo] = []
+        for backend, result in zip(vhost.mounts.values(), results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("backend %s left out of initialize: %s", backend.name, result)
+            else:
+                infos.append(result)
+        return infos
+
+    async def handle(
+        self,
+        request: HttpRequest,
+        vhost: VirtualHostView,
+        principal: Principal,
+        state: SessionState,
+        message: Message,
+        wants_sse: bool,
+    ) -> Reply:
+        session_header = (("mcp-session-id", state.id),)
+        header_version = request.headers.get("mcp-protocol-version")
+        if header_version is not None and header_version not in LEGACY_VERSIONS:
+            return error_reply(
+                message.id,
+                InvalidRequest(f"Bad Request: unsupported MCP-Protocol-Version {header_version!r}"),
+                session_header,
+            )
+        if message.kind is Kind.REQUEST and message.method == "ping":
+            return result_reply(message.id, {}, headers=session_header)
+        if message.kind is Kind.NOTIFICATION and message.method == "notifications/initialized":
+            return accepted().with_headers(session_header)
+        try:
+            map_key, backend = single_backend(vhost)
+        except GatewayError as error:
+            return error_reply(message.id, error, session_header)
+        call = Call(
+            principal=principal,
+            virtual_host=vhost.slug,
+            backend=backend,
+            message=message,
+            bytes_in=len(request.body),
+            session_id=state.id,
+            trace_id=trace_id_of(request.headers, message),
+            started=time.perf_counter(),
+            at=time.time(),
+        )
+        try:
+            info = await self._backends.info(backend)
+            if info.legacy_version is None:
+                return await self._forward_to_modern(request, state, call, wants_sse)
+            for _ in range(2):
+                session = await self._backend_session(state, map_key, backend, info)
+                headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", session.version)]
+                if session.session_id:
+                    headers.append(("mcp-session-id", session.session_id))
+                headers.extend(trace_headers(request.headers))
+                try:
+                    return await self._relay.forward(
+                        call, session.replica, headers, request.body, wants_sse=wants_sse,
+                        reply_headers=session_header, in_session=session.session_id is not None,
+                    )
+                except BackendSessionGone:
+                    log.info("backend %s lost session of %s; opening a new one", backend.name, state.id)
+                    state.backends.pop(map_key, None)
+            return self._relay.fail(call, "the backend keeps losing its session", session_header)
+        except (UpstreamUnavailable, BackendRefused) as exc:
+            return self._relay.fail(call, str(exc), session_header)
+        except TimeoutError:
+            return self._relay.fail(call, "timed out", session_header)
+
+    async def _forward_to_modern(
+        self, request: HttpRequest, state: SessionState, call: Call, wants_sse: bool
+    ) -> Reply:
+        """A backend that speaks only the stateless era: each message gets the envelope the
+        session's handshake established."""
+        message = call.message
+        if message.kind is not Kind.REQUEST:
+            return accepted().with_headers((("mcp-session-id", state.id),))
+        raw = dict(message.raw)
+        params = dict(message.params)
+        params["_meta"] = {
+            **(params.get("_meta") or {}),
+            META_PROTOCOL_VERSION: LATEST_MODERN,
+            META_CLIENT_CAPABILITIES: state.client_capabilities,
+            META_CLIENT_INFO: state.client_info,
+        }
+        raw["params"] = params
+        headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", LATEST_MODERN), ("mcp-method", message.method or "")]
+        field = NAME_BEARING.get(message.method or "")
+        if field and isinstance(params.get(field), str):
+            headers.append(("mcp-name", encode_header_value(params[field])))
+        headers.extend(trace_headers(request.headers))
+        return await self._relay.forward(
+            call, pick_replica(call.backend, state.id), headers, dumps(raw), wants_sse=wants_sse,
+            reply_headers=(("mcp-session-id", state.id),),
+        )
+
+    async def _backend_session(
+        self, state: SessionState, map_key: str, backend: BackendView, info: BackendInfo
+    ) -> BackendSession:
+        session = state.backends.get(map_key)
+        if session is not None:
+            return session
+        lock = self._opening.setdefault((state.id, map_key), asyncio.Lock())
+        async with lock:
+            session = state.backends.get(map_key)
+            if session is None:
+                session, _ = await open_session(
+                    self._upstream,
+                    backend,
+                    pick_replica(backend, state.id),
+                    version=state.protocol_version,
+                    capabilities=state.client_capabilities,
+                    client_info=state.client_info,
+                )
+                state.backends[map_key] = session
+                await self._sessions.save(state)
+        self._opening.pop((state.id, map_key), None)
+        return session
+
+    async def open_stream(self, request: HttpRequest, vhost: VirtualHostView, state: SessionState) -> Reply:
+        """The GET stream of a session: the backend's own stream, relayed event by event (ids kept,
+        so a client resuming with Last-Event-ID resumes at the backend)."""
+        session_header = (("mcp-session-id", state.id),)
+        try:
+            map_key, backend = single_backend(vhost)
+            info = await self._backends.info(backend)
+            if info.legacy_version is None:
+                raise HttpError(405, "Method Not Allowed: this backend has no server stream", headers=(("allow", "POST, DELETE"),))
+            session = await self._backend_session(state, map_key, backend, info)
+            headers = [("accept", "text/event-stream"), ("mcp-protocol-version", session.version)]
+            if session.session_id:
+                headers.append(("mcp-session-id", session.session_id))
+            if last_event_id := request.headers.get("last-event-id"):
+                headers.append(("last-event-id", last_event_id))
+            reply = await self._upstream.send(backend, session.replica, "GET", headers, timeout=backend.timeout)
+        except (UpstreamUnavailable, BackendRefused, TimeoutError, GatewayError) as exc:
+            raise HttpError(502, f"Bad Gateway: backend stream unavailable: {exc}") from None
+        if reply.status == 200 and reply.content_type == "text/event-stream":
+            return Reply(200, SSE_HEADERS + session_header, stream=_passthrough(reply))
+        body = await reply.read()
+        reply_headers = tuple((k, v) for k, v in reply.headers.items() if k in {"content-type", "allow"})
+        return Reply(reply.status, reply_headers + session_header, body)
+
+    async def terminate(self, state: SessionState, vhost: VirtualHostView) -> Reply:
+        await self._sessions.delete(state.id)
+        # Backend sessions end too; one that cannot be reached ends by its own idle timeout.
+        await asyncio.gather(
+            *(
+                close_session(self._upstream, vhost.mounts[key], session)
+                for key, session in state.backends.items()
+                if key in vhost.mounts
+            )
+        )
+        return Reply(200)
+
+
+async def _passthrough(reply: UpstreamReply) -> AsyncIterator[bytes]:
+    try:
+        async for event in reply.events():
+            yield encode_event(event)
+    except UpstreamUnavailable:
+        pass
+    finally:
+        reply.close()

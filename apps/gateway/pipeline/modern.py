@@ -1,0 +1,139 @@
+"""The stateless era (2026-07-28): every request carries its own envelope; the gateway answers
+`server/discover` and forwards the rest. A backend that also speaks this era gets the request
+byte for byte; one that speaks only the handshake era gets it through a backend session the gateway
+keeps per caller, since the client holds none."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+from apps.gateway.pipeline.backends import (
+    CONTENT_JSON,
+    GATEWAY_INFO,
+    BackendCatalog,
+    BackendRefused,
+    open_session,
+)
+from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
+from apps.gateway.pipeline.ports import Upstream, UpstreamUnavailable
+from apps.gateway.pipeline.relay import BackendSessionGone, Call, Relay
+from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
+from apps.gateway.pipeline.tracing import trace_id_of, trace_headers
+from apps.gateway.pipeline.values import BackendSession, BackendView, HttpRequest, Principal, VirtualHostView
+from apps.gateway.protocol.envelope import ModernEnvelope, check_modern_request
+from apps.gateway.protocol.errors import GatewayError, InvalidRequest
+from apps.gateway.protocol.jsonrpc import Kind, Message
+from apps.gateway.protocol.versions import LATEST_LEGACY, META_SERVER_INFO, MODERN_VERSIONS
+
+#: Request headers a stateless backend needs to see as the client sent them.
+_FORWARDED = ("mcp-protocol-version", "mcp-method", "mcp-name")
+
+
+class ModernEra:
+    def __init__(self, *, upstream: Upstream, backends: BackendCatalog, relay: Relay) -> None:
+        self._upstream = upstream
+        self._backends = backends
+        self._relay = relay
+        self._held: dict[tuple[int, int], BackendSession] = {}
+        self._opening: dict[tuple[int, int], asyncio.Lock] = {}
+
+    async def handle(
+        self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message, wants_sse: bool
+    ) -> Reply:
+        if message.kind is Kind.RESPONSE:
+            return error_reply(None, InvalidRequest("Invalid Request: stateless clients do not send responses"))
+        if message.kind is Kind.NOTIFICATION:
+            # No client notification means anything on this transport (cancelling is closing the stream).
+            return accepted()
+        try:
+            envelope = check_modern_request(message, request.headers)
+            if message.method == "server/discover":
+                return await self._discover(vhost, message)
+            _, backend = single_backend(vhost)
+        except GatewayError as error:
+            return error_reply(message.id, error)
+        call = Call(
+            principal=principal,
+            virtual_host=vhost.slug,
+            backend=backend,
+            message=message,
+            bytes_in=len(request.body),
+            session_id="",
+            trace_id=trace_id_of(request.headers, message),
+            started=time.perf_counter(),
+            at=time.time(),
+        )
+        try:
+            info = await self._backends.info(backend)
+            if info.modern_versions:
+                headers = [CONTENT_JSON, ("accept", request.headers.get("accept", "application/json, text/event-stream"))]
+                headers.extend((name, request.headers[name]) for name in _FORWARDED if name in request.headers)
+                headers.extend((name, value) for name, value in request.headers.items() if name.startswith("mcp-param-"))
+                headers.extend(trace_headers(request.headers))
+                replica = random.choice(backend.urls)  # stateless: any replica will do
+                return await self._relay.forward(call, replica, headers, request.body, wants_sse=wants_sse)
+            return await self._forward_to_legacy(request, principal, envelope, call, wants_sse)
+        except (UpstreamUnavailable, BackendRefused) as exc:
+            return self._relay.fail(call, str(exc))
+        except TimeoutError:
+            return self._relay.fail(call, "timed out")
+
+    async def _discover(self, vhost: VirtualHostView, message: Message) -> Reply:
+        infos = []
+        for backend in vhost.mounts.values():
+            try:
+                infos.append(await self._backends.info(backend))
+            except (UpstreamUnavailable, BackendRefused, TimeoutError):
+                continue
+        capabilities = merge_capabilities(
+            info.modern_capabilities if info.modern_versions else info.legacy_capabilities for info in infos
+        )
+        result: dict[str, object] = {
+            "resultType": "complete",
+            "supportedVersions": list(MODERN_VERSIONS),
+            "capabilities": capabilities,
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "_meta": {META_SERVER_INFO: GATEWAY_INFO},
+        }
+        instructions = "\n\n".join(info.instructions for info in infos if info.instructions)
+        if instructions:
+            result["instructions"] = instructions
+        return result_reply(message.id, result)
+
+    async def _forward_to_legacy(
+        self, request: HttpRequest, principal: Principal, envelope: ModernEnvelope, call: Call, wants_sse: bool
+    ) -> Reply:
+        backend = call.backend
+        for _ in range(2):
+            session = await self._held_session(backend, principal, envelope)
+            headers = [CONTENT_JSON, ("accept", "application/json, text/event-stream"),
+                       ("mcp-protocol-version", session.version)]
+            if session.session_id:
+                headers.append(("mcp-session-id", session.session_id))
+            headers.extend(trace_headers(request.headers))
+            try:
+                return await self._relay.forward(
+                    call, session.replica, headers, request.body, wants_sse=wants_sse,
+                    in_session=session.session_id is not None,
+                )
+            except BackendSessionGone:
+                self._held.pop((backend.id, principal.key_id), None)
+        return self._relay.fail(call, "the backend keeps losing its session")
+
+    async def _held_session(self, backend: BackendView, principal: Principal, envelope: ModernEnvelope) -> BackendSession:
+        key = (backend.id, principal.key_id)
+        session = self._held.get(key)
+        if session is not None:
+            return session
+        async with self._opening.setdefault(key, asyncio.Lock()):
+            session = self._held.get(key)
+            if session is None:
+                session, _ = await open_session(
+                    self._upstream, backend, backend.urls[0], version=LATEST_LEGACY,
+                    capabilities=envelope.client_capabilities, client_info=envelope.client_info or GATEWAY_INFO,
+                )
+                self._held[key] = session
+        return session

@@ -1,0 +1,94 @@
+"""The outside world as the pipeline needs it. `apps.gateway.wiring` plugs in the implementations
+(configuration snapshots, Redis sessions, the pooled HTTP client, the batched audit writer)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from apps.gateway.pipeline.values import BackendView, Principal, SessionState, VirtualHostView
+from apps.gateway.protocol.sse import SseEvent
+
+
+class UpstreamUnavailable(Exception):
+    """The backend could not be reached or broke the exchange (not: it answered with an error)."""
+
+
+class TenantDirectory(Protocol):
+    """One tenant's configuration as of some version: read without I/O."""
+
+    def virtual_host(self, slug: str) -> VirtualHostView | None: ...
+
+    def principal_for_credential(self, credential: str) -> Principal | None:
+        """The principal a presented API key stands for, or None (unknown, revoked or expired)."""
+
+    def principal_for_key(self, key_id: int) -> Principal | None: ...
+
+
+class Directory(Protocol):
+    async def tenant(self, slug: str) -> TenantDirectory | None: ...
+
+
+class SessionStore(Protocol):
+    def new_id(self) -> str: ...
+
+    def is_well_formed(self, session_id: str) -> bool:
+        """True when the id carries a valid tag from some gateway instance (a hash, no I/O)."""
+
+    async def save(self, state: SessionState) -> None: ...
+
+    async def load(self, session_id: str) -> SessionState | None: ...
+
+    async def delete(self, session_id: str) -> None: ...
+
+
+class UpstreamReply(Protocol):
+    status: int
+    headers: Mapping[str, str]
+
+    @property
+    def content_type(self) -> str: ...
+
+    async def read(self) -> bytes: ...
+
+    def events(self) -> AsyncIterator[SseEvent]: ...
+
+    def close(self) -> None: ...
+
+
+class Upstream(Protocol):
+    async def send(
+        self,
+        backend: BackendView,
+        replica: str,
+        method: str,
+        headers: list[tuple[str, str]],
+        body: bytes = b"",
+        *,
+        timeout: float,
+    ) -> UpstreamReply:
+        """One HTTP exchange with a backend replica; raises UpstreamUnavailable or TimeoutError."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    principal: Principal
+    virtual_host: str
+    backend: str
+    method: str
+    exposed_name: str
+    upstream_name: str
+    outcome: str  # ok | tool_error | error | cancelled
+    error_code: int | None
+    latency_ms: float
+    bytes_in: int
+    bytes_out: int
+    session_id: str
+    trace_id: str
+    at: float  # unix time the call started
+
+
+class AuditSink(Protocol):
+    def record(self, entry: AuditEntry) -> None:
+        """Queue one row; never blocks and never raises on the request path."""

@@ -1,0 +1,190 @@
+"""Forwarding one message to a backend and relaying the answer downstream, JSON or SSE, while
+noting what the audit row needs (outcome, error code, bytes, latency)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from apps.gateway.pipeline.ports import AuditEntry, AuditSink, Upstream, UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.replies import JSON, SSE_HEADERS, Headers, Reply, error_reply
+from apps.gateway.pipeline.values import BackendView, Principal
+from apps.gateway.protocol import jsonrpc
+from apps.gateway.protocol.errors import BackendUnavailable
+from apps.gateway.protocol.jsonrpc import Kind, Message
+from apps.gateway.protocol.sse import SseEvent, encode_event
+
+log = logging.getLogger(__name__)
+
+#: Routed operations that leave an audit row, and the params field naming their target.
+AUDITED = {"tools/call": "name", "resources/read": "uri", "prompts/get": "name"}
+
+
+class BackendSessionGone(Exception):
+    """The backend answered 404 to a request in a session: it no longer knows the session."""
+
+
+@dataclass(slots=True)
+class Call:
+    """One message forwarded to one backend."""
+
+    principal: Principal
+    virtual_host: str
+    backend: BackendView
+    message: Message
+    bytes_in: int
+    session_id: str
+    trace_id: str
+    started: float  # perf_counter
+    at: float  # unix time
+
+    @property
+    def audited(self) -> bool:
+        return self.message.kind is Kind.REQUEST and self.message.method in AUDITED
+
+    def target_name(self) -> str:
+        value = self.message.params.get(AUDITED.get(self.message.method or "", ""), "")
+        return value if isinstance(value, str) else ""
+
+
+def outcome_of(response: dict[str, Any]) -> tuple[str, int | None]:
+    error = response.get("error")
+    if isinstance(error, dict):
+        code = error.get("code")
+        return "error", code if isinstance(code, int) else None
+    result = response.get("result")
+    if isinstance(result, dict) and result.get("isError") is True:
+        return "tool_error", None
+    return "ok", None
+
+
+class Relay:
+    def __init__(self, upstream: Upstream, audit: AuditSink) -> None:
+        self._upstream = upstream
+        self._audit = audit
+
+    def _record(self, call: Call, outcome: str, code: int | None, bytes_out: int) -> None:
+        if not call.audited:
+            return
+        name = call.target_name()
+        self._audit.record(
+            AuditEntry(
+                principal=call.principal,
+                virtual_host=call.virtual_host,
+                backend=call.backend.name,
+                method=call.message.method or "",
+                exposed_name=name,
+                upstream_name=name,
+                outcome=outcome,
+                error_code=code,
+                latency_ms=(time.perf_counter() - call.started) * 1000.0,
+                bytes_in=call.bytes_in,
+                bytes_out=bytes_out,
+                session_id=call.session_id,
+                trace_id=call.trace_id,
+                at=call.at,
+            )
+        )
+
+    def fail(self, call: Call, reason: str, headers: Headers = ()) -> Reply:
+        """The backend could not answer: a request gets -32004, anything else a bare 502."""
+        log.warning("backend %s unavailable: %s", call.backend.name, reason)
+        if call.message.kind is not Kind.REQUEST:
+            return Reply(502, headers)
+        error = BackendUnavailable(f"Backend {call.backend.name!r} unavailable: {reason}",
+                                   data={"backend": call.backend.name})
+        reply = error_reply(call.message.id, error, headers)
+        self._record(call, "error", error.code, len(reply.body))
+        return reply
+
+    async def forward(
+        self,
+        call: Call,
+        replica: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        *,
+        wants_sse: bool,
+        reply_headers: Headers = (),
+        in_session: bool = False,
+    ) -> Reply:
+        try:
+            reply = await self._upstream.send(
+                call.backend, replica, "POST", headers, body, timeout=call.backend.timeout
+            )
+        except UpstreamUnavailable as exc:
+            return self.fail(call, str(exc), reply_headers)
+        except TimeoutError:
+            return self.fail(call, f"no answer within {call.backend.timeout:g}s", reply_headers)
+        if reply.status == 404 and in_session:
+            reply.close()
+            raise BackendSessionGone
+        if reply.status == 202:
+            reply.close()
+            return Reply(202, reply_headers)
+        if reply.content_type == "text/event-stream":
+            if wants_sse:
+                return Reply(reply.status, SSE_HEADERS + reply_headers, stream=self._stream(call, reply))
+            return await self._collect(call, reply, reply_headers)
+        try:
+            payload = await reply.read()
+        except UpstreamUnavailable as exc:
+            return self.fail(call, str(exc), reply_headers)
+        if reply.content_type != "application/json":
+            if reply.status < 300 and not payload:
+                return Reply(reply.status, reply_headers)
+            return self.fail(call, f"HTTP {reply.status} ({reply.content_type or 'no content type'})", reply_headers)
+        if call.audited:
+            try:
+                self._record(call, *outcome_of(jsonrpc.loads(payload)), len(payload))
+            except (ValueError, AttributeError):
+                self._record(call, "error", None, len(payload))
+        return Reply(reply.status, (JSON, *reply_headers), payload)
+
+    def _response_in(self, call: Call, event: SseEvent) -> dict[str, Any] | None:
+        """The JSON-RPC response to this call, if the event carries it."""
+        data = event.data
+        if not data or (b'"result"' not in data and b'"error"' not in data):
+            return None
+        try:
+            message = jsonrpc.loads(data)
+        except ValueError:
+            return None
+        if isinstance(message, dict) and "method" not in message and message.get("id") == call.message.id:
+            return message
+        return None
+
+    async def _stream(self, call: Call, reply: UpstreamReply) -> AsyncIterator[bytes]:
+        sent = 0
+        outcome: tuple[str, int | None] | None = None
+        try:
+            async for event in reply.events():
+                if outcome is None and call.audited and (response := self._response_in(call, event)):
+                    outcome = outcome_of(response)
+                chunk = encode_event(event)
+                sent += len(chunk)
+                yield chunk
+        except UpstreamUnavailable as exc:
+            log.info("stream from backend %s broke: %s", call.backend.name, exc)
+        finally:
+            reply.close()
+            self._record(call, *(outcome or ("cancelled", None)), sent)
+
+    async def _collect(self, call: Call, reply: UpstreamReply, reply_headers: Headers) -> Reply:
+        """A client that takes only JSON gets the response alone; notifications are dropped."""
+        try:
+            async for event in reply.events():
+                if (response := self._response_in(call, event)) is not None:
+                    body = jsonrpc.dumps(response)
+                    self._record(call, *outcome_of(response), len(body))
+                    return Reply(200, (JSON, *reply_headers), body)
+        except UpstreamUnavailable as exc:
+            return self.fail(call, str(exc), reply_headers)
+        finally:
+            reply.close()
+        if call.message.kind is Kind.REQUEST:
+            return self.fail(call, "the backend's stream ended without a response", reply_headers)
+        return Reply(202, reply_headers)

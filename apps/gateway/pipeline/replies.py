@@ -1,0 +1,62 @@
+"""What the pipeline answers: one HTTP response, its body whole or streamed as SSE."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from apps.gateway.protocol import jsonrpc
+from apps.gateway.protocol.errors import GatewayError, HttpError
+from apps.gateway.protocol.jsonrpc import RequestId
+from apps.gateway.protocol.sse import SseEvent, encode_event
+
+Headers = tuple[tuple[str, str], ...]
+
+JSON = ("content-type", "application/json")
+SSE_HEADERS: Headers = (
+    ("content-type", "text/event-stream"),
+    ("cache-control", "no-cache, no-transform"),
+    ("x-accel-buffering", "no"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    headers: Headers = ()
+    body: bytes = b""
+    stream: AsyncIterator[bytes] | None = None
+
+    def with_headers(self, extra: Headers) -> Reply:
+        return Reply(self.status, self.headers + extra, self.body, self.stream)
+
+
+def json_reply(message: dict[str, Any], status: int = 200, headers: Headers = ()) -> Reply:
+    return Reply(status, (JSON, *headers), jsonrpc.dumps(message))
+
+
+def result_reply(
+    request_id: RequestId | None, result: dict[str, Any], *, sse: bool = False, headers: Headers = ()
+) -> Reply:
+    """A locally answered request, as JSON or as a one-event SSE stream (as the client accepts)."""
+    message = jsonrpc.result_message(request_id, result)
+    if not sse:
+        return json_reply(message, headers=headers)
+    return Reply(200, SSE_HEADERS + headers, encode_event(SseEvent(jsonrpc.dumps(message))))
+
+
+def error_reply(request_id: RequestId | None, error: GatewayError, headers: Headers = ()) -> Reply:
+    return json_reply(jsonrpc.error_message(request_id, error.to_error()), error.http_status, headers)
+
+
+def http_error_reply(error: HttpError) -> Reply:
+    if error.code is None:
+        return Reply(error.status, (("content-type", "text/plain; charset=utf-8"), *error.headers),
+                     error.message.encode())
+    message = jsonrpc.error_message(None, {"code": error.code, "message": error.message})
+    return json_reply(message, error.status, error.headers)
+
+
+def accepted() -> Reply:
+    return Reply(202)

@@ -1,0 +1,92 @@
+"""Plain values the pipeline works on. Built by the gateway's adapters from configuration snapshots,
+sessions and HTTP requests; nothing here knows where they came from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling. `anonymous` callers act as the configured key of the virtual host."""
+
+    tenant_id: int
+    tenant_slug: str
+    key_id: int
+    key_name: str
+    team: str | None
+    anonymous: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{'anonymous' if self.anonymous else 'key'}:{self.key_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class BackendView:
+    id: int
+    name: str
+    transport: str
+    urls: tuple[str, ...]
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class VirtualHostView:
+    tenant_id: int
+    tenant_slug: str
+    slug: str
+    mounts: Mapping[str, BackendView]  # map key -> backend
+    aliases: Mapping[str, tuple[str, str]]  # exposed alias -> (map key, upstream name)
+    anonymous_key_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BackendInfo:
+    """What a backend told the gateway about itself, probed once per process.
+
+    `legacy_version` is the newest handshake revision it accepted (None: it refused `initialize`);
+    `modern_versions` the stateless revisions from `server/discover` (empty: it has none)."""
+
+    legacy_version: str | None
+    legacy_capabilities: Mapping[str, Any]
+    modern_versions: tuple[str, ...]
+    modern_capabilities: Mapping[str, Any]
+    server_info: Mapping[str, Any]
+    instructions: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """One downstream HTTP request to the MCP endpoint. Header names are lower-case."""
+
+    method: str
+    tenant: str
+    vhost: str
+    headers: Mapping[str, str]
+    body: bytes
+    raw_header_names: tuple[str, ...] = ()
+    client: str = ""
+
+
+@dataclass(slots=True)
+class BackendSession:
+    session_id: str | None
+    version: str
+    replica: str
+
+
+@dataclass(slots=True)
+class SessionState:
+    """A downstream legacy session. Stored in the session store; any instance can serve it."""
+
+    id: str
+    tenant_id: int
+    vhost: str
+    key_id: int
+    protocol_version: str
+    client_capabilities: Any
+    client_info: Any
+    backends: dict[str, BackendSession] = field(default_factory=dict)

@@ -1,0 +1,92 @@
+"""The 2026-07-28 per-request envelope: `_meta` fields and the routing headers that must mirror them
+(spec 2026-07-28 basic/transports/streamable-http, SEP-2243). Checked in the spec's order: the
+envelope is present, the headers agree with the body, then the version is one we serve."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from apps.gateway.protocol.errors import HeaderMismatch, InvalidParams, UnsupportedProtocolVersion
+from apps.gateway.protocol.jsonrpc import Message
+from apps.gateway.protocol.versions import (
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    MODERN_VERSIONS,
+)
+
+#: Methods whose target travels in `Mcp-Name`, and the params field it mirrors.
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+_SENTINEL = re.compile(r"^=\?base64\?(.*)\?=$")
+_PLAIN = re.compile(r"^[\x20-\x7e]*$")
+
+
+def decode_header_value(value: str | None) -> str | None:
+    """A header value as the client meant it: `=?base64?…?=` is decoded; a malformed one is None,
+    so it never matches anything."""
+    if value is None:
+        return None
+    match = _SENTINEL.match(value)
+    if match is None:
+        return value
+    try:
+        raw = base64.b64decode(match.group(1), validate=True)
+        return raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def encode_header_value(value: str) -> str:
+    if _PLAIN.match(value) and value == value.strip() and not _SENTINEL.match(value):
+        return value
+    return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
+
+
+@dataclass(frozen=True, slots=True)
+class ModernEnvelope:
+    protocol_version: str
+    client_capabilities: Any
+    client_info: Any
+
+
+def check_modern_request(message: Message, headers: Mapping[str, str]) -> ModernEnvelope:
+    """Validate a 2026-07-28 request against its headers (lower-cased names)."""
+    meta = message.params.get("_meta")
+    if not isinstance(meta, dict):
+        raise InvalidParams(
+            f"params._meta must be an object carrying {META_PROTOCOL_VERSION!r} and {META_CLIENT_CAPABILITIES!r}",
+            http_status=400,
+        )
+    missing = [key for key in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES) if key not in meta]
+    if missing:
+        raise InvalidParams(f"params._meta is missing {', '.join(missing)}", http_status=400)
+    version = meta[META_PROTOCOL_VERSION]
+    header_version = headers.get("mcp-protocol-version")
+    if header_version is None or header_version != version:
+        raise HeaderMismatch("MCP-Protocol-Version header does not match params._meta protocol version")
+    if headers.get("mcp-method") != message.method:
+        raise HeaderMismatch("Mcp-Method header does not match the request's method")
+    field = NAME_BEARING.get(message.method or "")
+    if field is not None:
+        value = message.params.get(field)
+        if value is not None and decode_header_value(headers.get("mcp-name")) != value:
+            raise HeaderMismatch(f"Mcp-Name header does not match params.{field}")
+    if not isinstance(version, str):
+        raise InvalidParams("the protocol version in params._meta must be a string", http_status=400)
+    if version not in MODERN_VERSIONS:
+        raise UnsupportedProtocolVersion(
+            "Unsupported protocol version",
+            data={"supported": list(MODERN_VERSIONS), "requested": version},
+        )
+    return ModernEnvelope(version, meta[META_CLIENT_CAPABILITIES], meta.get(META_CLIENT_INFO))
+
+
+def is_modern_message(message: Message) -> bool:
+    """Era detection per request: a `_meta` protocol version marks the stateless era."""
+    meta = message.params.get("_meta")
+    return isinstance(meta, dict) and META_PROTOCOL_VERSION in meta

@@ -1,0 +1,88 @@
+"""Errors the gateway answers with. Each maps to exactly one JSON-RPC error and HTTP status
+(ARCHITECTURE §11); `HttpError`s are answered at the HTTP layer with no JSON-RPC id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+POLICY_DENIED = -32003
+BACKEND_UNAVAILABLE = -32004
+RATE_LIMITED = -32005
+HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+
+class GatewayError(Exception):
+    """A JSON-RPC error answered by the gateway itself."""
+
+    code: int = INTERNAL_ERROR
+    http_status: int = 200
+
+    def __init__(self, message: str, *, data: Any = None, http_status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+        if http_status is not None:
+            self.http_status = http_status
+
+    def to_error(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ParseError(GatewayError):
+    code = PARSE_ERROR
+    http_status = 400
+
+
+class InvalidRequest(GatewayError):
+    code = INVALID_REQUEST
+    http_status = 400
+
+
+class MethodNotFound(GatewayError):
+    code = METHOD_NOT_FOUND
+
+
+class InvalidParams(GatewayError):
+    code = INVALID_PARAMS
+
+
+class HeaderMismatch(GatewayError):
+    code = HEADER_MISMATCH
+    http_status = 400
+
+
+class UnsupportedProtocolVersion(GatewayError):
+    code = UNSUPPORTED_PROTOCOL_VERSION
+    http_status = 400
+
+
+class BackendUnavailable(GatewayError):
+    code = BACKEND_UNAVAILABLE
+
+
+class HttpError(Exception):
+    """Answered at the HTTP layer: a status, optional headers and an optional id-less JSON-RPC error."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        headers: tuple[tuple[str, str], ...] = (),
+        code: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers
+        self.code = code

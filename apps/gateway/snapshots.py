@@ -1,0 +1,148 @@
+"""Per-tenant configuration snapshots for the hot path (house rule 7): loaded from the database once,
+served from memory, reloaded when the configuration version counter in Redis moves."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import redis.asyncio
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from apps.catalog.models import VirtualHost
+from apps.common.config_version import CONFIG_VERSION_KEY
+from apps.gateway.pipeline.values import BackendView, Principal, VirtualHostView
+from apps.tenants.keys import key_hash
+from apps.tenants.models import ApiKey, Tenant
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    principal: Principal
+    expires_at: float | None  # unix time
+    revoked: bool
+
+
+class TenantSnapshot:
+    """One tenant's keys and virtual hosts, immutable once built."""
+
+    def __init__(self, keys: list[_Key], key_hashes: dict[str, int], vhosts: dict[str, VirtualHostView]):
+        self._keys = {key.principal.key_id: key for key in keys}
+        self._by_hash = key_hashes
+        self._vhosts = vhosts
+
+    def virtual_host(self, slug: str) -> VirtualHostView | None:
+        return self._vhosts.get(slug)
+
+    def _usable(self, key: _Key | None) -> bool:
+        return key is not None and not key.revoked and (key.expires_at is None or key.expires_at > time.time())
+
+    def principal_for_credential(self, credential: str) -> Principal | None:
+        key_id = self._by_hash.get(key_hash(credential))
+        key = self._keys.get(key_id) if key_id is not None else None
+        return key.principal if key is not None and self._usable(key) else None
+
+    def principal_for_key(self, key_id: int) -> Principal | None:
+        key = self._keys.get(key_id)
+        if key is None or not self._usable(key):
+            return None
+        p = key.principal
+        return Principal(p.tenant_id, p.tenant_slug, p.key_id, p.key_name, p.team, anonymous=True)
+
+
+def tenant_snapshot_load(slug: str) -> TenantSnapshot | None:
+    """Read one tenant's configuration (a handful of queries, off the request path)."""
+    tenant = Tenant.objects.filter(slug=slug).first()
+    if tenant is None:
+        return None
+    keys: list[_Key] = []
+    hashes: dict[str, int] = {}
+    for api_key in ApiKey.objects.filter(tenant=tenant).select_related("team"):
+        principal = Principal(
+            tenant_id=tenant.pk,
+            tenant_slug=tenant.slug,
+            key_id=api_key.pk,
+            key_name=api_key.name,
+            team=api_key.team.slug if api_key.team else None,
+        )
+        expires = api_key.expires_at.timestamp() if api_key.expires_at else None
+        keys.append(_Key(principal, expires, api_key.revoked_at is not None and api_key.revoked_at <= timezone.now()))
+        hashes[api_key.secret_hash] = api_key.pk
+    vhosts: dict[str, VirtualHostView] = {}
+    for vhost in VirtualHost.objects.filter(tenant=tenant).prefetch_related("mounts__backend__replicas", "tool_aliases"):
+        mounts = {
+            mount.map_key: BackendView(
+                id=mount.backend.pk,
+                name=mount.backend.name,
+                transport=mount.backend.transport,
+                urls=tuple(replica.url for replica in mount.backend.replicas.all()),
+                timeout=mount.backend.timeout_seconds,
+            )
+            for mount in vhost.mounts.all()
+        }
+        vhosts[vhost.slug] = VirtualHostView(
+            tenant_id=tenant.pk,
+            tenant_slug=tenant.slug,
+            slug=vhost.slug,
+            mounts=MappingProxyType({key: view for key, view in mounts.items() if view.urls}),
+            aliases=MappingProxyType({a.alias: (a.map_key, a.upstream_name) for a in vhost.tool_aliases.all()}),
+            anonymous_key_id=vhost.anonymous_key_id if vhost.allow_anonymous else None,
+        )
+    return TenantSnapshot(keys, hashes, vhosts)
+
+
+class SnapshotDirectory:
+    """The `Directory` port. Checks the version counter at most every `check_seconds`; while Redis is
+    unreachable it keeps serving what it has."""
+
+    def __init__(self, client: redis.asyncio.Redis, *, check_seconds: float) -> None:
+        self._redis = client
+        self._check_seconds = check_seconds
+        self._checked = float("-inf")
+        self._version: bytes | None = None
+        self._tenants: dict[str, TenantSnapshot | None] = {}
+        self._loading: dict[str, asyncio.Future[TenantSnapshot | None]] = {}
+        self._load = sync_to_async(tenant_snapshot_load, thread_sensitive=False)
+
+    async def _check_version(self) -> None:
+        now = time.monotonic()
+        if now - self._checked < self._check_seconds:
+            return
+        self._checked = now
+        try:
+            version = await self._redis.get(CONFIG_VERSION_KEY)
+        except (redis.RedisError, OSError) as exc:
+            log.warning("configuration version check failed, serving cached snapshots: %s", exc)
+            return
+        if version != self._version:
+            self._version = version
+            self._tenants.clear()
+
+    async def tenant(self, slug: str) -> TenantSnapshot | None:
+        await self._check_version()
+        if slug in self._tenants:
+            return self._tenants[slug]
+        pending = self._loading.get(slug)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[TenantSnapshot | None] = asyncio.get_running_loop().create_future()
+        self._loading[slug] = future
+        version = self._version
+        try:
+            snapshot = await self._load(slug)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()
+            raise
+        finally:
+            self._loading.pop(slug, None)
+        if version == self._version:
+            self._tenants[slug] = snapshot
+        future.set_result(snapshot)
+        return snapshot

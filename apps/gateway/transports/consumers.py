@@ -1,0 +1,123 @@
+"""The MCP endpoint as a Channels consumer: ASGI in, `HttpRequest` to the pipeline, `Reply` out.
+
+It drives the ASGI exchange itself rather than through the generic dispatch loop: that loop
+closes database connections through a thread hop on every message and cannot notice a client
+disconnect while a response streams, and this endpoint touches no database and streams a lot."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from channels.generic.http import AsyncHttpConsumer
+from django.conf import settings
+
+from apps.gateway.pipeline.replies import Reply, json_reply
+from apps.gateway.pipeline.values import HttpRequest
+from apps.gateway.protocol.errors import INTERNAL_ERROR
+from apps.gateway.wiring import gateway
+
+log = logging.getLogger(__name__)
+
+_INTERNAL = json_reply({"jsonrpc": "2.0", "id": None, "error": {"code": INTERNAL_ERROR, "message": "Internal error"}}, 500)
+
+
+def _too_large(limit: int) -> Reply:
+    return Reply(413, (("content-type", "text/plain; charset=utf-8"),),
+                 f"Payload Too Large: the limit is {limit} bytes".encode())
+
+
+class McpConsumer(AsyncHttpConsumer):
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        self.scope = scope
+        headers: dict[str, str] = {}
+        names: list[str] = []
+        for raw_name, raw_value in scope["headers"]:
+            name = raw_name.decode("latin-1").lower()
+            value = raw_value.decode("latin-1")
+            names.append(name)
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        limit = settings.GATEWAY_MAX_BODY_BYTES
+        body = await self._read_body(receive, headers, limit)
+        if body is None:
+            await self._send(send, receive, _too_large(limit))
+            return
+        kwargs = scope["url_route"]["kwargs"]
+        client = scope.get("client") or ("", 0)
+        request = HttpRequest(
+            method=scope["method"],
+            tenant=kwargs["tenant"],
+            vhost=kwargs["vhost"],
+            headers=headers,
+            body=body,
+            raw_header_names=tuple(names),
+            client=str(client[0]),
+        )
+        try:
+            reply = await gateway().handle(request)
+        except Exception:
+            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            reply = _INTERNAL
+        await self._send(send, receive, reply)
+
+    async def _read_body(self, receive: Any, headers: dict[str, str], limit: int) -> bytes | None:
+        """The whole request body, or None once it is known to exceed `limit` (nothing more is read)."""
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return b""
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return b"".join(chunks)
+
+    async def _send(self, send: Any, receive: Any, reply: Reply) -> None:
+        headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in reply.headers]
+        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+        if reply.stream is None:
+            await send({"type": "http.response.body", "body": reply.body})
+            return
+        await self._stream(send, receive, reply.stream)
+
+    async def _stream(self, send: Any, receive: Any, stream: AsyncIterator[bytes]) -> None:
+        """Relay a stream until it ends or the client goes away; going away closes the upstream
+        stream too (for stateless clients that is how a request is cancelled)."""
+
+        async def pump() -> None:
+            try:
+                async for chunk in stream:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except Exception:
+                log.exception("relaying a stream failed")
+            await send({"type": "http.response.body", "body": b""})
+
+        pumping = asyncio.ensure_future(pump())
+        watching = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait({pumping, watching}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (pumping, watching):
+                task.cancel()
+            for task in (pumping, watching):
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+
+
+async def _disconnected(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -1,0 +1,261 @@
+"""A small HTTP/1.1 client for the hot path: keep-alive connections pooled per origin, one write per
+request, streaming response bodies (SSE). A general-purpose async client costs milliseconds of CPU
+per request here; this one costs tens of microseconds, which is the gateway's whole budget."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+_MAX_HEAD = 64 * 1024
+_READ_CHUNK = 64 * 1024
+
+
+class UpstreamHttpError(Exception):
+    """The upstream could not be reached, or broke the HTTP exchange."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    scheme: str
+    host: str
+    port: int
+    path: str
+
+    @classmethod
+    def from_url(cls, url: str) -> Target:
+        parts = urlsplit(url)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        path = parts.path or "/"
+        if parts.query:
+            path += "?" + parts.query
+        return cls(parts.scheme, parts.hostname, port, path)
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+
+class _Connection:
+    __slots__ = ("reader", "writer", "reused")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.reused = False
+
+    def close(self) -> None:
+        self.writer.close()
+
+    @property
+    def usable(self) -> bool:
+        return not self.writer.is_closing() and not self.reader.at_eof()
+
+
+class Response:
+    """Status and headers are read; the body is read with `read()` or streamed with `iter_bytes()`.
+    The connection goes back to the pool only when the body was read to its end."""
+
+    def __init__(self, pool: HttpPool, conn: _Connection, status: int, headers: dict[str, str], no_body: bool):
+        self._pool = pool
+        self._conn: _Connection | None = conn
+        self.status = status
+        self.headers = headers
+        self._remaining: int | None = None
+        self._chunked = False
+        self._keep_alive = headers.get("connection", "").lower() != "close"
+        if no_body:
+            self._remaining = 0
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            self._chunked = True
+        elif "content-length" in headers:
+            self._remaining = int(headers["content-length"])
+        else:
+            self._keep_alive = False  # body ends when the server closes the connection
+        if self._remaining == 0:
+            self._finish()
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+    async def read(self) -> bytes:
+        return b"".join([chunk async for chunk in self.iter_bytes()])
+
+    async def iter_bytes(self) -> AsyncIterator[bytes]:
+        conn = self._conn
+        if conn is None:
+            return
+        reader = conn.reader
+        try:
+            if self._chunked:
+                while True:
+                    size_line = await reader.readuntil(b"\r\n")
+                    size = int(size_line.split(b";", 1)[0].strip(), 16)
+                    if size == 0:
+                        while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                            pass  # trailers
+                        break
+                    data = await reader.readexactly(size + 2)
+                    yield data[:-2]
+            elif self._remaining is not None:
+                while self._remaining > 0:
+                    data = await reader.read(min(self._remaining, _READ_CHUNK))
+                    if not data:
+                        raise UpstreamHttpError("upstream closed the connection mid-body")
+                    self._remaining -= len(data)
+                    yield data
+            else:
+                while data := await reader.read(_READ_CHUNK):
+                    yield data
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
+            self.aclose()
+            raise UpstreamHttpError(f"upstream broke the response body: {exc}") from None
+        except BaseException:
+            self.aclose()
+            raise
+        self._finish()
+
+    def _finish(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            if self._keep_alive:
+                self._pool.release(conn)
+            else:
+                conn.close()
+
+    def aclose(self) -> None:
+        """Abandon the body: the connection is closed, not reused (it may still carry bytes)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
+class HttpPool:
+    """Keep-alive connections to one origin. Bound to the event loop it is first used on."""
+
+    def __init__(self, target: Target, *, max_idle: int = 64, connect_timeout: float = 5.0) -> None:
+        self.target = target
+        self._idle: deque[_Connection] = deque()
+        self._max_idle = max_idle
+        self._connect_timeout = connect_timeout
+        self._ssl = ssl.create_default_context() if target.scheme == "https" else None
+
+    async def _connect(self) -> _Connection:
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                reader, writer = await asyncio.open_connection(
+                    self.target.host, self.target.port, ssl=self._ssl, limit=_MAX_HEAD
+                )
+        except (OSError, TimeoutError) as exc:
+            raise UpstreamHttpError(f"cannot connect to {self.target.host_header}: {exc or 'timed out'}") from None
+        return _Connection(reader, writer)
+
+    def _take_idle(self) -> _Connection | None:
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.usable:
+                conn.reused = True
+                return conn
+            conn.close()
+        return None
+
+    def release(self, conn: _Connection) -> None:
+        if conn.usable and len(self._idle) < self._max_idle:
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    def close(self) -> None:
+        while self._idle:
+            self._idle.pop().close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        headers: list[tuple[str, str]],
+        body: bytes = b"",
+        *,
+        timeout: float,
+    ) -> Response:
+        """Send one request and read the response head within `timeout` seconds."""
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.target.host_header}"]
+        lines.extend(f"{name}: {value}" for name, value in headers)
+        if body or method in {"POST", "PUT", "PATCH"}:
+            lines.append(f"Content-Length: {len(body)}")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        payload = head + body
+        conn = self._take_idle()
+        if conn is not None:
+            try:
+                return await self._exchange(conn, method, payload, timeout)
+            except _StaleConnection:
+                pass  # the server closed an idle connection before reading our request: retry once
+        conn = await self._connect()
+        try:
+            return await self._exchange(conn, method, payload, timeout)
+        except _StaleConnection:
+            raise UpstreamHttpError("upstream closed the connection without answering") from None
+
+    async def _exchange(self, conn: _Connection, method: str, payload: bytes, timeout: float) -> Response:
+        try:
+            conn.writer.write(payload)
+            if conn.writer.transport.get_write_buffer_size() > _READ_CHUNK:
+                await conn.writer.drain()
+            async with asyncio.timeout(timeout):
+                head = await conn.reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as exc:
+            conn.close()
+            if not exc.partial and conn.reused:
+                raise _StaleConnection from None
+            raise UpstreamHttpError("upstream closed the connection without answering") from None
+        except (ConnectionError, OSError) as exc:
+            conn.close()
+            if conn.reused:
+                raise _StaleConnection from None
+            raise UpstreamHttpError(f"upstream connection failed: {exc}") from None
+        except asyncio.LimitOverrunError:
+            conn.close()
+            raise UpstreamHttpError("upstream response head too large") from None
+        except TimeoutError:
+            conn.close()
+            raise
+        except BaseException:
+            conn.close()
+            raise
+        status, headers = _parse_head(head)
+        no_body = method == "HEAD" or status in (204, 304) or 100 <= status < 200
+        return Response(self, conn, status, headers, no_body)
+
+
+class _StaleConnection(Exception):
+    pass
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    try:
+        text = head.decode("latin-1")
+        status_line, _, rest = text.partition("\r\n")
+        version, status, *_ = status_line.split(" ", 2)
+        if not version.startswith("HTTP/1."):
+            raise ValueError(status_line)
+        headers: dict[str, str] = {}
+        for line in rest.split("\r\n"):
+            if not line:
+                continue
+            name, _, value = line.partition(":")
+            key = name.strip().lower()
+            value = value.strip()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        return int(status), headers
+    except ValueError as exc:
+        raise UpstreamHttpError(f"malformed upstream response head: {exc}") from None

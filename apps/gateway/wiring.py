@@ -1,0 +1,53 @@
+"""Plugs the pipeline's ports into their implementations. One `Gateway` per event loop: HTTP
+pools and Redis clients belong to the loop that made them."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+from django.conf import settings
+
+from apps.audit.writer import AuditWriter
+from apps.common.redis import async_redis_client
+from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
+from apps.gateway.sessions import RedisSessionStore
+from apps.gateway.snapshots import SnapshotDirectory
+from apps.gateway.upstream.client import HttpUpstream
+
+_gateways: dict[int, Gateway] = {}
+
+
+@functools.cache
+def audit_writer() -> AuditWriter:
+    return AuditWriter()
+
+
+def gateway_settings() -> GatewaySettings:
+    hosts = frozenset(h for h in settings.ALLOWED_HOSTS if h != "*")
+    return GatewaySettings(
+        max_body_bytes=settings.GATEWAY_MAX_BODY_BYTES,
+        allowed_origins=frozenset(settings.GATEWAY_ALLOWED_ORIGINS),
+        allowed_hosts=frozenset() if "*" in settings.ALLOWED_HOSTS else hosts,
+    )
+
+
+def gateway() -> Gateway:
+    loop_id = id(asyncio.get_running_loop())
+    instance = _gateways.get(loop_id)
+    if instance is None:
+        client = async_redis_client()
+        instance = Gateway(
+            directory=SnapshotDirectory(client, check_seconds=settings.GATEWAY_SNAPSHOT_CHECK_SECONDS),
+            sessions=RedisSessionStore(
+                client,
+                secret=settings.SECRET_KEY,
+                instance=settings.GATEWAY_INSTANCE_ID,
+                ttl_seconds=settings.GATEWAY_SESSION_TTL_SECONDS,
+            ),
+            upstream=HttpUpstream(),
+            audit=audit_writer(),
+            settings=gateway_settings(),
+        )
+        _gateways[loop_id] = instance
+    return instance
