@@ -20,7 +20,7 @@ _gateways: dict[int, Gateway] = {}
 
 @functools.cache
 def audit_writer() -> AuditWriter:
-    return AuditWriter()
+    return AuditWriter(interval=settings.GATEWAY_AUDIT_FLUSH_SECONDS)
 
 
 def gateway_settings() -> GatewaySettings:

@@ -143,6 +143,7 @@ GATEWAY_UPSTREAM_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_UPSTREAM_TIMEOU
 # How often (seconds) an instance checks the configuration version counter in Redis.
 GATEWAY_SNAPSHOT_CHECK_SECONDS = float(os.environ.get("GATEWAY_SNAPSHOT_CHECK_SECONDS", "0.5"))
 # Name of this gateway instance; part of every session id it mints (the owner hint).
+GATEWAY_AUDIT_FLUSH_SECONDS = float(os.environ.get("GATEWAY_AUDIT_FLUSH_SECONDS", "0.25"))
 GATEWAY_INSTANCE_ID = os.environ.get("GATEWAY_INSTANCE_ID", f"gw{os.getpid()}")
 
 LOGGING = {

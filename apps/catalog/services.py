@@ -1,0 +1,191 @@
+"""Backends (with their replica URLs), virtual hosts, their map-key mounts and tool aliases.
+
+Every write moves the owning tenant's configuration version (after commit). Domain errors are
+raised as Django `ValidationError`s, checked before writing so that a caller inside a transaction
+can report them and carry on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from apps.catalog.models import Backend, BackendReplica, ToolAlias, VirtualHost, VirtualHostBackend
+from apps.catalog.validators import replica_url_validate
+from apps.common.config_version import config_version_bump
+from apps.tenants.models import ApiKey, Tenant
+
+DEFAULT_TIMEOUT_SECONDS: float = Backend._meta.get_field("timeout_seconds").get_default()
+
+
+@dataclass(frozen=True)
+class ToolTarget:
+    """Where an alias routes: the backend mounted under `map_key`, tool `upstream_name`."""
+
+    map_key: str
+    upstream_name: str
+
+
+def _replicas_set(*, backend: Backend, urls: Sequence[str]) -> None:
+    if not urls:
+        raise ValidationError({"urls": "a backend needs at least one replica URL"})
+    if len(set(urls)) != len(urls):
+        raise ValidationError({"urls": "replica URLs must be distinct"})
+    for url in urls:
+        replica_url_validate(url)
+    # No full_clean on replicas: URLField's validator refuses single-label hosts (see the validator).
+    replicas = [BackendReplica(backend=backend, url=url, position=i) for i, url in enumerate(urls)]
+    if [r.url for r in backend.replicas.order_by("position")] == list(urls):
+        return
+    # Replace rather than patch: positions and the unique URL per backend make in-place
+    # reordering awkward, and replica rows carry no state of their own.
+    backend.replicas.all().delete()
+    BackendReplica.objects.bulk_create(replicas)
+
+
+@transaction.atomic
+def backend_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    urls: Sequence[str],
+    kind: str = Backend.Kind.MCP,
+    transport: str = Backend.Transport.STREAMABLE_HTTP,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+) -> Backend:
+    """Create a backend with one replica per URL, in the given order."""
+    backend = Backend(tenant=tenant, name=name, kind=kind, transport=transport, timeout_seconds=timeout_seconds)
+    backend.full_clean()
+    if timeout_seconds <= 0:
+        raise ValidationError({"timeout_seconds": "must be positive"})
+    backend.save()
+    _replicas_set(backend=backend, urls=urls)
+    config_version_bump(tenant_id=tenant.pk)
+    return backend
+
+
+@transaction.atomic
+def backend_update(
+    *, backend: Backend, kind: str, transport: str, urls: Sequence[str], timeout_seconds: float
+) -> Backend:
+    """Replace every editable attribute of the backend, its replica URLs included."""
+    backend.kind = kind
+    backend.transport = transport
+    backend.timeout_seconds = timeout_seconds
+    backend.full_clean()
+    if timeout_seconds <= 0:
+        raise ValidationError({"timeout_seconds": "must be positive"})
+    backend.save(update_fields=["kind", "transport", "timeout_seconds", "updated_at"])
+    _replicas_set(backend=backend, urls=urls)
+    config_version_bump(tenant_id=backend.tenant_id)
+    return backend
+
+
+def backend_delete(*, backend: Backend) -> None:
+    """Delete the backend. Refused while a virtual host mounts it."""
+    mounted_on = sorted(f"{m.virtual_host.slug}:{m.map_key}" for m in backend.mounts.select_related("virtual_host"))
+    if mounted_on:
+        raise ValidationError(f"backend {backend.name!r} is still mounted on {', '.join(mounted_on)}")
+    tenant_id = backend.tenant_id
+    backend.delete()
+    config_version_bump(tenant_id=tenant_id)
+
+
+def _check_anonymous(*, tenant: Tenant, allow_anonymous: bool, anonymous_key: ApiKey | None) -> None:
+    if anonymous_key is not None and anonymous_key.tenant_id != tenant.pk:
+        raise ValidationError({"anonymous_key": "the anonymous key must belong to the virtual host's tenant"})
+    if allow_anonymous and anonymous_key is None:
+        raise ValidationError({"anonymous_key": "allowing anonymous callers needs an anonymous key"})
+
+
+@transaction.atomic
+def virtual_host_create(
+    *,
+    tenant: Tenant,
+    slug: str,
+    mounts: Mapping[str, Backend] | None = None,
+    tool_aliases: Mapping[str, ToolTarget] | None = None,
+    allow_anonymous: bool = False,
+    anonymous_key: ApiKey | None = None,
+) -> VirtualHost:
+    """Create a virtual host mounting each backend under its map key, with the given aliases."""
+    _check_anonymous(tenant=tenant, allow_anonymous=allow_anonymous, anonymous_key=anonymous_key)
+    virtual_host = VirtualHost(
+        tenant=tenant, slug=slug, allow_anonymous=allow_anonymous, anonymous_key=anonymous_key
+    )
+    virtual_host.full_clean()
+    virtual_host.save()
+    for map_key, backend in (mounts or {}).items():
+        mount_set(virtual_host=virtual_host, map_key=map_key, backend=backend)
+    for alias, target in (tool_aliases or {}).items():
+        tool_alias_set(virtual_host=virtual_host, alias=alias, target=target)
+    config_version_bump(tenant_id=tenant.pk)
+    return virtual_host
+
+
+def virtual_host_update(
+    *, virtual_host: VirtualHost, allow_anonymous: bool, anonymous_key: ApiKey | None
+) -> VirtualHost:
+    """Set who may call anonymously. Mounts and aliases change through mount_* / tool_alias_*."""
+    _check_anonymous(tenant=virtual_host.tenant, allow_anonymous=allow_anonymous, anonymous_key=anonymous_key)
+    virtual_host.allow_anonymous = allow_anonymous
+    virtual_host.anonymous_key = anonymous_key
+    virtual_host.full_clean()
+    virtual_host.save(update_fields=["allow_anonymous", "anonymous_key", "updated_at"])
+    config_version_bump(tenant_id=virtual_host.tenant_id)
+    return virtual_host
+
+
+def virtual_host_delete(*, virtual_host: VirtualHost) -> None:
+    """Delete the virtual host with its mounts and aliases (the backends stay)."""
+    tenant_id = virtual_host.tenant_id
+    virtual_host.delete()
+    config_version_bump(tenant_id=tenant_id)
+
+
+def mount_set(*, virtual_host: VirtualHost, map_key: str, backend: Backend) -> VirtualHostBackend:
+    """Mount `backend` under `map_key`, replacing whatever that key mounted before."""
+    if backend.tenant_id != virtual_host.tenant_id:
+        raise ValidationError({"backend": f"backend {backend.name!r} belongs to another tenant"})
+    mount = virtual_host.mounts.filter(map_key=map_key).first() or VirtualHostBackend(
+        virtual_host=virtual_host, map_key=map_key
+    )
+    mount.backend = backend
+    mount.full_clean()
+    mount.save()
+    config_version_bump(tenant_id=virtual_host.tenant_id)
+    return mount
+
+
+def mount_delete(*, mount: VirtualHostBackend) -> None:
+    """Unmount. Refused while an alias routes to the map key (it would route nowhere)."""
+    aliases = sorted(mount.virtual_host.tool_aliases.filter(map_key=mount.map_key).values_list("alias", flat=True))
+    if aliases:
+        raise ValidationError(f"map key {mount.map_key!r} is the target of aliases {', '.join(aliases)}")
+    tenant_id = mount.virtual_host.tenant_id
+    mount.delete()
+    config_version_bump(tenant_id=tenant_id)
+
+
+def tool_alias_set(*, virtual_host: VirtualHost, alias: str, target: ToolTarget) -> ToolAlias:
+    """Expose `alias` routed to `target`, replacing an alias of that name. The map key must be
+    mounted on the virtual host."""
+    if not virtual_host.mounts.filter(map_key=target.map_key).exists():
+        raise ValidationError({"map_key": f"map key {target.map_key!r} is not mounted on this virtual host"})
+    tool_alias = virtual_host.tool_aliases.filter(alias=alias).first() or ToolAlias(
+        virtual_host=virtual_host, alias=alias
+    )
+    tool_alias.map_key = target.map_key
+    tool_alias.upstream_name = target.upstream_name
+    tool_alias.full_clean()
+    tool_alias.save()
+    config_version_bump(tenant_id=virtual_host.tenant_id)
+    return tool_alias
+
+
+def tool_alias_delete(*, tool_alias: ToolAlias) -> None:
+    tenant_id = tool_alias.virtual_host.tenant_id
+    tool_alias.delete()
+    config_version_bump(tenant_id=tenant_id)

@@ -1,0 +1,161 @@
+"""Tenants, teams and API keys: every write goes through these functions.
+
+Each service that changes what a gateway snapshot holds moves the tenant's configuration version
+(after commit), so running gateway instances reload. Domain errors are raised as Django
+`ValidationError`s, checked before writing so that a caller inside a transaction can report them and
+carry on (an IntegrityError would poison the transaction)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from apps.common.config_version import config_version_bump
+from apps.tenants.keys import key_display_prefix, key_generate, key_hash, key_secret_problem
+from apps.tenants.models import ApiKey, Team, Tenant
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    """A key just issued or re-issued. `secret` exists only here and is shown to its owner once;
+    the database keeps only its hash. Left out of repr so it cannot leak into logs."""
+
+    api_key: ApiKey
+    secret: str = field(repr=False)
+
+
+def tenant_create(*, slug: str, name: str) -> Tenant:
+    tenant = Tenant(slug=slug, name=name)
+    tenant.full_clean()
+    tenant.save()
+    config_version_bump(tenant_id=tenant.pk)
+    return tenant
+
+
+def tenant_update(*, tenant: Tenant, name: str) -> Tenant:
+    tenant.name = name
+    tenant.full_clean()
+    tenant.save(update_fields=["name", "updated_at"])
+    config_version_bump(tenant_id=tenant.pk)
+    return tenant
+
+
+@transaction.atomic
+def tenant_delete(*, tenant: Tenant) -> None:
+    """Delete the tenant and everything it owns. Virtual hosts go first: their mounts PROTECT
+    backends and their anonymous key PROTECTs a key, which a plain cascade would refuse."""
+    tenant_id = tenant.pk
+    tenant.virtual_hosts.all().delete()
+    tenant.delete()
+    config_version_bump(tenant_id=tenant_id)
+
+
+def team_create(*, tenant: Tenant, slug: str) -> Team:
+    team = Team(tenant=tenant, slug=slug)
+    team.full_clean()
+    team.save()
+    config_version_bump(tenant_id=tenant.pk)
+    return team
+
+
+def team_delete(*, team: Team) -> None:
+    """Delete the team; its keys stay, without a team."""
+    tenant_id = team.tenant_id
+    team.delete()
+    config_version_bump(tenant_id=tenant_id)
+
+
+def _check_team(*, tenant: Tenant, team: Team | None) -> None:
+    if team is not None and team.tenant_id != tenant.pk:
+        raise ValidationError({"team": f"team {team.slug!r} belongs to another tenant"})
+
+
+def _check_secret(secret: str, *, exclude_pk: int | None = None) -> None:
+    problem = key_secret_problem(secret)
+    if problem is not None:
+        raise ValidationError({"secret": f"secret {problem}"})
+    clashes = ApiKey.objects.filter(secret_hash=key_hash(secret))
+    if exclude_pk is not None:
+        clashes = clashes.exclude(pk=exclude_pk)
+    if clashes.exists():
+        raise ValidationError({"secret": "another key already uses this secret"})
+
+
+def api_key_issue(
+    *,
+    tenant: Tenant,
+    name: str,
+    team: Team | None = None,
+    secret: str | None = None,
+    expires_at: datetime | None = None,
+) -> IssuedKey:
+    """Create a key. A supplied `secret` must satisfy `key_secret_problem` and be unused;
+    without one a fresh secret is generated. The plaintext is returned once, never stored."""
+    _check_team(tenant=tenant, team=team)
+    if secret is None:
+        secret = key_generate()
+    else:
+        _check_secret(secret)
+    api_key = ApiKey(
+        tenant=tenant,
+        team=team,
+        name=name,
+        prefix=key_display_prefix(secret),
+        secret_hash=key_hash(secret),
+        expires_at=expires_at,
+    )
+    api_key.full_clean()
+    api_key.save()
+    config_version_bump(tenant_id=tenant.pk)
+    return IssuedKey(api_key=api_key, secret=secret)
+
+
+def api_key_update(*, api_key: ApiKey, team: Team | None, expires_at: datetime | None) -> ApiKey:
+    """Set the key's team and expiry (both replace the current values; None clears them)."""
+    _check_team(tenant=api_key.tenant, team=team)
+    api_key.team = team
+    api_key.expires_at = expires_at
+    api_key.full_clean()
+    api_key.save(update_fields=["team", "expires_at", "updated_at"])
+    config_version_bump(tenant_id=api_key.tenant_id)
+    return api_key
+
+
+def api_key_reissue(*, api_key: ApiKey, secret: str | None = None) -> IssuedKey:
+    """Give an active key a new secret (supplied or generated) in place, keeping its identity,
+    so policies and virtual hosts that point at it stay valid. The old secret stops working."""
+    if api_key.revoked_at is not None:
+        raise ValidationError("a revoked key cannot be re-issued; issue a new key instead")
+    if secret is None:
+        secret = key_generate()
+    else:
+        _check_secret(secret, exclude_pk=api_key.pk)
+    api_key.prefix = key_display_prefix(secret)
+    api_key.secret_hash = key_hash(secret)
+    api_key.save(update_fields=["prefix", "secret_hash", "updated_at"])
+    config_version_bump(tenant_id=api_key.tenant_id)
+    return IssuedKey(api_key=api_key, secret=secret)
+
+
+def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    """Revoke the key for good; revoking a revoked key keeps its original revocation time."""
+    if api_key.revoked_at is None:
+        api_key.revoked_at = timezone.now()
+        api_key.save(update_fields=["revoked_at", "updated_at"])
+        config_version_bump(tenant_id=api_key.tenant_id)
+    return api_key
+
+
+def api_key_delete(*, api_key: ApiKey) -> None:
+    """Delete the key. Refused while a virtual host lets anonymous callers act as it."""
+    # Through the tenant, because VirtualHost.anonymous_key has no reverse accessor (and tenants
+    # must not import catalog).
+    if ApiKey.objects.filter(pk=api_key.pk, tenant__virtual_hosts__anonymous_key=api_key).exists():
+        raise ValidationError(f"key {api_key.name!r} is the anonymous key of a virtual host")
+    tenant_id = api_key.tenant_id
+    api_key.delete()
+    config_version_bump(tenant_id=tenant_id)

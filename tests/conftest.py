@@ -1,0 +1,71 @@
+"""Shared fixtures: the real Redis test database, and real processes — MCP backends built with the
+official SDK and the gateway under Daphne — on loopback ports."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import httpx2
+import pytest
+from django.conf import settings
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from apps.common.redis import redis_client
+from tests import factories
+from tests.processes import backend_argv, free_port, gateway_argv, gateway_env, running
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _clean_redis() -> None:
+    redis_client().flushdb()
+
+
+@pytest.fixture(scope="session")
+def demo_backend_url() -> Iterator[str]:
+    port = free_port()
+    with running(backend_argv("scripts.demo_server", port), port, log_name="demo-backend"):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture(scope="session")
+def gateway_url(django_db_setup: None, django_db_blocker: object) -> Iterator[str]:
+    """A gateway under Daphne, on the test database and the test Redis database."""
+    port = free_port()
+    env = gateway_env(settings.DATABASES["default"]["NAME"], settings.REDIS_URL, GATEWAY_INSTANCE_ID="gw-test")
+    with running(gateway_argv(port), port, env=env, log_name="gateway"):
+        yield f"http://127.0.0.1:{port}"
+
+
+@dataclass(frozen=True)
+class Host:
+    """A tenant with one key and a virtual host fronting one backend, reachable at `url`."""
+
+    url: str
+    key: str
+    tenant: str
+    slug: str
+
+
+def make_host(gateway_url: str, backend_url: str) -> Host:
+    tenant = factories.tenant_factory()
+    issued = factories.api_key_factory(tenant=tenant)
+    backend = factories.backend_factory(tenant=tenant, urls=[backend_url])
+    host = factories.virtual_host_factory(tenant=tenant, mounts={"demo": backend})
+    return Host(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, tenant.slug, host.slug)
+
+
+@pytest.fixture
+def demo_host(transactional_db: None, gateway_url: str, demo_backend_url: str) -> Host:
+    return make_host(gateway_url, demo_backend_url)
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(url: str, key: str | None, mode: str = "auto", **options: object) -> AsyncIterator[Client]:
+    """The official SDK client over Streamable HTTP, sending `key` as a bearer token."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client:
+            yield client

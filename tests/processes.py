@@ -1,0 +1,74 @@
+"""Real processes for end-to-end tests: backends and Daphne-served gateways on loopback ports."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"process exited with {process.returncode} before listening on {port}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on {port} after {timeout}s")
+
+
+@contextlib.contextmanager
+def running(argv: list[str], port: int, *, env: Mapping[str, str] | None = None, log_name: str = "proc") -> Iterator[subprocess.Popen[bytes]]:
+    log_dir = ROOT / "var" / "test-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_file = open(log_dir / f"{log_name}-{port}.log", "wb")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, process)
+        yield process
+    finally:
+        stop(process)
+        log_file.close()
+
+
+def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 10.0) -> int:
+    if process.poll() is None:
+        process.send_signal(sig)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
+def backend_argv(module: str, port: int) -> list[str]:
+    return [sys.executable, "-m", module, "--host", "127.0.0.1", "--port", str(port)]
+
+
+def gateway_env(database_name: str, redis_url: str, **extra: str) -> dict[str, str]:
+    return {
+        "DJANGO_SETTINGS_MODULE": "gatewaysite.settings.test",
+        "DATABASE_URL": f"postgresql://postgres@127.0.0.1:55432/{database_name}",
+        "GATEWAY_TEST_REDIS_URL": redis_url,
+        **extra,
+    }
+
+
+def gateway_argv(port: int) -> list[str]:
+    return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "gatewaysite.asgi:application"]
