@@ -66,11 +66,11 @@ def test_revoked_key_stops_working(demo_host: Host) -> None:
 
 
 async def test_anonymous_mode_is_off_by_default_and_acts_as_its_key(demo_host: Host) -> None:
-    from asgiref.sync import sync_to_async
+    from channels.db import database_sync_to_async
 
     assert initialize(demo_host.url, "").status_code == 401
 
-    @sync_to_async
+    @database_sync_to_async  # closes the worker thread's connection afterwards
     def enable() -> None:
         vhost = VirtualHost.objects.get(slug=demo_host.slug, tenant__slug=demo_host.tenant)
         virtual_host_update(virtual_host=vhost, allow_anonymous=True,

@@ -1,0 +1,86 @@
+"""The configuration document as typed, immutable values (what `config_parse` returns).
+
+The document is self-contained: every tenant, team, key and backend that something refers to is
+named in it, so it can be validated without a database."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a document, at a dotted path such as `tenants[1].keys[0].secret`."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class ConfigInvalid(Exception):
+    """The document cannot be applied. Carries every problem found, not just the first."""
+
+    def __init__(self, problems: list[Problem] | tuple[Problem, ...]) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    name: str
+    team: str | None = None
+    # None: generate a secret once, on creation, and keep the key's secret as it is afterwards.
+    secret: str | None = None
+    expires_at: datetime | None = None
+    revoked: bool = False
+
+
+@dataclass(frozen=True)
+class TenantSpec:
+    slug: str
+    name: str
+    teams: tuple[str, ...] = ()
+    keys: tuple[KeySpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    tenant: str
+    name: str
+    kind: str
+    transport: str
+    urls: tuple[str, ...]
+    timeout_seconds: float
+
+
+@dataclass(frozen=True)
+class MountSpec:
+    map_key: str
+    backend: str
+
+
+@dataclass(frozen=True)
+class AliasSpec:
+    alias: str
+    map_key: str
+    upstream_name: str
+
+
+@dataclass(frozen=True)
+class VirtualHostSpec:
+    tenant: str
+    slug: str
+    mounts: tuple[MountSpec, ...] = ()
+    tool_aliases: tuple[AliasSpec, ...] = ()
+    allow_anonymous: bool = False
+    anonymous_key: str | None = None
+
+
+@dataclass(frozen=True)
+class ConfigDocument:
+    tenants: tuple[TenantSpec, ...] = ()
+    backends: tuple[BackendSpec, ...] = ()
+    virtual_hosts: tuple[VirtualHostSpec, ...] = ()

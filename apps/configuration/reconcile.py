@@ -1,0 +1,307 @@
+"""Bringing the database in line with a validated document, one entity at a time, through the
+tenants and catalog services (which also move each tenant's configuration version).
+
+Internal to `config_apply`, which owns the transaction. Conflicts only the database can reveal
+(a secret another key already uses, a revoked key the file names as active) are collected as
+problems with the document path; the caller then rolls everything back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.core.exceptions import ValidationError
+
+from apps.catalog.models import Backend, VirtualHost
+from apps.catalog.selectors import backend_list, virtual_host_list
+from apps.catalog.services import (
+    ToolTarget,
+    backend_create,
+    backend_delete,
+    backend_update,
+    mount_delete,
+    mount_set,
+    tool_alias_delete,
+    tool_alias_set,
+    virtual_host_create,
+    virtual_host_delete,
+    virtual_host_update,
+)
+from apps.configuration.document import BackendSpec, ConfigDocument, Problem, TenantSpec, VirtualHostSpec
+from apps.configuration.reports import Action, Change, GeneratedSecret
+from apps.tenants.keys import key_hash
+from apps.tenants.models import ApiKey, Team, Tenant
+from apps.tenants.selectors import api_key_list, team_list, tenant_get, tenant_list
+from apps.tenants.services import (
+    api_key_delete,
+    api_key_issue,
+    api_key_reissue,
+    api_key_revoke,
+    api_key_update,
+    team_create,
+    team_delete,
+    tenant_create,
+    tenant_delete,
+    tenant_update,
+)
+
+
+class Reconciler:
+    """One apply run. `run()` performs it; afterwards `changes`, `generated` and `problems` say
+    what happened. Must be called inside a transaction the caller rolls back on problems."""
+
+    def __init__(self, *, document: ConfigDocument, prune: bool) -> None:
+        self.document = document
+        self.prune = prune
+        self.changes: list[Change] = []
+        self.generated: list[GeneratedSecret] = []
+        self.problems: list[Problem] = []
+        self._tenants: dict[str, Tenant] = {}
+        self._teams: dict[str, dict[str, Team]] = {}
+        self._keys: dict[str, dict[str, ApiKey]] = {}
+        self._backends: dict[tuple[str, str], Backend] = {}
+
+    def run(self) -> None:
+        # Order matters: keys need teams, mounts need backends, vhosts need keys; pruning runs
+        # last and from the leaves up, because mounts PROTECT backends and anonymous keys.
+        for i, spec in enumerate(self.document.tenants):
+            self._tenant(spec, f"tenants[{i}]")
+        for i, spec in enumerate(self.document.backends):
+            self._backend(spec, f"backends[{i}]")
+        kept_hosts: dict[str, set[str]] = {}
+        for i, spec in enumerate(self.document.virtual_hosts):
+            kept_hosts.setdefault(spec.tenant, set()).add(spec.slug)
+            self._virtual_host(spec, f"virtual_hosts[{i}]")
+        if self.prune and not self.problems:
+            with self._reporting("(prune)"):
+                self._prune(kept_hosts)
+
+    # --- bookkeeping ---------------------------------------------------------------------------
+    def _record(self, action: Action, kind: str, name: str, details: list[str] | None = None) -> None:
+        self.changes.append(Change(action=action, kind=kind, name=name, detail=", ".join(details or [])))
+
+    @contextmanager
+    def _reporting(self, path: str) -> Iterator[None]:
+        """Turn a service's ValidationError into a problem at `path` and carry on."""
+        try:
+            yield
+        except ValidationError as error:
+            self.problems.extend(Problem(path, message) for message in error.messages)
+
+    # --- tenants, teams, keys ------------------------------------------------------------------
+    def _tenant(self, spec: TenantSpec, path: str) -> None:
+        tenant = tenant_get(slug=spec.slug)
+        with self._reporting(path):
+            if tenant is None:
+                tenant = tenant_create(slug=spec.slug, name=spec.name)
+                self._record(Action.CREATED, "tenant", spec.slug)
+            elif tenant.name != spec.name:
+                tenant_update(tenant=tenant, name=spec.name)
+                self._record(Action.UPDATED, "tenant", spec.slug, ["name"])
+            else:
+                self._record(Action.UNCHANGED, "tenant", spec.slug)
+            self._tenants[spec.slug] = tenant
+        if spec.slug not in self._tenants:
+            return
+        teams = {team.slug: team for team in team_list(tenant=tenant)}
+        for j, slug in enumerate(spec.teams):
+            name = f"{spec.slug}/{slug}"
+            if slug in teams:
+                self._record(Action.UNCHANGED, "team", name)
+                continue
+            with self._reporting(f"{path}.teams[{j}]"):
+                teams[slug] = team_create(tenant=tenant, slug=slug)
+                self._record(Action.CREATED, "team", name)
+        self._teams[spec.slug] = teams
+        self._keys[spec.slug] = {key.name: key for key in api_key_list(tenant=tenant)}
+        for j in range(len(spec.keys)):
+            with self._reporting(f"{path}.keys[{j}]"):
+                self._key(tenant, spec, j, path)
+
+    def _key(self, tenant: Tenant, tenant_spec: TenantSpec, index: int, tenant_path: str) -> None:
+        spec = tenant_spec.keys[index]
+        name = f"{tenant.slug}/{spec.name}"
+        team = self._teams[tenant.slug].get(spec.team) if spec.team else None
+        key = self._keys[tenant.slug].get(spec.name)
+        if key is None:
+            issued = api_key_issue(
+                tenant=tenant, name=spec.name, team=team, secret=spec.secret, expires_at=spec.expires_at
+            )
+            self._keys[tenant.slug][spec.name] = issued.api_key
+            details = []
+            if spec.revoked:
+                api_key_revoke(api_key=issued.api_key)
+                details.append("revoked")
+            elif spec.secret is None:
+                self.generated.append(GeneratedSecret(tenant=tenant.slug, key=spec.name, secret=issued.secret))
+                details.append("secret generated")
+            self._record(Action.CREATED, "key", name, details)
+            return
+        if key.revoked_at is not None and not spec.revoked:
+            self.problems.append(
+                Problem(
+                    f"{tenant_path}.keys[{index}]",
+                    f"key {spec.name!r} is revoked and revocation cannot be undone: "
+                    "add `revoked: true`, or use a new key name",
+                )
+            )
+            return
+        details = []
+        if key.team_id != (team.pk if team else None):
+            details.append("team")
+        if key.expires_at != spec.expires_at:
+            details.append("expires_at")
+        if details:
+            api_key_update(api_key=key, team=team, expires_at=spec.expires_at)
+        # A file without a secret keeps whatever secret the key has (exports carry none); a file
+        # with one is the truth. A revoked key is never given a working secret again.
+        if spec.secret is not None and key.revoked_at is None and key_hash(spec.secret) != key.secret_hash:
+            api_key_reissue(api_key=key, secret=spec.secret)
+            details.append("secret re-issued")
+        if spec.revoked and key.revoked_at is None:
+            api_key_revoke(api_key=key)
+            details.append("revoked")
+        self._record(Action.UPDATED if details else Action.UNCHANGED, "key", name, details)
+
+    # --- backends --------------------------------------------------------------------------------
+    def _backend(self, spec: BackendSpec, path: str) -> None:
+        tenant = self._tenants.get(spec.tenant)
+        if tenant is None:
+            return
+        name = f"{spec.tenant}/{spec.name}"
+        backend = backend_list(tenant=tenant).filter(name=spec.name).first()
+        with self._reporting(path):
+            if backend is None:
+                backend = backend_create(
+                    tenant=tenant, name=spec.name, urls=spec.urls, kind=spec.kind,
+                    transport=spec.transport, timeout_seconds=spec.timeout_seconds,
+                )
+                self._record(Action.CREATED, "backend", name)
+            else:
+                current = {
+                    "kind": backend.kind,
+                    "transport": backend.transport,
+                    "urls": tuple(r.url for r in backend.replicas.all()),
+                    "timeout_seconds": backend.timeout_seconds,
+                }
+                wanted = {
+                    "kind": spec.kind,
+                    "transport": spec.transport,
+                    "urls": spec.urls,
+                    "timeout_seconds": spec.timeout_seconds,
+                }
+                details = [field for field in current if current[field] != wanted[field]]
+                if details:
+                    backend_update(
+                        backend=backend, kind=spec.kind, transport=spec.transport, urls=spec.urls,
+                        timeout_seconds=spec.timeout_seconds,
+                    )
+                self._record(Action.UPDATED if details else Action.UNCHANGED, "backend", name, details)
+            self._backends[(spec.tenant, spec.name)] = backend
+
+    # --- virtual hosts -------------------------------------------------------------------------
+    def _virtual_host(self, spec: VirtualHostSpec, path: str) -> None:
+        tenant = self._tenants.get(spec.tenant)
+        if tenant is None:
+            return
+        name = f"{spec.tenant}/{spec.slug}"
+        anonymous_key = self._keys[spec.tenant].get(spec.anonymous_key) if spec.anonymous_key else None
+        if spec.anonymous_key and anonymous_key is None:
+            return  # the key failed to be issued; that problem is already reported
+        host = virtual_host_list(tenant=tenant).filter(slug=spec.slug).first()
+        with self._reporting(path):
+            if host is None:
+                host = virtual_host_create(
+                    tenant=tenant, slug=spec.slug, allow_anonymous=spec.allow_anonymous, anonymous_key=anonymous_key
+                )
+                self._record(Action.CREATED, "virtual_host", name)
+            else:
+                details = []
+                if host.allow_anonymous != spec.allow_anonymous:
+                    details.append("allow_anonymous")
+                if host.anonymous_key_id != (anonymous_key.pk if anonymous_key else None):
+                    details.append("anonymous_key")
+                if details:
+                    virtual_host_update(
+                        virtual_host=host, allow_anonymous=spec.allow_anonymous, anonymous_key=anonymous_key
+                    )
+                self._record(Action.UPDATED if details else Action.UNCHANGED, "virtual_host", name, details)
+        if host is None:
+            return
+        self._mounts_and_aliases(host, spec, path)
+
+    def _mounts_and_aliases(self, host: VirtualHost, spec: VirtualHostSpec, path: str) -> None:
+        prefix = f"{spec.tenant}/{spec.slug}"
+        mounts = {mount.map_key: mount for mount in host.mounts.select_related("backend")}
+        for mount_spec in spec.mounts:
+            backend = self._backends.get((spec.tenant, mount_spec.backend))
+            if backend is None:
+                continue  # the backend failed; already reported
+            current = mounts.get(mount_spec.map_key)
+            name = f"{prefix}:{mount_spec.map_key}"
+            if current is not None and current.backend_id == backend.pk:
+                self._record(Action.UNCHANGED, "mount", name, [mount_spec.backend])
+                continue
+            with self._reporting(f"{path}.backends.{mount_spec.map_key}"):
+                mount_set(virtual_host=host, map_key=mount_spec.map_key, backend=backend)
+                action = Action.CREATED if current is None else Action.UPDATED
+                self._record(action, "mount", name, [mount_spec.backend])
+        aliases = {alias.alias: alias for alias in host.tool_aliases.all()}
+        for alias_spec in spec.tool_aliases:
+            current_alias = aliases.get(alias_spec.alias)
+            name = f"{prefix} {alias_spec.alias}"
+            target = f"{alias_spec.map_key}:{alias_spec.upstream_name}"
+            if current_alias is not None and (current_alias.map_key, current_alias.upstream_name) == (
+                alias_spec.map_key, alias_spec.upstream_name,
+            ):
+                self._record(Action.UNCHANGED, "alias", name, [target])
+                continue
+            with self._reporting(f"{path}.tool_aliases.{alias_spec.alias}"):
+                tool_alias_set(
+                    virtual_host=host, alias=alias_spec.alias,
+                    target=ToolTarget(map_key=alias_spec.map_key, upstream_name=alias_spec.upstream_name),
+                )
+                action = Action.CREATED if current_alias is None else Action.UPDATED
+                self._record(action, "alias", name, [target])
+
+    # --- prune ---------------------------------------------------------------------------------
+    def _prune(self, kept_hosts: dict[str, set[str]]) -> None:
+        """Delete what the document no longer names, leaves first. A tenant the document does not
+        name goes with everything it owns (reported as the one tenant deletion)."""
+        for spec in self.document.virtual_hosts:
+            host = virtual_host_list(tenant=self._tenants[spec.tenant]).filter(slug=spec.slug).first()
+            prefix = f"{spec.tenant}/{spec.slug}"
+            named_aliases = {a.alias for a in spec.tool_aliases}
+            for alias in host.tool_aliases.all():
+                if alias.alias not in named_aliases:
+                    tool_alias_delete(tool_alias=alias)
+                    self._record(Action.DELETED, "alias", f"{prefix} {alias.alias}")
+            named_mounts = {m.map_key for m in spec.mounts}
+            for mount in host.mounts.all():
+                if mount.map_key not in named_mounts:
+                    mount_delete(mount=mount)
+                    self._record(Action.DELETED, "mount", f"{prefix}:{mount.map_key}")
+        named_backends = {(b.tenant, b.name) for b in self.document.backends}
+        for spec in self.document.tenants:
+            tenant = self._tenants[spec.slug]
+            for host in virtual_host_list(tenant=tenant):
+                if host.slug not in kept_hosts.get(spec.slug, set()):
+                    virtual_host_delete(virtual_host=host)
+                    self._record(Action.DELETED, "virtual_host", f"{spec.slug}/{host.slug}")
+            for backend in backend_list(tenant=tenant):
+                if (spec.slug, backend.name) not in named_backends:
+                    backend_delete(backend=backend)
+                    self._record(Action.DELETED, "backend", f"{spec.slug}/{backend.name}")
+            named_keys = {k.name for k in spec.keys}
+            for key in api_key_list(tenant=tenant):
+                if key.name not in named_keys:
+                    api_key_delete(api_key=key)
+                    self._record(Action.DELETED, "key", f"{spec.slug}/{key.name}")
+            for team in team_list(tenant=tenant):
+                if team.slug not in spec.teams:
+                    team_delete(team=team)
+                    self._record(Action.DELETED, "team", f"{spec.slug}/{team.slug}")
+        for tenant in tenant_list():
+            if tenant.slug not in self._tenants:
+                tenant_delete(tenant=tenant)
+                self._record(Action.DELETED, "tenant", tenant.slug, ["with everything it owns"])

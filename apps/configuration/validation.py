@@ -1,0 +1,381 @@
+"""The pure validator: YAML text → `ConfigDocument`, or `ConfigInvalid` listing every problem.
+
+No database and no I/O: every check here looks at the document alone (names, shapes, and references
+between the document's own parts), using the models' field validators so that a document that
+passes never fails on a field rule when it is applied."""
+
+from __future__ import annotations
+
+import math
+from datetime import date, datetime
+from typing import Any
+
+import yaml
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+
+from apps.catalog.models import Backend, map_key_validator, name_validator, tool_name_validator
+from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS
+from apps.catalog.validators import replica_url_validate
+from apps.configuration.document import (
+    AliasSpec,
+    BackendSpec,
+    ConfigDocument,
+    ConfigInvalid,
+    KeySpec,
+    MountSpec,
+    Problem,
+    TenantSpec,
+    VirtualHostSpec,
+)
+from apps.tenants.keys import key_secret_problem
+from apps.tenants.models import slug_validator
+
+TOP_LEVEL_KEYS = ("tenants", "backends", "virtual_hosts")
+_TENANT_FIELDS = ("slug", "name", "teams", "keys")
+_KEY_FIELDS = ("name", "team", "secret", "expires_at", "revoked")
+_BACKEND_FIELDS = ("tenant", "name", "kind", "transport", "urls", "timeout_seconds")
+_VHOST_FIELDS = ("tenant", "slug", "backends", "tool_aliases", "allow_anonymous", "anonymous_key")
+_UPSTREAM_NAME_MAX_LENGTH = 128
+
+
+def config_parse(text: str) -> ConfigDocument:
+    """Parse and validate a YAML configuration document.
+
+    Returns the typed document, or raises `ConfigInvalid` with every problem found (a YAML syntax
+    error stops at that error, since nothing after it can be read reliably)."""
+    try:
+        raw = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(yaml)"
+        raise ConfigInvalid([Problem(where, str(error.problem or error.context))]) from error
+    except yaml.YAMLError as error:
+        raise ConfigInvalid([Problem("(yaml)", str(error))]) from error
+    return config_validate(raw)
+
+
+def config_validate(raw: Any) -> ConfigDocument:
+    """Validate an already-loaded document (plain dicts/lists/scalars); see `config_parse`."""
+    checker = _Checker()
+    document = checker.document(raw)
+    if checker.problems:
+        raise ConfigInvalid(checker.problems)
+    return document
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys, which plain YAML silently overwrites."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+            seen.add(key)
+        except TypeError:
+            continue  # unhashable: construct_mapping reports it
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _first_message(error: ValidationError) -> str:
+    message = error.messages[0]
+    return message[:1].lower() + message[1:]
+
+
+class _Checker:
+    """Walks the raw document once, collecting problems and building specs as it goes."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.problems.append(Problem(path, message))
+
+    # --- shapes ------------------------------------------------------------------------------
+    def mapping(
+        self, value: Any, path: str, *, fields: tuple[str, ...], required: tuple[str, ...]
+    ) -> dict[str, Any] | None:
+        if not isinstance(value, dict):
+            self.add(path, "must be a mapping")
+            return None
+        for key in value:
+            if key not in fields:
+                self.add(f"{path}.{key}", f"unknown field (expected one of: {', '.join(fields)})")
+        for key in required:
+            if key not in value:
+                self.add(f"{path}.{key}", "is required")
+        return value
+
+    def items(self, value: Any, path: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.add(path, "must be a list")
+            return []
+        return value
+
+    def pairs(self, value: Any, path: str) -> list[tuple[str, Any]]:
+        """A mapping with string keys, as (key, value) pairs in document order."""
+        if value is None:
+            return []
+        if not isinstance(value, dict):
+            self.add(path, "must be a mapping")
+            return []
+        pairs = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                self.add(f"{path}.{key}", "keys must be strings")
+                continue
+            pairs.append((key, item))
+        return pairs
+
+    def text(
+        self, value: Any, path: str, *, max_length: int, validator: RegexValidator | None = None, what: str = ""
+    ) -> str:
+        if not isinstance(value, str) or not value:
+            self.add(path, "must be a non-empty string")
+            return ""
+        if len(value) > max_length:
+            self.add(path, f"must be at most {max_length} characters")
+            return value
+        if validator is not None:
+            try:
+                validator(value)
+            except ValidationError as error:
+                self.add(path, f"invalid {what} {value!r}: {_first_message(error)}")
+        return value
+
+    def flag(self, value: Any, path: str) -> bool:
+        if not isinstance(value, bool):
+            self.add(path, "must be true or false")
+            return False
+        return value
+
+    def choice(self, value: Any, path: str, choices: list[str]) -> str:
+        if value not in choices:
+            self.add(path, f"must be one of: {', '.join(choices)}")
+            return ""
+        return value
+
+    def timestamp(self, value: Any, path: str) -> datetime | None:
+        if isinstance(value, str):
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:
+                self.add(path, "must be an ISO 8601 timestamp, e.g. 2030-01-31T00:00:00Z")
+                return None
+        if not isinstance(value, datetime):
+            kind = "a date without a time" if isinstance(value, date) else "not a timestamp"
+            self.add(path, f"must be an ISO 8601 timestamp with a timezone, e.g. 2030-01-31T00:00:00Z ({kind})")
+            return None
+        if value.tzinfo is None:
+            self.add(path, "must include a timezone, e.g. 2030-01-31T00:00:00Z")
+            return None
+        return value
+
+    # --- the document ------------------------------------------------------------------------
+    def document(self, raw: Any) -> ConfigDocument:
+        if raw is None:
+            return ConfigDocument()
+        if not isinstance(raw, dict):
+            self.add("(document)", f"must be a mapping with the keys {', '.join(TOP_LEVEL_KEYS)}")
+            return ConfigDocument()
+        for key in raw:
+            if key not in TOP_LEVEL_KEYS:
+                self.add(str(key), f"unknown top-level key (expected: {', '.join(TOP_LEVEL_KEYS)})")
+        tenants = self.tenants(raw.get("tenants"))
+        backends = self.backends(raw.get("backends"), tenants)
+        virtual_hosts = self.virtual_hosts(raw.get("virtual_hosts"), tenants, backends)
+        return ConfigDocument(tenants=tuple(tenants.values()), backends=backends, virtual_hosts=virtual_hosts)
+
+    def tenants(self, raw: Any) -> dict[str, TenantSpec]:
+        tenants: dict[str, TenantSpec] = {}
+        secrets: dict[str, str] = {}  # secret -> path of the key that first used it
+        for i, item in enumerate(self.items(raw, "tenants")):
+            path = f"tenants[{i}]"
+            fields = self.mapping(item, path, fields=_TENANT_FIELDS, required=("slug", "name"))
+            if fields is None:
+                continue
+            slug = self.text(fields.get("slug"), f"{path}.slug", max_length=64, validator=slug_validator, what="slug")
+            name = self.text(fields.get("name"), f"{path}.name", max_length=200)
+            teams: list[str] = []
+            for j, team in enumerate(self.items(fields.get("teams"), f"{path}.teams")):
+                team_path = f"{path}.teams[{j}]"
+                team = self.text(team, team_path, max_length=64, validator=slug_validator, what="team slug")
+                if team in teams:
+                    self.add(team_path, f"duplicate team {team!r}")
+                elif team:
+                    teams.append(team)
+            keys = self.keys(fields.get("keys"), f"{path}.keys", teams, secrets)
+            if slug in tenants:
+                self.add(f"{path}.slug", f"duplicate tenant {slug!r}")
+            elif slug:
+                tenants[slug] = TenantSpec(slug=slug, name=name, teams=tuple(teams), keys=tuple(keys))
+        return tenants
+
+    def keys(self, raw: Any, path: str, teams: list[str], secrets: dict[str, str]) -> list[KeySpec]:
+        keys: list[KeySpec] = []
+        names: set[str] = set()
+        for i, item in enumerate(self.items(raw, path)):
+            key_path = f"{path}[{i}]"
+            fields = self.mapping(item, key_path, fields=_KEY_FIELDS, required=("name",))
+            if fields is None:
+                continue
+            name = self.text(fields.get("name"), f"{key_path}.name", max_length=100)
+            if name in names:
+                self.add(f"{key_path}.name", f"duplicate key {name!r}")
+            names.add(name)
+            team = fields.get("team")
+            if team is not None:
+                team = self.text(team, f"{key_path}.team", max_length=64)
+                if team and team not in teams:
+                    self.add(f"{key_path}.team", f"unknown team {team!r} (add it to the tenant's teams)")
+            secret = fields.get("secret")
+            if secret is not None:
+                if not isinstance(secret, str):
+                    self.add(f"{key_path}.secret", "must be a string (quote it)")
+                    secret = None
+                elif (problem := key_secret_problem(secret)) is not None:
+                    self.add(f"{key_path}.secret", problem)
+                elif secret in secrets:
+                    self.add(f"{key_path}.secret", f"same secret as {secrets[secret]}")
+                else:
+                    secrets[secret] = key_path
+            expires_at = fields.get("expires_at")
+            if expires_at is not None:
+                expires_at = self.timestamp(expires_at, f"{key_path}.expires_at")
+            revoked = self.flag(fields["revoked"], f"{key_path}.revoked") if "revoked" in fields else False
+            keys.append(KeySpec(name=name, team=team, secret=secret, expires_at=expires_at, revoked=revoked))
+        return keys
+
+    def backends(self, raw: Any, tenants: dict[str, TenantSpec]) -> tuple[BackendSpec, ...]:
+        backends: dict[tuple[str, str], BackendSpec] = {}
+        for i, item in enumerate(self.items(raw, "backends")):
+            path = f"backends[{i}]"
+            fields = self.mapping(item, path, fields=_BACKEND_FIELDS, required=("tenant", "name", "urls"))
+            if fields is None:
+                continue
+            tenant = self.tenant_ref(fields.get("tenant"), f"{path}.tenant", tenants)
+            name = self.text(
+                fields.get("name"), f"{path}.name", max_length=64, validator=name_validator, what="backend name"
+            )
+            kind = self.choice(fields.get("kind", Backend.Kind.MCP.value), f"{path}.kind", Backend.Kind.values)
+            transport = self.choice(
+                fields.get("transport", Backend.Transport.STREAMABLE_HTTP.value),
+                f"{path}.transport",
+                Backend.Transport.values,
+            )
+            urls = self.urls(fields.get("urls"), f"{path}.urls")
+            timeout = fields.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
+                self.add(f"{path}.timeout_seconds", "must be a positive number of seconds")
+                timeout = DEFAULT_TIMEOUT_SECONDS
+            if (tenant, name) in backends:
+                self.add(f"{path}.name", f"duplicate backend {name!r} in tenant {tenant!r}")
+            elif tenant and name:
+                backends[(tenant, name)] = BackendSpec(
+                    tenant=tenant, name=name, kind=kind, transport=transport, urls=urls,
+                    timeout_seconds=float(timeout),
+                )
+        return tuple(backends.values())
+
+    def urls(self, raw: Any, path: str) -> tuple[str, ...]:
+        if not isinstance(raw, list) or not raw:
+            self.add(path, "must be a list of one or more replica URLs")
+            return ()
+        urls: list[str] = []
+        for i, url in enumerate(raw):
+            url_path = f"{path}[{i}]"
+            try:
+                replica_url_validate(url)
+            except ValidationError as error:
+                self.add(url_path, error.messages[0])
+                continue
+            if url in urls:
+                self.add(url_path, f"duplicate URL {url!r}")
+            urls.append(url)
+        return tuple(urls)
+
+    def tenant_ref(self, raw: Any, path: str, tenants: dict[str, TenantSpec]) -> str:
+        """The referenced tenant slug, or "" (after reporting) when the document does not name it."""
+        slug = self.text(raw, path, max_length=64)
+        if slug and slug not in tenants:
+            self.add(path, f"unknown tenant {slug!r} (add it under tenants)")
+            return ""
+        return slug
+
+    def virtual_hosts(
+        self, raw: Any, tenants: dict[str, TenantSpec], backends: tuple[BackendSpec, ...]
+    ) -> tuple[VirtualHostSpec, ...]:
+        hosts: dict[tuple[str, str], VirtualHostSpec] = {}
+        backend_names = {(b.tenant, b.name) for b in backends}
+        for i, item in enumerate(self.items(raw, "virtual_hosts")):
+            path = f"virtual_hosts[{i}]"
+            fields = self.mapping(item, path, fields=_VHOST_FIELDS, required=("tenant", "slug"))
+            if fields is None:
+                continue
+            tenant = self.tenant_ref(fields.get("tenant"), f"{path}.tenant", tenants)
+            slug = self.text(fields.get("slug"), f"{path}.slug", max_length=64, validator=slug_validator, what="slug")
+            mounts = []
+            for map_key, backend in self.pairs(fields.get("backends"), f"{path}.backends"):
+                mount_path = f"{path}.backends.{map_key}"
+                self.text(map_key, mount_path, max_length=32, validator=map_key_validator, what="map key")
+                backend = self.text(backend, mount_path, max_length=64)
+                if tenant and backend and (tenant, backend) not in backend_names:
+                    self.add(mount_path, f"unknown backend {backend!r} (add it under backends for tenant {tenant!r})")
+                mounts.append(MountSpec(map_key=map_key, backend=backend))
+            aliases = self.aliases(fields.get("tool_aliases"), f"{path}.tool_aliases", {m.map_key for m in mounts})
+            allow_anonymous = (
+                self.flag(fields["allow_anonymous"], f"{path}.allow_anonymous") if "allow_anonymous" in fields else False
+            )
+            anonymous_key = self.anonymous_key(fields.get("anonymous_key"), f"{path}.anonymous_key", tenants.get(tenant))
+            if allow_anonymous and fields.get("anonymous_key") is None:
+                self.add(f"{path}.anonymous_key", "is required when allow_anonymous is true")
+            if (tenant, slug) in hosts:
+                self.add(f"{path}.slug", f"duplicate virtual host {slug!r} in tenant {tenant!r}")
+            elif tenant and slug:
+                hosts[(tenant, slug)] = VirtualHostSpec(
+                    tenant=tenant, slug=slug, mounts=tuple(mounts), tool_aliases=tuple(aliases),
+                    allow_anonymous=allow_anonymous, anonymous_key=anonymous_key,
+                )
+        return tuple(hosts.values())
+
+    def aliases(self, raw: Any, path: str, mounted: set[str]) -> list[AliasSpec]:
+        aliases = []
+        for alias, target in self.pairs(raw, path):
+            alias_path = f"{path}.{alias}"
+            self.text(alias, alias_path, max_length=128, validator=tool_name_validator, what="alias")
+            if not isinstance(target, str) or ":" not in target:
+                self.add(alias_path, "must be 'map-key:upstream-name'")
+                continue
+            map_key, upstream_name = target.split(":", 1)
+            if not upstream_name or len(upstream_name) > _UPSTREAM_NAME_MAX_LENGTH:
+                self.add(alias_path, f"upstream name must be 1-{_UPSTREAM_NAME_MAX_LENGTH} characters")
+            elif map_key not in mounted:
+                self.add(alias_path, f"map key {map_key!r} is not mounted on this virtual host (see its backends)")
+            aliases.append(AliasSpec(alias=alias, map_key=map_key, upstream_name=upstream_name))
+        return aliases
+
+    def anonymous_key(self, raw: Any, path: str, tenant: TenantSpec | None) -> str | None:
+        if raw is None:
+            return None
+        name = self.text(raw, path, max_length=100)
+        if tenant is None or not name:
+            return name or None
+        key = next((k for k in tenant.keys if k.name == name), None)
+        if key is None:
+            self.add(path, f"unknown key {name!r} (add it to tenant {tenant.slug!r}'s keys)")
+        elif key.revoked:
+            self.add(path, f"key {name!r} is revoked")
+        return name

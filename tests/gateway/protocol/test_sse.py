@@ -1,0 +1,21 @@
+from apps.gateway.protocol.sse import SseEvent, SseParser, encode_event
+
+
+def test_parser_handles_split_chunks_crlf_comments_and_multiline_data() -> None:
+    parser = SseParser()
+    stream = b": keep-alive\r\nid: 7\r\nretry: 1000\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\nevent: message\ndata: x\n\n"
+    events = []
+    for i in range(0, len(stream), 5):
+        events.extend(parser.feed(stream[i : i + 5]))
+    assert events == [SseEvent(b'{"a":\n1}', "message", "7", 1000), SseEvent(b"x", "message", None, None)]
+
+
+def test_priming_event_with_empty_data_survives_a_round_trip() -> None:
+    priming = SseEvent(b"", "message", "stream-1:0", 500)
+    encoded = encode_event(priming)
+    assert SseParser().feed(encoded) == [priming]
+
+
+def test_encode_is_what_parse_reads() -> None:
+    for event in [SseEvent(b'{"jsonrpc":"2.0"}'), SseEvent(b"a\nb", "custom", "id-1")]:
+        assert SseParser().feed(encode_event(event)) == [event]
