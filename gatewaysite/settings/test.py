@@ -16,3 +16,9 @@ CHANNEL_LAYERS = {
 }
 CELERY_TASK_ALWAYS_EAGER = True
 GATEWAY_SNAPSHOT_CHECK_SECONDS = 0.0
+
+from .base import DATABASES  # noqa: E402
+
+# Connections opened by worker threads in async tests close when their unit of work ends, so the
+# test database can be dropped at the end of the run.
+DATABASES["default"]["CONN_MAX_AGE"] = 0

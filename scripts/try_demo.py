@@ -1,0 +1,32 @@
+"""Connect to the `make run` demo with the official MCP SDK client, in both protocol eras.
+
+Usage: .venv/bin/python scripts/try_demo.py [URL] [KEY]   (defaults: the demo host and var/demo-key)"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import sys
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+
+async def main(url: str, key: str) -> None:
+    for mode in ("legacy", "2026-07-28"):
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+                tools = await client.list_tools()
+                result = await client.call_tool("add", {"a": 2, "b": 40})
+                print(f"{mode:>10}: protocol {client.protocol_version}; tools {[t.name for t in tools.tools]}; "
+                      f"add(2, 40) = {result.content[0].text}")
+
+
+if __name__ == "__main__":
+    root = pathlib.Path(__file__).resolve().parent.parent
+    port = os.environ.get("GATEWAY_PORT", "8000")
+    url = sys.argv[1] if len(sys.argv) > 1 else f"http://127.0.0.1:{port}/mcp/demo/main"
+    key = sys.argv[2] if len(sys.argv) > 2 else (root / "var" / "demo-key").read_text().strip()
+    asyncio.run(main(url, key))

@@ -1,0 +1,87 @@
+"""One audit row per routed call, written off the request path and never lost on a graceful stop."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from django.conf import settings
+
+from apps.audit.models import AuditRecord
+from apps.catalog.models import Backend
+from apps.tenants.models import ApiKey
+from tests.conftest import Host, make_host
+from tests.gateway.helpers import message_of, modern, open_session, post
+from tests.processes import free_port, gateway_argv, gateway_env, running, stop
+
+pytestmark = pytest.mark.slow
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def _rows(tenant: str, count: int, timeout: float = 5.0) -> list[AuditRecord]:
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = list(AuditRecord.objects.filter(tenant_slug=tenant).order_by("created_at"))
+        if len(rows) >= count or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.05)
+
+
+def test_a_legacy_tool_call_leaves_one_complete_row(demo_host: Host) -> None:
+    session = open_session(demo_host.url, demo_host.key)
+    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+    response = post(demo_host.url, body, key=demo_host.key,
+                    headers={"mcp-session-id": session, "traceparent": TRACEPARENT})
+    assert message_of(response)["result"]["content"][0]["text"] == "3.0"
+    post(demo_host.url, {"jsonrpc": "2.0", "id": 10, "method": "tools/list"}, key=demo_host.key,
+         headers={"mcp-session-id": session})
+    [row] = _rows(demo_host.tenant, 1)
+    time.sleep(0.4)
+    assert AuditRecord.objects.filter(tenant_slug=demo_host.tenant).count() == 1  # tools/list is not audited
+    key = ApiKey.objects.get(prefix=demo_host.key[:12])
+    assert row.principal == f"key:{key.name}" and row.api_key_id == key.pk
+    backend = Backend.objects.get(tenant=key.tenant)
+    assert (row.tenant_id, row.virtual_host, row.backend) == (key.tenant_id, demo_host.slug, backend.name)
+    assert (row.method, row.exposed_name, row.upstream_name) == ("tools/call", "add", "add")
+    assert (row.outcome, row.error_code) == ("ok", None)
+    assert row.latency_ms > 0 and row.bytes_in == len(response.request.content) and row.bytes_out > 0
+    assert row.session_id == session
+    assert row.trace_id == "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def test_outcomes_of_stateless_calls(demo_host: Host) -> None:
+    modern(demo_host.url, "tools/call", {"name": "add", "arguments": {"a": "x", "b": 1}}, key=demo_host.key)
+    modern(demo_host.url, "resources/read", {"uri": "demo://readme"}, key=demo_host.key,
+           headers={"mcp-name": "demo://readme"})
+    modern(demo_host.url, "prompts/get", {"name": "greet", "arguments": {"name": "x"}}, key=demo_host.key)
+    rows = _rows(demo_host.tenant, 3)
+    assert sorted((r.method, r.exposed_name, r.outcome, r.session_id) for r in rows) == [
+        ("prompts/get", "greet", "ok", ""),
+        ("resources/read", "demo://readme", "ok", ""),
+        ("tools/call", "add", "tool_error", ""),
+    ]
+
+
+def test_an_unreachable_backend_is_recorded_as_32004(transactional_db: None, gateway_url: str) -> None:
+    host = make_host(gateway_url, f"http://127.0.0.1:{free_port()}/mcp")
+    response = modern(host.url, "tools/call", {"name": "add", "arguments": {}}, key=host.key)
+    error = message_of(response)["error"]
+    assert error["code"] == -32004 and error["data"]["backend"]
+    [row] = _rows(host.tenant, 1)
+    assert (row.outcome, row.error_code) == ("error", -32004)
+
+
+def test_rows_queued_at_sigterm_are_written(transactional_db: None, demo_backend_url: str) -> None:
+    port = free_port()
+    env = gateway_env(settings.DATABASES["default"]["NAME"], settings.REDIS_URL,
+                      GATEWAY_AUDIT_FLUSH_SECONDS="3600", GATEWAY_INSTANCE_ID="gw-sigterm")
+    with running(gateway_argv(port), port, env=env, log_name="gateway-sigterm") as process:
+        host = make_host(f"http://127.0.0.1:{port}", demo_backend_url)
+        for i in range(20):
+            response = modern(host.url, "tools/call", {"name": "add", "arguments": {"a": i, "b": 0}}, key=host.key)
+            assert message_of(response)["result"]["content"][0]["text"] == f"{float(i)}"
+        time.sleep(0.3)
+        assert AuditRecord.objects.filter(tenant_slug=host.tenant).count() == 0  # still queued
+        assert stop(process, signal.SIGTERM) == 0
+    assert AuditRecord.objects.filter(tenant_slug=host.tenant).count() == 20

@@ -1,0 +1,108 @@
+"""Legacy sessions: backend sessions are opened once and reused, DELETE ends both ends, the GET
+stream and server→client requests reach the client, and any gateway instance serves any session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from django.conf import settings
+from mcp_types import CreateMessageResult, TextContent
+
+from tests.conftest import Host, make_host, mcp_client
+from tests.gateway.helpers import message_of, modern, open_session, post
+from tests.processes import backend_argv, free_port, gateway_argv, gateway_env, running
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def counting_backend() -> Iterator[str]:
+    port = free_port()
+    with running(backend_argv("tests.backends.counting_server", port), port, log_name="counting-backend"):
+        yield f"http://127.0.0.1:{port}"
+
+
+def _stats(base: str) -> dict[str, int]:
+    return httpx.get(f"{base}/stats").json()
+
+
+def _call(host: Host, session: str, request_id: int) -> dict[str, object]:
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "add", "arguments": {"a": request_id, "b": 1}}}
+    response = post(host.url, body, key=host.key, headers={"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"})
+    assert response.status_code == 200
+    return message_of(response)
+
+
+def test_backend_session_is_opened_once_and_reused(transactional_db: None, gateway_url: str, counting_backend: str) -> None:
+    host = make_host(gateway_url, f"{counting_backend}/mcp")
+    session = open_session(host.url, host.key)
+    before = _stats(counting_backend)
+    for i in range(10):
+        assert _call(host, session, i)["result"]["content"][0]["text"] == f"{i + 1.0}"
+    after = _stats(counting_backend)
+    assert after["initialize"] - before["initialize"] == 1  # one backend session for ten calls
+    assert after["methods"]["tools/call"] - before["methods"].get("tools/call", 0) == 10
+    # The upstream connections are pooled too: ten calls did not open ten connections.
+    assert after["connections"] - before["connections"] <= 2
+
+
+def test_stateless_calls_open_no_backend_session(transactional_db: None, gateway_url: str, counting_backend: str) -> None:
+    host = make_host(gateway_url, f"{counting_backend}/mcp")
+    modern(host.url, "tools/list", key=host.key)  # the first request probes the backend
+    before = _stats(counting_backend)
+    for i in range(5):
+        response = modern(host.url, "tools/call", {"name": "add", "arguments": {"a": i, "b": 1}}, key=host.key)
+        assert message_of(response)["result"]["content"][0]["text"] == f"{i + 1.0}"
+    after = _stats(counting_backend)
+    assert after["initialize"] == before["initialize"]
+    assert after["posts"] - before["posts"] == 5
+
+
+def test_delete_ends_the_session_here_and_at_the_backend(transactional_db: None, gateway_url: str, counting_backend: str) -> None:
+    host = make_host(gateway_url, f"{counting_backend}/mcp")
+    session = open_session(host.url, host.key)
+    _call(host, session, 1)
+    deletes = _stats(counting_backend).get("deletes", 0)
+    response = httpx.delete(host.url, headers={"authorization": f"Bearer {host.key}", "mcp-session-id": session})
+    assert response.status_code == 200
+    assert _stats(counting_backend)["deletes"] == deletes + 1
+    again = post(host.url, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, key=host.key,
+                 headers={"mcp-session-id": session})
+    assert again.status_code == 404
+
+
+def test_another_gateway_instance_continues_the_session(transactional_db: None, gateway_url: str, counting_backend: str) -> None:
+    host = make_host(gateway_url, f"{counting_backend}/mcp")
+    session = open_session(host.url, host.key)
+    _call(host, session, 1)
+    port = free_port()
+    env = gateway_env(settings.DATABASES["default"]["NAME"], settings.REDIS_URL, GATEWAY_INSTANCE_ID="gw-second")
+    with running(gateway_argv(port), port, env=env, log_name="gateway-second"):
+        second = Host(host.url.replace(gateway_url, f"http://127.0.0.1:{port}"), host.key, host.tenant, host.slug)
+        modern(second.url, "tools/list", key=host.key)  # the new instance probes the backend once
+        initializes = _stats(counting_backend)["initialize"]
+        assert _call(second, session, 5)["result"]["content"][0]["text"] == "6.0"
+        # Same backend session: the second instance found it in the shared session store.
+        assert _stats(counting_backend)["initialize"] == initializes
+
+
+async def test_sampling_request_is_relayed_to_the_client(transactional_db: None, gateway_url: str) -> None:
+    """A backend asks the client to sample mid-call; the request reaches the client through the
+    gateway and the client's answer goes back to the backend."""
+    from channels.db import database_sync_to_async
+
+    port = free_port()
+    with running(backend_argv("tests.backends.conformance_server", port), port, log_name="sampling-backend"):
+        host = await database_sync_to_async(make_host)(gateway_url, f"http://127.0.0.1:{port}/mcp")
+        asked: list[str] = []
+
+        async def sample(context: object, params: object) -> CreateMessageResult:
+            asked.append(params.messages[0].content.text)  # type: ignore[attr-defined]
+            return CreateMessageResult(role="assistant", content=TextContent(type="text", text="sampled!"), model="m")
+
+        async with mcp_client(host.url, host.key, "legacy", sampling_callback=sample) as client:
+            result = await client.call_tool("test_sampling", {"prompt": "What is 2+2?"})
+        assert asked == ["What is 2+2?"]
+        assert "sampled!" in result.content[0].text
