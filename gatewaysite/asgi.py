@@ -11,7 +11,10 @@ django_asgi = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
+from apps.gateway.transports import twisted_tuning  # noqa: E402
 from apps.gateway.transports.routing import mcp_http_routes  # noqa: E402
+
+twisted_tuning.install()
 
 application = ProtocolTypeRouter(
     {

@@ -3,9 +3,9 @@
 import secrets
 
 from .base import *  # noqa: F403
-from .base import SECRET_KEY, VAR_DIR
+from .base import SECRET_KEY, VAR_DIR, env_bool
 
-DEBUG = True
+DEBUG = env_bool("GATEWAY_DEBUG", True)
 
 if not SECRET_KEY:
     _key_file = VAR_DIR / "secret_key"

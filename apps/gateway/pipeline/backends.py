@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from typing import Any
 
 from apps.gateway.pipeline.ports import Upstream, UpstreamReply, UpstreamUnavailable
@@ -168,12 +169,15 @@ async def probe(upstream: Upstream, backend: BackendView) -> BackendInfo:
 
 
 class BackendCatalog:
-    """Probe results per backend, shared by every request of this process. A failed probe is not
-    cached, so a backend that comes up later is found on the next request."""
+    """Probe results per backend, shared by every request of this process. A failed probe is
+    remembered for `retry_seconds`, so a backend that is down costs its callers no connection
+    attempt each, and one that comes up is found within that time."""
 
-    def __init__(self, upstream: Upstream) -> None:
+    def __init__(self, upstream: Upstream, *, retry_seconds: float = 1.0) -> None:
         self._upstream = upstream
+        self._retry_seconds = retry_seconds
         self._infos: dict[tuple[int, tuple[str, ...]], BackendInfo] = {}
+        self._failures: dict[tuple[int, tuple[str, ...]], tuple[float, Exception]] = {}
         self._pending: dict[tuple[int, tuple[str, ...]], asyncio.Future[BackendInfo]] = {}
 
     async def info(self, backend: BackendView) -> BackendInfo:
@@ -181,6 +185,9 @@ class BackendCatalog:
         info = self._infos.get(key)
         if info is not None:
             return info
+        failure = self._failures.get(key)
+        if failure is not None and time.monotonic() - failure[0] < self._retry_seconds:
+            raise failure[1]
         pending = self._pending.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
@@ -188,15 +195,18 @@ class BackendCatalog:
         self._pending[key] = future
         try:
             info = await probe(self._upstream, backend)
-        except BaseException as exc:
+        except (UpstreamUnavailable, BackendRefused, TimeoutError) as exc:
+            self._failures[key] = (time.monotonic(), exc)
             future.set_exception(exc)
             future.exception()  # retrieved: waiters get it, nobody else has to
             raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()
+            raise
         finally:
             self._pending.pop(key, None)
+        self._failures.pop(key, None)
         self._infos[key] = info
         future.set_result(info)
         return info
-
-    def forget(self, backend: BackendView) -> None:
-        self._infos.pop((backend.id, backend.urls), None)
