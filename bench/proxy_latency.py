@@ -94,7 +94,7 @@ class Caller:
 
 
 async def measure(callers: dict[str, Caller], concurrency: int, calls: int, cpu_pid: int,
-                  rounds: int = 5) -> dict[str, tuple[list[float], float, float]]:
+                  rounds: int) -> dict[str, tuple[list[float], float, float]]:
     """Alternate between the paths in `rounds` rounds, so drift on a noisy machine hits both alike.
     Returns per path: latencies (ms), busy seconds, and the gateway's CPU ms per call."""
     for caller in callers.values():
@@ -167,7 +167,9 @@ def run(calls: int) -> list[Result]:
         for name, era, method, params, direct_url, gateway_url, concurrency, count in plans:
             callers = {"direct": Caller(direct_url, era, method, params, False),
                        "gateway": Caller(gateway_url, era, method, params, True)}
-            measured = asyncio.run(measure(callers, concurrency, count, gateway.pid))
+            # Many short rounds at C=1 so both paths see the same machine; fewer, longer ones at C=16.
+            rounds = max(count // 20, 1) if concurrency == 1 else 5
+            measured = asyncio.run(measure(callers, concurrency, count, gateway.pid, rounds))
             label = f"{name} [{'2026-07-28' if era == 'modern' else '2025-11-25 session'}]"
             for path, (latencies, busy, cpu) in measured.items():
                 results.append(Result(label, path, concurrency, len(latencies), percentile(latencies, 50),

@@ -3,6 +3,7 @@ noting what the audit row needs (outcome, error code, bytes, latency)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -126,9 +127,28 @@ class Relay:
             reply.close()
             return Reply(202, reply_headers)
         if reply.content_type == "text/event-stream":
+            events = reply.events()
+            try:
+                first = await anext(events, None)
+            except UpstreamUnavailable as exc:
+                reply.close()
+                return self.fail(call, str(exc), reply_headers)
+            if first is not None and (response := self._response_in(call, first)) is not None:
+                # The stream carries the response and nothing else (the common case): answer in
+                # one piece instead of relaying a stream.
+                await _drain(reply, events)
+                self._record(call, *outcome_of(response), len(first.data))
+                if wants_sse:
+                    return Reply(reply.status, SSE_HEADERS + reply_headers, encode_event(first))
+                return Reply(200, (JSON, *reply_headers), first.data)
+            if first is None:
+                reply.close()
+                if call.message.kind is Kind.REQUEST:
+                    return self.fail(call, "the backend's stream ended without a response", reply_headers)
+                return Reply(202, reply_headers)
             if wants_sse:
-                return Reply(reply.status, SSE_HEADERS + reply_headers, stream=self._stream(call, reply))
-            return await self._collect(call, reply, reply_headers)
+                return Reply(reply.status, SSE_HEADERS + reply_headers, stream=self._stream(call, reply, first, events))
+            return await self._collect(call, reply, first, events, reply_headers)
         try:
             payload = await reply.read()
         except UpstreamUnavailable as exc:
@@ -157,11 +177,13 @@ class Relay:
             return message
         return None
 
-    async def _stream(self, call: Call, reply: UpstreamReply) -> AsyncIterator[bytes]:
+    async def _stream(
+        self, call: Call, reply: UpstreamReply, first: SseEvent, events: AsyncIterator[SseEvent]
+    ) -> AsyncIterator[bytes]:
         sent = 0
         outcome: tuple[str, int | None] | None = None
         try:
-            async for event in reply.events():
+            async for event in _chain(first, events):
                 if outcome is None and call.audited and (response := self._response_in(call, event)):
                     outcome = outcome_of(response)
                 chunk = encode_event(event)
@@ -173,10 +195,12 @@ class Relay:
             reply.close()
             self._record(call, *(outcome or ("cancelled", None)), sent)
 
-    async def _collect(self, call: Call, reply: UpstreamReply, reply_headers: Headers) -> Reply:
+    async def _collect(
+        self, call: Call, reply: UpstreamReply, first: SseEvent, events: AsyncIterator[SseEvent], reply_headers: Headers
+    ) -> Reply:
         """A client that takes only JSON gets the response alone; notifications are dropped."""
         try:
-            async for event in reply.events():
+            async for event in _chain(first, events):
                 if (response := self._response_in(call, event)) is not None:
                     body = jsonrpc.dumps(response)
                     self._record(call, *outcome_of(response), len(body))
@@ -188,3 +212,20 @@ class Relay:
         if call.message.kind is Kind.REQUEST:
             return self.fail(call, "the backend's stream ended without a response", reply_headers)
         return Reply(202, reply_headers)
+
+
+async def _chain(first: SseEvent, rest: AsyncIterator[SseEvent]) -> AsyncIterator[SseEvent]:
+    yield first
+    async for event in rest:
+        yield event
+
+
+async def _drain(reply: UpstreamReply, events: AsyncIterator[SseEvent]) -> None:
+    """Read a finished stream to its end so its connection can be reused. A server SHOULD close the
+    stream after the response; one that keeps it open loses the connection instead."""
+    try:
+        async with asyncio.timeout(1.0):
+            async for _ in events:
+                pass
+    except (TimeoutError, UpstreamUnavailable):
+        reply.close()

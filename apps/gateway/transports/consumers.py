@@ -84,6 +84,8 @@ class McpConsumer(AsyncHttpConsumer):
 
     async def _send(self, send: Any, receive: Any, reply: Reply) -> None:
         headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in reply.headers]
+        if reply.stream is None:
+            headers.append((b"content-length", str(len(reply.body)).encode()))
         await send({"type": "http.response.start", "status": reply.status, "headers": headers})
         if reply.stream is None:
             await send({"type": "http.response.body", "body": reply.body})

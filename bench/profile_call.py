@@ -1,0 +1,113 @@
+"""Where a proxied call's CPU goes: runs the benchmark's stack, samples the gateway with py-spy
+while one client calls `tools/call` sequentially, and prints the gateway's CPU per call split by
+the part of the code it was spent in.
+
+    .venv/bin/python -m bench.profile_call [--era modern|legacy] [--calls N] [--raw FILE]"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.proxy_latency import Caller, apply_config, cpu_seconds
+from tests.processes import backend_argv, free_port, gateway_argv, running
+
+# First matching marker wins: (label, substring of a frame in the stack).
+CATEGORIES = [
+    ("audit writer (thread)", "audit_records_write"),
+    ("configuration snapshot", "SnapshotDirectory"),
+    ("sessions (Redis)", "RedisSessionStore"),
+    ("upstream HTTP client", "HttpPool"),
+    ("upstream SSE parsing", "UpstreamReply.events"),
+    ("pipeline: relay", "Relay."),
+    ("pipeline: gateway", "Gateway.handle"),
+    ("consumer: response to Daphne", "McpConsumer._send"),
+    ("consumer: request", "McpConsumer"),
+    ("channels routing", "URLRouter"),
+    ("daphne/twisted: HTTP in and out", "twisted"),
+    ("asyncio event loop", "asyncio"),
+]
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds per thread of a process, from /proc."""
+    times: dict[int, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        times[int(task.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return times
+
+
+def categorise(raw: Path) -> collections.Counter[str]:
+    counts: collections.Counter[str] = collections.Counter()
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        leaf = frames[-1]
+        if "select (selectors" in leaf or "concurrent/futures/thread.py" in leaf or "threading.py" in leaf:
+            continue  # waiting, not working
+        label = next((name for name, marker in CATEGORIES if marker in stack), "other")
+        counts[label] += int(count)
+    return counts
+
+
+async def drive(caller: Caller, calls: int) -> float:
+    await caller.open()
+    for i in range(100):
+        await caller.call(i)
+    started = time.perf_counter()
+    for i in range(calls):
+        await caller.call(i)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--era", choices=["modern", "legacy"], default="modern")
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--raw", type=Path, help="keep py-spy's raw samples here (for flame graphs)")
+    args = parser.parse_args()
+    demo_port, many_port, gateway_port = free_port(), free_port(), free_port()
+    apply_config(f"http://127.0.0.1:{demo_port}/mcp", f"http://127.0.0.1:{many_port}/mcp")
+    env = {"GATEWAY_INSTANCE_ID": "profile", "GATEWAY_LOG_LEVEL": "WARNING", "GATEWAY_DEBUG": "0"}
+    with running(backend_argv("scripts.demo_server", demo_port), demo_port, log_name="profile-demo"), \
+         running([*gateway_argv(gateway_port), "-v", "0"], gateway_port, env=env, log_name="profile-gateway") as gateway:
+        caller = Caller(f"http://127.0.0.1:{gateway_port}/mcp/bench/demo", args.era, "tools/call",
+                        {"name": "add", "arguments": {"a": 1, "b": 2}}, auth=True)
+        with tempfile.TemporaryDirectory() as scratch:
+            raw = Path(scratch) / "profile.txt"
+            spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(gateway.pid), "-r", "1000", "-f", "raw", "-o", str(raw)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+            cpu_before, threads_before = cpu_seconds(gateway.pid), thread_cpu(gateway.pid)
+            elapsed = asyncio.run(drive(caller, args.calls))
+            cpu_ms = (cpu_seconds(gateway.pid) - cpu_before) * 1000 / args.calls
+            threads_after = thread_cpu(gateway.pid)
+            main_ms = (threads_after[gateway.pid] - threads_before.get(gateway.pid, 0.0)) * 1000 / args.calls
+            spy.send_signal(signal.SIGINT)  # py-spy writes its output on Ctrl-C
+            spy.wait(30)
+            counts = categorise(raw)
+            if args.raw:
+                args.raw.write_text(raw.read_text())
+    total = sum(counts.values()) or 1
+    print(f"{args.era}: {args.calls} sequential tools/call, {elapsed / args.calls * 1000:.2f} ms per call (wall, "
+          f"under the profiler), gateway CPU {cpu_ms:.2f} ms per call (/proc): {main_ms:.2f} ms on the event loop "
+          f"thread, {cpu_ms - main_ms:.2f} ms on worker threads (audit writes, snapshot loads)")
+    print("Sampled split (py-spy; samples of threads blocked in C, e.g. on the database, count as busy):")
+    for label, count in counts.most_common():
+        print(f"  {label:34} {count * 100 / total:5.1f}%  ≈ {cpu_ms * count / total:5.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
