@@ -3,7 +3,6 @@ served from memory, reloaded when the configuration version counter in Redis mov
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from django.utils import timezone
 
 from apps.catalog.models import VirtualHost
 from apps.common.config_version import CONFIG_VERSION_KEY
+from apps.gateway.pipeline.singleflight import SingleFlight
 from apps.gateway.pipeline.values import BackendView, Principal, VirtualHostView
 from apps.tenants.keys import key_hash
 from apps.tenants.models import ApiKey, Tenant
@@ -107,7 +107,7 @@ class SnapshotDirectory:
         self._checked = float("-inf")
         self._version: bytes | None = None
         self._tenants: dict[str, TenantSnapshot | None] = {}
-        self._loading: dict[str, asyncio.Future[TenantSnapshot | None]] = {}
+        self._flights: SingleFlight[TenantSnapshot | None] = SingleFlight()
         self._load = sync_to_async(tenant_snapshot_load, thread_sensitive=False)
 
     async def _check_version(self) -> None:
@@ -128,21 +128,11 @@ class SnapshotDirectory:
         await self._check_version()
         if slug in self._tenants:
             return self._tenants[slug]
-        pending = self._loading.get(slug)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[TenantSnapshot | None] = asyncio.get_running_loop().create_future()
-        self._loading[slug] = future
+        return await self._flights.run(slug, lambda: self._load_into_cache(slug))
+
+    async def _load_into_cache(self, slug: str) -> TenantSnapshot | None:
         version = self._version
-        try:
-            snapshot = await self._load(slug)
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()
-            raise
-        finally:
-            self._loading.pop(slug, None)
-        if version == self._version:
+        snapshot = await self._load(slug)
+        if version == self._version:  # else it may predate the change that moved the counter
             self._tenants[slug] = snapshot
-        future.set_result(snapshot)
         return snapshot

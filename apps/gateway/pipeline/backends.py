@@ -3,13 +3,13 @@ cached) and opening the legacy sessions the gateway keeps with it."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 import time
 from typing import Any
 
 from apps.gateway.pipeline.ports import Upstream, UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.singleflight import SingleFlight
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.versions import (
@@ -178,7 +178,7 @@ class BackendCatalog:
         self._retry_seconds = retry_seconds
         self._infos: dict[tuple[int, tuple[str, ...]], BackendInfo] = {}
         self._failures: dict[tuple[int, tuple[str, ...]], tuple[float, Exception]] = {}
-        self._pending: dict[tuple[int, tuple[str, ...]], asyncio.Future[BackendInfo]] = {}
+        self._flights: SingleFlight[BackendInfo] = SingleFlight()
 
     async def info(self, backend: BackendView) -> BackendInfo:
         key = (backend.id, backend.urls)
@@ -188,25 +188,14 @@ class BackendCatalog:
         failure = self._failures.get(key)
         if failure is not None and time.monotonic() - failure[0] < self._retry_seconds:
             raise failure[1]
-        pending = self._pending.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[BackendInfo] = asyncio.get_running_loop().create_future()
-        self._pending[key] = future
+        return await self._flights.run(key, lambda: self._probe(key, backend))
+
+    async def _probe(self, key: tuple[int, tuple[str, ...]], backend: BackendView) -> BackendInfo:
         try:
             info = await probe(self._upstream, backend)
         except (UpstreamUnavailable, BackendRefused, TimeoutError) as exc:
             self._failures[key] = (time.monotonic(), exc)
-            future.set_exception(exc)
-            future.exception()  # retrieved: waiters get it, nobody else has to
             raise
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()
-            raise
-        finally:
-            self._pending.pop(key, None)
         self._failures.pop(key, None)
         self._infos[key] = info
-        future.set_result(info)
         return info

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator
 
 from apps.gateway.pipeline.backends import (
@@ -22,7 +21,7 @@ from apps.gateway.pipeline.mounts import merge_capabilities, pick_replica, singl
 from apps.gateway.pipeline.ports import SessionStore, Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.relay import BackendSessionGone, Call, Relay
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, accepted, error_reply, result_reply
-from apps.gateway.pipeline.tracing import trace_id_of, trace_headers
+from apps.gateway.pipeline.tracing import trace_headers
 from apps.gateway.pipeline.values import (
     BackendInfo,
     BackendSession,
@@ -135,17 +134,7 @@ class LegacyEra:
             map_key, backend = single_backend(vhost)
         except GatewayError as error:
             return error_reply(message.id, error, session_header)
-        call = Call(
-            principal=principal,
-            virtual_host=vhost.slug,
-            backend=backend,
-            message=message,
-            bytes_in=len(request.body),
-            session_id=state.id,
-            trace_id=trace_id_of(request.headers, message),
-            started=time.perf_counter(),
-            at=time.time(),
-        )
+        call = Call.begin(request, vhost, principal, backend, message, state.id)
         try:
             info = await self._backends.info(backend)
             if info.legacy_version is None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 
 from apps.gateway.pipeline.backends import (
     CONTENT_JSON,
@@ -20,7 +19,7 @@ from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
 from apps.gateway.pipeline.ports import Upstream, UpstreamUnavailable
 from apps.gateway.pipeline.relay import BackendSessionGone, Call, Relay
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
-from apps.gateway.pipeline.tracing import trace_id_of, trace_headers
+from apps.gateway.pipeline.tracing import trace_headers
 from apps.gateway.pipeline.values import BackendSession, BackendView, HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol.envelope import ModernEnvelope, check_modern_request
 from apps.gateway.protocol.errors import GatewayError, InvalidRequest
@@ -54,17 +53,7 @@ class ModernEra:
             _, backend = single_backend(vhost)
         except GatewayError as error:
             return error_reply(message.id, error)
-        call = Call(
-            principal=principal,
-            virtual_host=vhost.slug,
-            backend=backend,
-            message=message,
-            bytes_in=len(request.body),
-            session_id="",
-            trace_id=trace_id_of(request.headers, message),
-            started=time.perf_counter(),
-            at=time.time(),
-        )
+        call = Call.begin(request, vhost, principal, backend, message)
         try:
             info = await self._backends.info(backend)
             if info.modern_versions:

@@ -12,7 +12,8 @@ from typing import Any
 
 from apps.gateway.pipeline.ports import AuditEntry, AuditSink, Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replies import JSON, SSE_HEADERS, Headers, Reply, error_reply
-from apps.gateway.pipeline.values import BackendView, Principal
+from apps.gateway.pipeline.tracing import trace_id_of
+from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import BackendUnavailable
 from apps.gateway.protocol.jsonrpc import Kind, Message
@@ -41,6 +42,28 @@ class Call:
     trace_id: str
     started: float  # perf_counter
     at: float  # unix time
+
+    @classmethod
+    def begin(
+        cls,
+        request: HttpRequest,
+        vhost: VirtualHostView,
+        principal: Principal,
+        backend: BackendView,
+        message: Message,
+        session_id: str = "",
+    ) -> Call:
+        return cls(
+            principal=principal,
+            virtual_host=vhost.slug,
+            backend=backend,
+            message=message,
+            bytes_in=len(request.body),
+            session_id=session_id,
+            trace_id=trace_id_of(request.headers, message),
+            started=time.perf_counter(),
+            at=time.time(),
+        )
 
     @property
     def audited(self) -> bool:
