@@ -106,3 +106,37 @@ async def test_sampling_request_is_relayed_to_the_client(transactional_db: None,
             result = await client.call_tool("test_sampling", {"prompt": "What is 2+2?"})
         assert asked == ["What is 2+2?"]
         assert "sampled!" in result.content[0].text
+
+
+def test_a_client_that_accepts_only_json_gets_json(demo_host: Host) -> None:
+    """The backend streams progress before its response; a JSON-only client gets the response alone."""
+    session = open_session(demo_host.url, demo_host.key)
+    body = {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "countdown", "arguments": {"start": 2}, "_meta": {"progressToken": "p1"}}}
+    response = post(demo_host.url, body, key=demo_host.key,
+                    headers={"mcp-session-id": session, "accept": "application/json"})
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["result"]["content"][0]["text"] == "lift-off"
+
+
+async def test_list_changed_arrives_on_the_get_stream(transactional_db: None, gateway_url: str) -> None:
+    """Notifications that belong to no request reach the client on the session's GET stream."""
+    import anyio
+    from channels.db import database_sync_to_async
+
+    port = free_port()
+    with running(backend_argv("tests.backends.conformance_server", port), port, log_name="list-changed-backend"):
+        host = await database_sync_to_async(make_host)(gateway_url, f"http://127.0.0.1:{port}/mcp")
+        changed = anyio.Event()
+
+        async def on_message(message: object) -> None:
+            if getattr(message, "method", None) == "notifications/tools/list_changed":
+                changed.set()
+
+        async with mcp_client(host.url, host.key, "legacy", message_handler=on_message) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            await client.call_tool("test_trigger_tool_change", {})
+            with anyio.fail_after(10):
+                await changed.wait()
+            after = {tool.name for tool in (await client.list_tools()).tools}
+        assert names ^ after == {"test_dynamic_tool"}

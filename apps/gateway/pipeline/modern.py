@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from typing import Any
 
 from apps.gateway.pipeline.backends import (
     CONTENT_JSON,
@@ -23,8 +24,21 @@ from apps.gateway.pipeline.tracing import trace_headers
 from apps.gateway.pipeline.values import BackendSession, BackendView, HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol.envelope import ModernEnvelope, check_modern_request
 from apps.gateway.protocol.errors import GatewayError, InvalidRequest
-from apps.gateway.protocol.jsonrpc import Kind, Message
-from apps.gateway.protocol.versions import LATEST_LEGACY, META_SERVER_INFO, MODERN_VERSIONS
+from apps.gateway.protocol.jsonrpc import Kind, Message, dumps
+from apps.gateway.protocol.versions import (
+    LATEST_LEGACY,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_PROTOCOL_VERSION,
+    META_SERVER_INFO,
+    MODERN_VERSIONS,
+)
+
+#: Results that must carry caching hints in the stateless era (SEP-2549).
+_CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"})
+
+_ENVELOPE_KEYS = frozenset({META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL})
 
 #: Request headers a stateless backend needs to see as the client sent them.
 _FORWARDED = ("mcp-protocol-version", "mcp-method", "mcp-name")
@@ -96,6 +110,8 @@ class ModernEra:
         self, request: HttpRequest, principal: Principal, envelope: ModernEnvelope, call: Call, wants_sse: bool
     ) -> Reply:
         backend = call.backend
+        call.reshape = _as_modern_result if call.message.method in _CACHEABLE else _with_result_type
+        body = _without_envelope(call.message)
         for _ in range(2):
             session = await self._held_session(backend, principal, envelope)
             headers = [CONTENT_JSON, ("accept", "application/json, text/event-stream"),
@@ -105,7 +121,7 @@ class ModernEra:
             headers.extend(trace_headers(request.headers))
             try:
                 return await self._relay.forward(
-                    call, session.replica, headers, request.body, wants_sse=wants_sse,
+                    call, session.replica, headers, body, wants_sse=wants_sse,
                     in_session=session.session_id is not None,
                 )
             except BackendSessionGone:
@@ -126,3 +142,33 @@ class ModernEra:
                 )
                 self._held[key] = session
         return session
+
+
+def _without_envelope(message: Message) -> bytes:
+    """The request as a handshake-era server expects it: the per-request envelope means nothing
+    there (the held session carries it), and a dual-use server would take it for a stateless call."""
+    params = dict(message.params)
+    meta = {key: value for key, value in params.get("_meta", {}).items() if key not in _ENVELOPE_KEYS}
+    if meta:
+        params["_meta"] = meta
+    else:
+        params.pop("_meta", None)
+    return dumps({**message.raw, "params": params})
+
+
+def _with_result_type(response: dict[str, Any]) -> dict[str, Any]:
+    """A handshake-era result as the stateless era shapes it."""
+    result = response["result"]
+    if isinstance(result, dict) and "resultType" not in result:
+        response = {**response, "result": {**result, "resultType": "complete"}}
+    return response
+
+
+def _as_modern_result(response: dict[str, Any]) -> dict[str, Any]:
+    """...and, for cacheable results, with caching hints: private (the gateway's answer may depend
+    on who asks) and not to be reused without asking again."""
+    response = _with_result_type(response)
+    result = response["result"]
+    if isinstance(result, dict) and ("ttlMs" not in result or "cacheScope" not in result):
+        response = {**response, "result": {"ttlMs": 0, "cacheScope": "private", **result}}
+    return response

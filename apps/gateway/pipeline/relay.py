@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,8 @@ class Call:
     trace_id: str
     started: float  # perf_counter
     at: float  # unix time
+    #: Applied to the backend's response before the client sees it (era bridging).
+    reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     @classmethod
     def begin(
@@ -160,6 +162,7 @@ class Relay:
                 # The stream carries the response and nothing else (the common case): answer in
                 # one piece instead of relaying a stream.
                 await _drain(reply, events)
+                first = _reshaped(call, first, response)
                 self._record(call, *outcome_of(response), len(first.data))
                 if wants_sse:
                     return Reply(reply.status, SSE_HEADERS + reply_headers, encode_event(first))
@@ -180,9 +183,12 @@ class Relay:
             if reply.status < 300 and not payload:
                 return Reply(reply.status, reply_headers)
             return self.fail(call, f"HTTP {reply.status} ({reply.content_type or 'no content type'})", reply_headers)
-        if call.audited:
+        if call.audited or call.reshape:
             try:
-                self._record(call, *outcome_of(jsonrpc.loads(payload)), len(payload))
+                response = jsonrpc.loads(payload)
+                if call.reshape and isinstance(response, dict) and "result" in response:
+                    payload = jsonrpc.dumps(call.reshape(response))
+                self._record(call, *outcome_of(response), len(payload))
             except (ValueError, AttributeError):
                 self._record(call, "error", None, len(payload))
         return Reply(reply.status, (JSON, *reply_headers), payload)
@@ -207,8 +213,9 @@ class Relay:
         outcome: tuple[str, int | None] | None = None
         try:
             async for event in _chain(first, events):
-                if outcome is None and call.audited and (response := self._response_in(call, event)):
+                if outcome is None and (call.audited or call.reshape) and (response := self._response_in(call, event)):
                     outcome = outcome_of(response)
+                    event = _reshaped(call, event, response)
                 chunk = encode_event(event)
                 sent += len(chunk)
                 yield chunk
@@ -225,7 +232,7 @@ class Relay:
         try:
             async for event in _chain(first, events):
                 if (response := self._response_in(call, event)) is not None:
-                    body = jsonrpc.dumps(response)
+                    body = _reshaped(call, event, response).data
                     self._record(call, *outcome_of(response), len(body))
                     return Reply(200, (JSON, *reply_headers), body)
         except UpstreamUnavailable as exc:
@@ -235,6 +242,12 @@ class Relay:
         if call.message.kind is Kind.REQUEST:
             return self.fail(call, "the backend's stream ended without a response", reply_headers)
         return Reply(202, reply_headers)
+
+
+def _reshaped(call: Call, event: SseEvent, response: dict[str, Any]) -> SseEvent:
+    if call.reshape is None or "result" not in response:
+        return event
+    return SseEvent(jsonrpc.dumps(call.reshape(response)), event.event, event.id, event.retry)
 
 
 async def _chain(first: SseEvent, rest: AsyncIterator[SseEvent]) -> AsyncIterator[SseEvent]:
