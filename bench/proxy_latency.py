@@ -146,13 +146,38 @@ virtual_hosts:
 """, prune=False)
 
 
-def run(calls: int) -> list[Result]:
+def calibrate() -> float:
+    """CPU seconds of a fixed pure-Python loop: how fast this machine is right now."""
+    started = time.process_time()
+    total = 0
+    for i in range(5_000_000):
+        total += i
+    return time.process_time() - started
+
+
+async def floor_cpu(port: int, pid: int, calls: int) -> float:
+    caller = Caller(f"http://127.0.0.1:{port}/", "modern", "tools/call", {"name": "add"}, auth=False)
+    for i in range(100):
+        await caller.call(i)
+    before = cpu_seconds(pid)
+    for i in range(calls):
+        await caller.call(i)
+    caller.pool.close()
+    return (cpu_seconds(pid) - before) * 1000 / calls
+
+
+def run(calls: int) -> tuple[list[Result], dict[str, float]]:
     demo_port, many_port, gateway_port = free_port(), free_port(), free_port()
     demo_url = f"http://127.0.0.1:{demo_port}/mcp"
     many_url = f"http://127.0.0.1:{many_port}/mcp"
     apply_config(demo_url, many_url)
     env = {"GATEWAY_INSTANCE_ID": "bench", "GATEWAY_LOG_LEVEL": "WARNING", "GATEWAY_DEBUG": "0"}
     results: list[Result] = []
+    machine = {"calibration_before_s": calibrate()}
+    floor_port = free_port()
+    with running([sys.executable, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(floor_port),
+                  "bench.floor_app:application"], floor_port, log_name="bench-floor") as floor:
+        machine["daphne_floor_cpu_ms"] = asyncio.run(floor_cpu(floor_port, floor.pid, calls))
     with running(backend_argv("scripts.demo_server", demo_port), demo_port, log_name="bench-demo"), \
          running([*backend_argv("bench.many_tools_server", many_port)], many_port, log_name="bench-many"), \
          running([*gateway_argv(gateway_port), "-v", "0"], gateway_port, env=env, log_name="bench-gateway") as gateway:
@@ -178,10 +203,11 @@ def run(calls: int) -> list[Result]:
                 print(f"{label:48} {path:8} C={concurrency:<3} p50={results[-1].p50_ms:7.2f} ms  "
                       f"p99={results[-1].p99_ms:7.2f} ms  {results[-1].per_second:8.0f}/s"
                       + (f"  gateway CPU {cpu:.2f} ms/call" if path == "gateway" else ""), flush=True)
-    return results
+    machine["calibration_after_s"] = calibrate()
+    return results, machine
 
 
-def markdown(results: list[Result], calls: int) -> str:
+def markdown(results: list[Result], machine: dict[str, float], calls: int) -> str:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         f"### Proxy overhead — {now}",
@@ -189,6 +215,9 @@ def markdown(results: list[Result], calls: int) -> str:
         f"Command: `make bench` (`python -m bench.proxy_latency --calls {calls}`). Machine: {platform.machine()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}, Linux {platform.release()}. Backend: the demo "
         "MCP server (official SDK, uvicorn). Load generator: keep-alive HTTP/1.1 in one process on the same machine.",
+        f"Machine speed: a fixed 5M-iteration Python loop took {machine['calibration_before_s']:.3f} s before and "
+        f"{machine['calibration_after_s']:.3f} s after the run. Daphne alone (a trivial ASGI app, `bench/floor_app.py`) "
+        f"cost {machine['daphne_floor_cpu_ms']:.2f} ms of CPU per request in this run.",
         "",
         "| call | C | direct p50 | gateway p50 | added p50 | direct p99 | gateway p99 | direct /s | gateway /s | gateway CPU/call |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -207,8 +236,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--output", type=Path, help="append the markdown table to this file")
     args = parser.parse_args()
-    results = run(args.calls)
-    table = markdown(results, args.calls)
+    results, machine = run(args.calls)
+    table = markdown(results, machine, args.calls)
     print()
     print(table)
     if args.output:
