@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import time
 
+import httpx
 import pytest
 from django.conf import settings
 
@@ -12,7 +13,7 @@ from apps.audit.models import AuditRecord
 from apps.catalog.models import Backend
 from apps.tenants.models import ApiKey
 from tests.conftest import Host, make_host
-from tests.gateway.helpers import message_of, modern, open_session, post
+from tests.gateway.helpers import META, message_of, modern, open_session, post
 from tests.processes import free_port, gateway_argv, gateway_env, running, stop
 
 pytestmark = pytest.mark.slow
@@ -85,3 +86,21 @@ def test_rows_queued_at_sigterm_are_written(transactional_db: None, demo_backend
         assert AuditRecord.objects.filter(tenant_slug=host.tenant).count() == 0  # still queued
         assert stop(process, signal.SIGTERM) == 0
     assert AuditRecord.objects.filter(tenant_slug=host.tenant).count() == 20
+
+
+def test_a_client_that_goes_away_cancels_its_call(demo_host: Host) -> None:
+    """Closing the connection is how a stateless client cancels: the gateway closes its upstream
+    exchange at once and records the call as cancelled."""
+    started = time.monotonic()
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(
+            demo_host.url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                  "params": {"name": "countdown", "arguments": {"start": 500}, "_meta": META}},
+            headers={"authorization": f"Bearer {demo_host.key}", "accept": "application/json, text/event-stream",
+                     "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "countdown"},
+            timeout=0.5,
+        )
+    [row] = _rows(demo_host.tenant, 1)
+    assert (row.exposed_name, row.outcome) == ("countdown", "cancelled")
+    assert time.monotonic() - started < 3  # recorded at the disconnect, not when the 5 s countdown ends

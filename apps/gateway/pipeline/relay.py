@@ -138,6 +138,22 @@ class Relay:
         in_session: bool = False,
     ) -> Reply:
         try:
+            return await self._forward(call, replica, headers, body, wants_sse, reply_headers, in_session)
+        except asyncio.CancelledError:
+            self._record(call, "cancelled", None, 0)  # the client went away before the answer
+            raise
+
+    async def _forward(
+        self,
+        call: Call,
+        replica: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        wants_sse: bool,
+        reply_headers: Headers,
+        in_session: bool,
+    ) -> Reply:
+        try:
             reply = await self._upstream.send(
                 call.backend, replica, "POST", headers, body, timeout=call.backend.timeout
             )

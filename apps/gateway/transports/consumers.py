@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 from channels.generic.http import AsyncHttpConsumer
@@ -43,7 +42,7 @@ class McpConsumer(AsyncHttpConsumer):
         limit = settings.GATEWAY_MAX_BODY_BYTES
         body = await self._read_body(receive, headers, limit)
         if body is None:
-            await self._send(send, receive, _too_large(limit))
+            await self._send(send, _too_large(limit))
             return
         kwargs = scope["url_route"]["kwargs"]
         client = scope.get("client") or ("", 0)
@@ -56,12 +55,24 @@ class McpConsumer(AsyncHttpConsumer):
             raw_header_names=tuple(names),
             client=str(client[0]),
         )
+        # A client that goes away cancels its request: the pipeline unwinds and closes the upstream
+        # exchange, which is how the backend learns of it (for stateless clients that is what
+        # cancelling a request means).
+        task = asyncio.current_task()
+        watcher = asyncio.ensure_future(_disconnected(receive))
+        watcher.add_done_callback(lambda done: task.cancel() if task and not done.cancelled() else None)
         try:
-            reply = await gateway().handle(request)
-        except Exception:
-            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
-            reply = _INTERNAL
-        await self._send(send, receive, reply)
+            try:
+                reply = await gateway().handle(request)
+            except Exception:
+                log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+                reply = _INTERNAL
+            await self._send(send, reply)
+        except asyncio.CancelledError:
+            if not watcher.done() or watcher.cancelled():
+                raise  # cancelled by the server (shutting down), not by the client
+        finally:
+            watcher.cancel()
 
     async def _read_body(self, receive: Any, headers: dict[str, str], limit: int) -> bytes | None:
         """The whole request body, or None once it is known to exceed `limit` (nothing more is read)."""
@@ -82,7 +93,7 @@ class McpConsumer(AsyncHttpConsumer):
             if not message.get("more_body"):
                 return b"".join(chunks)
 
-    async def _send(self, send: Any, receive: Any, reply: Reply) -> None:
+    async def _send(self, send: Any, reply: Reply) -> None:
         headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in reply.headers]
         if reply.stream is None:
             headers.append((b"content-length", str(len(reply.body)).encode()))
@@ -90,34 +101,18 @@ class McpConsumer(AsyncHttpConsumer):
         if reply.stream is None:
             await send({"type": "http.response.body", "body": reply.body})
             return
-        await self._stream(send, receive, reply.stream)
-
-    async def _stream(self, send: Any, receive: Any, stream: AsyncIterator[bytes]) -> None:
-        """Relay a stream until it ends or the client goes away; going away closes the upstream
-        stream too (for stateless clients that is how a request is cancelled)."""
-
-        async def pump() -> None:
-            try:
-                async for chunk in stream:
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except Exception:
-                log.exception("relaying a stream failed")
-            await send({"type": "http.response.body", "body": b""})
-
-        pumping = asyncio.ensure_future(pump())
-        watching = asyncio.ensure_future(_disconnected(receive))
+        stream = reply.stream
         try:
-            await asyncio.wait({pumping, watching}, return_when=asyncio.FIRST_COMPLETED)
+            async for chunk in stream:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except Exception:
+            log.exception("relaying a stream failed")
         finally:
-            for task in (pumping, watching):
-                task.cancel()
-            for task in (pumping, watching):
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 with contextlib.suppress(Exception):
                     await aclose()
+        await send({"type": "http.response.body", "body": b""})
 
 
 async def _disconnected(receive: Any) -> None:
