@@ -95,3 +95,26 @@ def test_stateless_get_and_delete_are_405(demo_host: Host, method: str) -> None:
         "accept": "text/event-stream"})
     assert response.status_code == 405
     assert response.headers["allow"] == "POST"
+
+
+def test_batches_work_in_2025_03_26_sessions_only(demo_host: Host) -> None:
+    from tests.gateway.helpers import open_session
+
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+        {"not": "json-rpc"},
+    ]
+    session = open_session(demo_host.url, demo_host.key, "2025-03-26")
+    response = post(demo_host.url, batch, key=demo_host.key,
+                    headers={"mcp-session-id": session, "mcp-protocol-version": "2025-03-26"})
+    assert response.status_code == 200
+    by_id = {item["id"]: item for item in response.json()}
+    assert by_id[1]["result"]["content"][0]["text"] == "2.0"
+    assert by_id[2]["result"] == {}
+    assert by_id[None]["error"]["code"] == -32600
+    later = open_session(demo_host.url, demo_host.key, "2025-06-18")
+    refused = post(demo_host.url, batch, key=demo_host.key,
+                   headers={"mcp-session-id": later, "mcp-protocol-version": "2025-06-18"})
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == -32600

@@ -3,7 +3,8 @@ resolve the virtual host, then hand the message to the era it belongs to."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, replace
 
 from apps.gateway.pipeline.backends import BackendCatalog
 from apps.gateway.pipeline.legacy import LegacyEra
@@ -14,9 +15,11 @@ from apps.gateway.pipeline.replies import Reply, error_reply, http_error_reply
 from apps.gateway.pipeline.values import HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol.envelope import is_modern_message
 from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidRequest
-from apps.gateway.protocol.jsonrpc import parse_message
+from apps.gateway.protocol.jsonrpc import Message, dumps, error_message, loads, parse_body
 from apps.gateway.protocol.versions import MODERN_VERSIONS
 
+#: The one protocol revision whose clients may send JSON-RPC batches.
+BATCH_VERSION = "2025-03-26"
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 
@@ -133,9 +136,12 @@ class Gateway:
         if not wants_sse and "application/json" not in accept:
             raise HttpError(406, "Not Acceptable: accept application/json or text/event-stream", code=-32600)
         try:
-            message = parse_message(request.body)
+            parsed = parse_body(request.body)
         except GatewayError as error:
             return error_reply(None, error)
+        if isinstance(parsed, list):
+            return await self._batch(request, vhost, principal, session_id, parsed)
+        message = parsed
         header_version = request.headers.get("mcp-protocol-version")
         if is_modern_message(message) or (header_version in MODERN_VERSIONS and not session_id):
             return await self.modern.handle(request, vhost, principal, message, wants_sse)
@@ -147,3 +153,32 @@ class Gateway:
             )
         state = await self.legacy.session_for(session_id, principal, vhost)
         return await self.legacy.handle(request, vhost, principal, state, message, wants_sse)
+
+    async def _batch(
+        self,
+        request: HttpRequest,
+        vhost: VirtualHostView,
+        principal: Principal,
+        session_id: str | None,
+        batch: list[Message | InvalidRequest],
+    ) -> Reply:
+        """A JSON-RPC batch: part of protocol revision 2025-03-26 only (later ones removed it). Each
+        message is handled as if posted alone; the responses come back as one JSON array."""
+        if not session_id:
+            return error_reply(None, InvalidRequest("Invalid Request: a batch can only be sent in a session"))
+        state = await self.legacy.session_for(session_id, principal, vhost)
+        if state.protocol_version != BATCH_VERSION:
+            return error_reply(None, InvalidRequest(
+                f"Invalid Request: protocol version {state.protocol_version} does not allow batches"))
+
+        async def one(item: Message | InvalidRequest) -> object | None:
+            if isinstance(item, InvalidRequest):
+                return error_message(None, item.to_error())
+            alone = replace(request, body=dumps(item.raw))
+            reply = await self.legacy.handle(alone, vhost, principal, state, item, wants_sse=False)
+            return loads(reply.body) if reply.body else None
+
+        responses = [r for r in await asyncio.gather(*(one(item) for item in batch)) if r is not None]
+        if not responses:
+            return Reply(202, (("mcp-session-id", state.id),))
+        return Reply(200, (("content-type", "application/json"), ("mcp-session-id", state.id)), dumps(responses))

@@ -37,16 +37,33 @@ def _valid_id(value: object) -> bool:
     return (isinstance(value, str) or isinstance(value, int)) and not isinstance(value, bool)
 
 
-def parse_message(body: bytes) -> Message:
-    """Parse one JSON-RPC message. Raises ParseError for bytes that are not JSON and
-    InvalidRequest for JSON that is not a single valid JSON-RPC 2.0 message."""
+def parse_body(body: bytes) -> Message | list[Message | InvalidRequest]:
+    """Parse a POST body: one message, or a batch (a non-empty array, each element parsed on its own
+    so one bad element does not spoil the rest). Raises ParseError for bytes that are not JSON and
+    InvalidRequest for JSON that is neither."""
     try:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ParseError(f"Parse error: {exc}") from None
-    if isinstance(raw, list):
+    if not isinstance(raw, list):
+        return classify(raw)
+    if not raw:
+        raise InvalidRequest("Invalid Request: an empty batch")
+    batch: list[Message | InvalidRequest] = []
+    for element in raw:
+        try:
+            batch.append(classify(element))
+        except InvalidRequest as error:
+            batch.append(error)
+    return batch
+
+
+def parse_message(body: bytes) -> Message:
+    """Parse one JSON-RPC message; a batch is an InvalidRequest here."""
+    parsed = parse_body(body)
+    if isinstance(parsed, list):
         raise InvalidRequest("Invalid Request: JSON-RPC batches are not supported; send one message per POST")
-    return classify(raw)
+    return parsed
 
 
 def classify(raw: object) -> Message:

@@ -46,3 +46,13 @@ def test_invalid_requests(body: bytes) -> None:
     with pytest.raises(InvalidRequest) as info:
         parse_message(body)
     assert info.value.code == -32600
+
+
+def test_a_batch_parses_each_element_on_its_own() -> None:
+    from apps.gateway.protocol.jsonrpc import parse_body
+
+    batch = parse_body(b'[{"jsonrpc":"2.0","id":1,"method":"ping"},{"bad":1},{"jsonrpc":"2.0","method":"n"}]')
+    assert isinstance(batch, list) and len(batch) == 3
+    assert batch[0].kind is Kind.REQUEST and isinstance(batch[1], InvalidRequest) and batch[2].kind is Kind.NOTIFICATION
+    with pytest.raises(InvalidRequest):
+        parse_body(b"[]")
