@@ -16,8 +16,10 @@ import secrets
 import time
 
 import orjson
+import redis
 import redis.asyncio
 
+from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.values import BackendSession, SessionState
 
 _KEY = "gw:session:{}"
@@ -58,7 +60,10 @@ class RedisSessionStore:
 
     async def save(self, state: SessionState) -> None:
         payload = orjson.dumps(dataclasses.asdict(state))
-        await self._redis.set(_KEY.format(state.id), payload, ex=self._ttl)
+        try:
+            await self._redis.set(_KEY.format(state.id), payload, ex=self._ttl)
+        except (redis.RedisError, OSError) as exc:
+            raise StoreUnavailable(type(exc).__name__) from None
         self._cache[state.id] = (state, time.monotonic())
 
     async def load(self, session_id: str) -> SessionState | None:
@@ -67,7 +72,10 @@ class RedisSessionStore:
         if cached is not None and now - cached[1] < self._cache_seconds:
             return cached[0]
         # Reading also pushes the idle expiry forward.
-        payload = await self._redis.getex(_KEY.format(session_id), ex=self._ttl)
+        try:
+            payload = await self._redis.getex(_KEY.format(session_id), ex=self._ttl)
+        except (redis.RedisError, OSError) as exc:
+            raise StoreUnavailable(type(exc).__name__) from None
         if payload is None:
             self._cache.pop(session_id, None)
             return None
@@ -81,4 +89,7 @@ class RedisSessionStore:
 
     async def delete(self, session_id: str) -> None:
         self._cache.pop(session_id, None)
-        await self._redis.delete(_KEY.format(session_id))
+        try:
+            await self._redis.delete(_KEY.format(session_id))
+        except (redis.RedisError, OSError) as exc:
+            raise StoreUnavailable(type(exc).__name__) from None

@@ -79,3 +79,15 @@ async def test_anonymous_mode_is_off_by_default_and_acts_as_its_key(demo_host: H
     await enable()
     async with mcp_client(demo_host.url, None, "legacy") as client:
         assert (await client.call_tool("add", {"a": 1, "b": 1})).content[0].text == "2.0"
+
+
+def test_an_expired_key_is_refused(demo_host: Host) -> None:
+    import datetime
+
+    from apps.tenants.services import api_key_update
+
+    key = ApiKey.objects.get(prefix=demo_host.key[:12])
+    api_key_update(api_key=key, team=None, expires_at=datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1))
+    assert initialize(demo_host.url, demo_host.key).status_code == 200
+    api_key_update(api_key=key, team=None, expires_at=datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1))
+    assert initialize(demo_host.url, demo_host.key).status_code == 401

@@ -140,6 +140,8 @@ async def _discover(upstream: Upstream, backend: BackendView, replica: str) -> d
 
 async def probe(upstream: Upstream, backend: BackendView) -> BackendInfo:
     """Ask a backend which eras it speaks and what it offers in each."""
+    if backend.transport != "streamable-http":
+        raise BackendRefused(f"the {backend.transport!r} transport is not supported yet; use streamable-http")
     replica = backend.urls[0]
     discovered = await _discover(upstream, backend, replica)
     legacy: dict[str, Any] | None = None

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from apps.gateway.pipeline.backends import BackendCatalog
 from apps.gateway.pipeline.legacy import LegacyEra
 from apps.gateway.pipeline.modern import ModernEra
-from apps.gateway.pipeline.ports import AuditSink, Directory, SessionStore, TenantDirectory, Upstream
+from apps.gateway.pipeline.ports import AuditSink, Directory, SessionStore, StoreUnavailable, TenantDirectory, Upstream
 from apps.gateway.pipeline.relay import Relay
 from apps.gateway.pipeline.replies import Reply, error_reply, http_error_reply
 from apps.gateway.pipeline.values import HttpRequest, Principal, VirtualHostView
@@ -67,6 +67,11 @@ class Gateway:
             return await self._handle(request)
         except HttpError as error:
             return http_error_reply(error)
+        except StoreUnavailable as exc:
+            return http_error_reply(HttpError(
+                503, f"Service Unavailable: the session store cannot be reached ({exc})",
+                headers=(("retry-after", "1"),), code=-32603,
+            ))
 
     def check_origin(self, request: HttpRequest) -> None:
         """DNS-rebinding protection: a browser page from another origin must not reach us."""

@@ -15,6 +15,10 @@ class UpstreamUnavailable(Exception):
     """The backend could not be reached or broke the exchange (not: it answered with an error)."""
 
 
+class StoreUnavailable(Exception):
+    """The shared session store cannot be reached; the request cannot be served right now."""
+
+
 class TenantDirectory(Protocol):
     """One tenant's configuration as of some version: read without I/O."""
 
@@ -31,6 +35,8 @@ class Directory(Protocol):
 
 
 class SessionStore(Protocol):
+    """Raises StoreUnavailable when the store cannot be reached."""
+
     def new_id(self) -> str: ...
 
     def is_well_formed(self, session_id: str) -> bool:

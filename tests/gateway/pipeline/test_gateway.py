@@ -1,0 +1,104 @@
+"""The pipeline on its own, with its ports faked: what no live backend or Redis can be made to do."""
+
+from __future__ import annotations
+
+import json
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
+from apps.gateway.pipeline.ports import AuditEntry, StoreUnavailable, UpstreamUnavailable
+from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, SessionState, VirtualHostView
+
+PRINCIPAL = Principal(tenant_id=1, tenant_slug="acme", key_id=1, key_name="agent", team=None)
+BACKEND = BackendView(id=1, name="demo", transport="streamable-http", urls=("http://127.0.0.1:1/mcp",), timeout=1)
+VHOST = VirtualHostView(1, "acme", "main", MappingProxyType({"demo": BACKEND}), MappingProxyType({}))
+
+
+class Tenant:
+    def virtual_host(self, slug: str) -> VirtualHostView | None:
+        return VHOST if slug == "main" else None
+
+    def principal_for_credential(self, credential: str) -> Principal | None:
+        return PRINCIPAL if credential == "good-key-0123456789" else None
+
+    def principal_for_key(self, key_id: int) -> Principal | None:
+        return None
+
+
+class Directory:
+    async def tenant(self, slug: str) -> Tenant | None:
+        return Tenant() if slug == "acme" else None
+
+
+class DownSessions:
+    def new_id(self) -> str:
+        return "gw.x.y"
+
+    def is_well_formed(self, session_id: str) -> bool:
+        return True
+
+    async def save(self, state: SessionState) -> None:
+        raise StoreUnavailable("ConnectionError")
+
+    async def load(self, session_id: str) -> SessionState | None:
+        raise StoreUnavailable("ConnectionError")
+
+    async def delete(self, session_id: str) -> None:
+        raise StoreUnavailable("ConnectionError")
+
+
+class DownUpstream:
+    async def send(self, *args: Any, **kwargs: Any) -> Any:
+        raise UpstreamUnavailable("connection refused")
+
+
+class Audit:
+    def __init__(self) -> None:
+        self.entries: list[AuditEntry] = []
+
+    def record(self, entry: AuditEntry) -> None:
+        self.entries.append(entry)
+
+
+def _gateway(audit: Audit | None = None) -> Gateway:
+    return Gateway(directory=Directory(), sessions=DownSessions(), upstream=DownUpstream(), audit=audit or Audit(),
+                   settings=GatewaySettings(max_body_bytes=1000, allowed_origins=frozenset(), allowed_hosts=frozenset()))
+
+
+def _request(body: dict[str, Any], **headers: str) -> HttpRequest:
+    return HttpRequest("POST", "acme", "main", {"content-type": "application/json", "accept": "application/json",
+                                               "authorization": "Bearer good-key-0123456789", **headers},
+                       json.dumps(body).encode())
+
+
+async def test_an_unreachable_session_store_is_503_not_a_crash() -> None:
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    reply = await _gateway().handle(_request(init))
+    assert reply.status == 503 and ("retry-after", "1") in reply.headers
+    reply = await _gateway().handle(_request({"jsonrpc": "2.0", "id": 2, "method": "ping"}, **{"mcp-session-id": "gw.x.y"}))
+    assert reply.status == 503
+
+
+async def test_an_unreachable_backend_is_32004_and_audited() -> None:
+    audit = Audit()
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "add", "_meta": meta}}
+    reply = await _gateway(audit).handle(
+        _request(call, **{"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "add"}))
+    message = json.loads(reply.body)
+    assert message["id"] == 5 and message["error"]["code"] == -32004
+    assert message["error"]["data"] == {"backend": "demo"}
+    [entry] = audit.entries
+    assert (entry.outcome, entry.error_code, entry.exposed_name) == ("error", -32004, "add")
+
+
+async def test_an_sse_transport_backend_is_refused_clearly() -> None:
+    from apps.gateway.pipeline.backends import BackendRefused, probe
+
+    sse = BackendView(id=2, name="old", transport="sse", urls=("http://127.0.0.1:1/sse",), timeout=1)
+    with pytest.raises(BackendRefused, match="'sse' transport is not supported"):
+        await probe(DownUpstream(), sse)
