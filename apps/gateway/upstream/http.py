@@ -189,7 +189,11 @@ class HttpPool:
     ) -> Response:
         """Send one request and read the response head within `timeout` seconds."""
         lines = [f"{method} {path} HTTP/1.1", f"Host: {self.target.host_header}"]
-        lines.extend(f"{name}: {value}" for name, value in headers)
+        for name, value in headers:
+            if "\r" in value or "\n" in value:
+                # Values may come from a client or a backend: never let one add a header line.
+                raise UpstreamHttpError(f"refusing to send header {name!r} with a line break")
+            lines.append(f"{name}: {value}")
         if body or method in {"POST", "PUT", "PATCH"}:
             lines.append(f"Content-Length: {len(body)}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
@@ -218,6 +222,9 @@ class HttpPool:
             if not exc.partial and conn.reused:
                 raise _StaleConnection from None
             raise UpstreamHttpError("upstream closed the connection without answering") from None
+        except TimeoutError:  # before OSError, of which it is a subclass
+            conn.close()
+            raise
         except (ConnectionError, OSError) as exc:
             conn.close()
             if conn.reused:
@@ -226,9 +233,6 @@ class HttpPool:
         except asyncio.LimitOverrunError:
             conn.close()
             raise UpstreamHttpError("upstream response head too large") from None
-        except TimeoutError:
-            conn.close()
-            raise
         except BaseException:
             conn.close()
             raise
