@@ -170,10 +170,16 @@ class Relay:
         if reply.content_type == "text/event-stream":
             events = reply.events()
             try:
-                first = await anext(events, None)
+                # Like a JSON answer's head, the stream's first event must come within the timeout;
+                # after that, events show the call is alive and the stream may run as long as it needs.
+                async with asyncio.timeout(call.backend.timeout):
+                    first = await anext(events, None)
             except UpstreamUnavailable as exc:
                 reply.close()
                 return self.fail(call, str(exc), reply_headers)
+            except TimeoutError:
+                reply.close()
+                return self.fail(call, f"no answer within {call.backend.timeout:g}s", reply_headers)
             if first is not None and (response := self._response_in(call, first)) is not None:
                 # The stream carries the response and nothing else (the common case): answer in
                 # one piece instead of relaying a stream.
