@@ -40,22 +40,28 @@ def audit_records_write(entries: list[AuditEntry]) -> None:
                 copy.write_row((
                     datetime.datetime.fromtimestamp(entry.at, tz=datetime.UTC),
                     principal.tenant_id,
-                    principal.tenant_slug,
-                    entry.virtual_host,
-                    principal.label,
+                    _text(principal.tenant_slug),
+                    _text(entry.virtual_host),
+                    _text(principal.label, 200),
                     principal.key_id,
-                    entry.backend,
-                    entry.method,
-                    entry.exposed_name[:255],
-                    entry.upstream_name[:255],
+                    _text(entry.backend),
+                    _text(entry.method),
+                    _text(entry.exposed_name, 255),
+                    _text(entry.upstream_name, 255),
                     entry.outcome,
                     entry.error_code,
                     entry.latency_ms,
                     entry.bytes_in,
                     entry.bytes_out,
-                    entry.session_id[:200],
-                    entry.trace_id,
+                    _text(entry.session_id, 200),
+                    _text(entry.trace_id, 32),
                 ))
+
+
+def _text(value: str, limit: int = 64) -> str:
+    """Names come from callers: PostgreSQL text cannot hold NUL, and one row it refuses would
+    stop the whole batch."""
+    return value.replace("\x00", "\ufffd")[:limit]
 
 
 class AuditWriter:

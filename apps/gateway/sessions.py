@@ -55,8 +55,10 @@ class RedisSessionStore:
         return f"{body}.{self._tag(body)}"
 
     def is_well_formed(self, session_id: str) -> bool:
+        if not session_id.isascii() or len(session_id) >= 200:
+            return False
         body, _, tag = session_id.rpartition(".")
-        return bool(body) and len(session_id) < 200 and hmac.compare_digest(tag, self._tag(body))
+        return bool(body) and hmac.compare_digest(tag, self._tag(body))
 
     async def save(self, state: SessionState) -> None:
         payload = orjson.dumps(dataclasses.asdict(state))

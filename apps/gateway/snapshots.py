@@ -10,16 +10,21 @@ from types import MappingProxyType
 
 import redis.asyncio
 from asgiref.sync import sync_to_async
+from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from apps.catalog.models import VirtualHost
 from apps.common.config_version import CONFIG_VERSION_KEY
+from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.singleflight import SingleFlight
 from apps.gateway.pipeline.values import BackendView, Principal, VirtualHostView
 from apps.tenants.keys import key_hash
 from apps.tenants.models import ApiKey, Tenant
 
 log = logging.getLogger(__name__)
+
+#: How many missing tenant slugs an instance remembers between configuration changes.
+_MAX_UNKNOWN = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +62,18 @@ class TenantSnapshot:
 
 
 def tenant_snapshot_load(slug: str) -> TenantSnapshot | None:
-    """Read one tenant's configuration (a handful of queries, off the request path)."""
+    """Read one tenant's configuration (a handful of queries, off the request path). Runs in a
+    worker thread outside any request cycle, so it recycles its connection itself; a database that
+    cannot be reached is StoreUnavailable."""
+    close_old_connections()
+    try:
+        return _load(slug)
+    except DatabaseError as exc:
+        connection.close()
+        raise StoreUnavailable(f"database: {type(exc).__name__}") from None
+
+
+def _load(slug: str) -> TenantSnapshot | None:
     tenant = Tenant.objects.filter(slug=slug).first()
     if tenant is None:
         return None
@@ -107,6 +123,7 @@ class SnapshotDirectory:
         self._checked = float("-inf")
         self._version: bytes | None = None
         self._tenants: dict[str, TenantSnapshot | None] = {}
+        self._unknown = 0  # tenants cached as missing, bounded: slugs come from unauthenticated URLs
         self._flights: SingleFlight[TenantSnapshot | None] = SingleFlight()
         self._load = sync_to_async(tenant_snapshot_load, thread_sensitive=False)
 
@@ -123,6 +140,7 @@ class SnapshotDirectory:
         if version != self._version:
             self._version = version
             self._tenants.clear()
+            self._unknown = 0
 
     async def tenant(self, slug: str) -> TenantSnapshot | None:
         await self._check_version()
@@ -134,5 +152,9 @@ class SnapshotDirectory:
         version = self._version
         snapshot = await self._load(slug)
         if version == self._version:  # else it may predate the change that moved the counter
-            self._tenants[slug] = snapshot
+            if snapshot is not None:
+                self._tenants[slug] = snapshot
+            elif self._unknown < _MAX_UNKNOWN:
+                self._unknown += 1
+                self._tenants[slug] = None
         return snapshot

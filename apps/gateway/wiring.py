@@ -24,7 +24,7 @@ def audit_writer() -> AuditWriter:
 
 
 def gateway_settings() -> GatewaySettings:
-    hosts = frozenset(h for h in settings.ALLOWED_HOSTS if h != "*")
+    hosts = frozenset(h.lower() for h in settings.ALLOWED_HOSTS if h != "*")
     return GatewaySettings(
         max_body_bytes=settings.GATEWAY_MAX_BODY_BYTES,
         allowed_origins=frozenset(settings.GATEWAY_ALLOWED_ORIGINS),

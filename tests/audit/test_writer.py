@@ -55,3 +55,10 @@ def test_a_failed_batch_stays_queued_for_the_next_flush(monkeypatch: pytest.Monk
     monkeypatch.undo()
     writer.flush_sync()
     assert not writer._queue and AuditRecord.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_names_a_caller_chose_are_stored_whatever_they_hold() -> None:
+    audit_records_write([_entry(exposed_name="a\x00b", method="tools/\x00call", session_id="s\x00")])
+    row = AuditRecord.objects.get()
+    assert (row.exposed_name, row.method, row.session_id) == ("a\ufffdb", "tools/\ufffdcall", "s\ufffd")

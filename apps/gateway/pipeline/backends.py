@@ -42,7 +42,10 @@ async def first_response(reply: UpstreamReply) -> dict[str, Any]:
             async for event in reply.events():
                 if not event.data:
                     continue
-                message = jsonrpc.loads(event.data)
+                try:
+                    message = jsonrpc.loads(event.data)
+                except ValueError:
+                    raise BackendRefused("the stream carries an event that is not JSON") from None
                 if isinstance(message, dict) and ("result" in message or "error" in message):
                     return message
             raise BackendRefused("the stream ended without a response")
@@ -189,7 +192,7 @@ class BackendCatalog:
             return info
         failure = self._failures.get(key)
         if failure is not None and time.monotonic() - failure[0] < self._retry_seconds:
-            raise failure[1]
+            raise type(failure[1])(str(failure[1]))  # a fresh exception: no traceback piling up
         return await self._flights.run(key, lambda: self._probe(key, backend))
 
     async def _probe(self, key: tuple[int, tuple[str, ...]], backend: BackendView) -> BackendInfo:

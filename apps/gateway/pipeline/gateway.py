@@ -37,6 +37,13 @@ def _host_of(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
+def _host_allowed(host: str, allowed: frozenset[str]) -> bool:
+    """Django's ALLOWED_HOSTS rules: exact names, or `.example.com` for the domain and its subdomains."""
+    return host in allowed or any(
+        pattern.startswith(".") and (host.endswith(pattern) or host == pattern[1:]) for pattern in allowed
+    )
+
+
 def _credential(request: HttpRequest) -> str | None:
     authorization = request.headers.get("authorization", "")
     scheme, _, token = authorization.partition(" ")
@@ -76,16 +83,16 @@ class Gateway:
     def check_origin(self, request: HttpRequest) -> None:
         """DNS-rebinding protection: a browser page from another origin must not reach us."""
         host = request.headers.get("host", "")
-        if self.settings.allowed_hosts and _host_of(host) not in self.settings.allowed_hosts:
+        if self.settings.allowed_hosts and not _host_allowed(_host_of(host).lower(), self.settings.allowed_hosts):
             raise HttpError(403, f"Forbidden: host {host!r} is not served here", code=-32600)
         origin = request.headers.get("origin")
         if origin is None or origin in self.settings.allowed_origins:
             return
-        scheme, _, authority = origin.partition("://")
+        scheme, _, authority = origin.lower().partition("://")
         origin_host = _host_of(authority)
-        if origin_host in _LOOPBACK_HOSTS and _host_of(host) in _LOOPBACK_HOSTS:
+        if origin_host in _LOOPBACK_HOSTS and _host_of(host).lower() in _LOOPBACK_HOSTS:
             return
-        if scheme in {"http", "https"} and authority == host:
+        if scheme in {"http", "https"} and authority == host.lower():
             return
         raise HttpError(403, f"Forbidden: origin {origin!r} is not allowed", code=-32600)
 
@@ -179,9 +186,15 @@ class Gateway:
         async def one(item: Message | InvalidRequest) -> object | None:
             if isinstance(item, InvalidRequest):
                 return error_message(None, item.to_error())
+            if item.method == "initialize":
+                error = InvalidRequest("Invalid Request: initialize must not be part of a batch")
+                return error_message(item.id, error.to_error())
             alone = replace(request, body=dumps(item.raw))
             reply = await self.legacy.handle(alone, vhost, principal, state, item, wants_sse=False)
-            return loads(reply.body) if reply.body else None
+            try:
+                return loads(reply.body) if reply.body else None
+            except ValueError:
+                return error_message(item.id, {"code": -32603, "message": "the backend answered with invalid JSON"})
 
         responses = [r for r in await asyncio.gather(*(one(item) for item in batch)) if r is not None]
         if not responses:

@@ -20,7 +20,7 @@ from apps.gateway.pipeline.backends import (
 from apps.gateway.pipeline.mounts import merge_capabilities, pick_replica, single_backend
 from apps.gateway.pipeline.ports import SessionStore, Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.relay import BackendSessionGone, Call, Relay
-from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, accepted, error_reply, result_reply
+from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
 from apps.gateway.pipeline.tracing import trace_headers
 from apps.gateway.pipeline.values import (
     BackendInfo,
@@ -169,8 +169,9 @@ class LegacyEra:
             return accepted().with_headers((("mcp-session-id", state.id),))
         raw = dict(message.raw)
         params = dict(message.params)
+        meta = params.get("_meta")
         params["_meta"] = {
-            **(params.get("_meta") or {}),
+            **(meta if isinstance(meta, dict) else {}),
             META_PROTOCOL_VERSION: LATEST_MODERN,
             META_CLIENT_CAPABILITIES: state.client_capabilities,
             META_CLIENT_INFO: state.client_info,
@@ -228,7 +229,7 @@ class LegacyEra:
         except (UpstreamUnavailable, BackendRefused, TimeoutError, GatewayError) as exc:
             raise HttpError(502, f"Bad Gateway: backend stream unavailable: {exc}") from None
         if reply.status == 200 and reply.content_type == "text/event-stream":
-            return Reply(200, SSE_HEADERS + session_header, stream=_passthrough(reply))
+            return Reply(200, SSE_HEADERS + session_header, stream=Stream(_events(reply), reply.close))
         body = await reply.read()
         reply_headers = tuple((k, v) for k, v in reply.headers.items() if k in {"content-type", "allow"})
         return Reply(reply.status, reply_headers + session_header, body)
@@ -246,11 +247,9 @@ class LegacyEra:
         return Reply(200)
 
 
-async def _passthrough(reply: UpstreamReply) -> AsyncIterator[bytes]:
+async def _events(reply: UpstreamReply) -> AsyncIterator[bytes]:
     try:
         async for event in reply.events():
             yield encode_event(event)
     except UpstreamUnavailable:
         pass
-    finally:
-        reply.close()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.gateway.pipeline.ports import AuditEntry, AuditSink, Upstream, UpstreamReply, UpstreamUnavailable
-from apps.gateway.pipeline.replies import JSON, SSE_HEADERS, Headers, Reply, error_reply
+from apps.gateway.pipeline.replies import JSON, SSE_HEADERS, Headers, Reply, Stream, error_reply
 from apps.gateway.pipeline.tracing import trace_id_of
 from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
@@ -228,24 +228,29 @@ class Relay:
             return message
         return None
 
-    async def _stream(
-        self, call: Call, reply: UpstreamReply, first: SseEvent, events: AsyncIterator[SseEvent]
-    ) -> AsyncIterator[bytes]:
+    def _stream(self, call: Call, reply: UpstreamReply, first: SseEvent, events: AsyncIterator[SseEvent]) -> Stream:
+        """Relay a stream; the audit row is written when it closes, whichever way it ends."""
         sent = 0
         outcome: tuple[str, int | None] | None = None
-        try:
-            async for event in _chain(first, events):
-                if outcome is None and (call.audited or call.reshape) and (response := self._response_in(call, event)):
-                    outcome = outcome_of(response)
-                    event = _reshaped(call, event, response)
-                chunk = encode_event(event)
-                sent += len(chunk)
-                yield chunk
-        except UpstreamUnavailable as exc:
-            log.info("stream from backend %s broke: %s", call.backend.name, exc)
-        finally:
+
+        async def chunks() -> AsyncIterator[bytes]:
+            nonlocal sent, outcome
+            try:
+                async for event in _chain(first, events):
+                    if outcome is None and (call.audited or call.reshape) and (response := self._response_in(call, event)):
+                        outcome = outcome_of(response)
+                        event = _reshaped(call, event, response)
+                    chunk = encode_event(event)
+                    sent += len(chunk)
+                    yield chunk
+            except UpstreamUnavailable as exc:
+                log.info("stream from backend %s broke: %s", call.backend.name, exc)
+
+        def close() -> None:
             reply.close()
             self._record(call, *(outcome or ("cancelled", None)), sent)
+
+        return Stream(chunks(), close)
 
     async def _collect(
         self, call: Call, reply: UpstreamReply, first: SseEvent, events: AsyncIterator[SseEvent], reply_headers: Headers

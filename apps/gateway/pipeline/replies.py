@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,12 +21,36 @@ SSE_HEADERS: Headers = (
 )
 
 
+class Stream:
+    """A streamed body. `aclose()` releases what feeds it even if iteration never began (an async
+    generator that never started would skip its own cleanup)."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
+        self._chunks = chunks
+        self._on_close: Callable[[], None] | None = on_close
+
+    def __aiter__(self) -> Stream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        return await self._chunks.__anext__()
+
+    async def aclose(self) -> None:
+        on_close, self._on_close = self._on_close, None
+        if on_close is None:
+            return
+        try:
+            await self._chunks.aclose()  # type: ignore[attr-defined]
+        finally:
+            on_close()
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     status: int
     headers: Headers = ()
     body: bytes = b""
-    stream: AsyncIterator[bytes] | None = None
+    stream: Stream | None = None
 
     def with_headers(self, extra: Headers) -> Reply:
         return Reply(self.status, self.headers + extra, self.body, self.stream)

@@ -14,19 +14,19 @@ class SingleFlight(Generic[T]):
         self._pending: dict[Hashable, asyncio.Future[T]] = {}
 
     async def run(self, key: Hashable, fetch: Callable[[], Awaitable[T]]) -> T:
-        """`fetch()`'s result; callers arriving while it runs get the same result or exception."""
+        """`fetch()`'s result; callers arriving while it runs get the same result or exception.
+
+        The fetch runs in a task of its own: a caller that is cancelled (its client went away)
+        stops waiting, but neither cancels the fetch nor the other callers."""
         pending = self._pending.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._pending[key] = future
-        try:
-            result = await fetch()
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: the waiters get it, nobody else has to
-            raise
-        finally:
+        if pending is None:
+            pending = asyncio.ensure_future(fetch())
+            self._pending[key] = pending
+            pending.add_done_callback(lambda done: self._forget(key, done))
+        return await asyncio.shield(pending)
+
+    def _forget(self, key: Hashable, done: asyncio.Future[T]) -> None:
+        if self._pending.get(key) is done:
             del self._pending[key]
-        future.set_result(result)
-        return result
+        if not done.cancelled():
+            done.exception()  # retrieved, so an error nobody waited for is not reported as lost

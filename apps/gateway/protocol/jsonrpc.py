@@ -76,6 +76,9 @@ def classify(raw: object) -> Message:
     if method is not None:
         if not isinstance(method, str) or not method:
             raise InvalidRequest('Invalid Request: "method" must be a non-empty string')
+        if not (method.isascii() and method.isprintable()) or " " in method:
+            # Method names travel in HTTP headers (Mcp-Method) and upstream request lines.
+            raise InvalidRequest('Invalid Request: "method" must be printable ASCII without spaces')
         params = raw.get("params")
         if params is not None and not isinstance(params, dict):
             raise InvalidRequest('Invalid Request: "params" must be an object')

@@ -97,22 +97,22 @@ class McpConsumer(AsyncHttpConsumer):
         headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in reply.headers]
         if reply.stream is None:
             headers.append((b"content-length", str(len(reply.body)).encode()))
-        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
         if reply.stream is None:
+            await send({"type": "http.response.start", "status": reply.status, "headers": headers})
             await send({"type": "http.response.body", "body": reply.body})
             return
         stream = reply.stream
         try:
-            async for chunk in stream:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except Exception:
-            log.exception("relaying a stream failed")
+            await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+            try:
+                async for chunk in stream:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except Exception:
+                log.exception("relaying a stream failed")
+            await send({"type": "http.response.body", "body": b""})
         finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                with contextlib.suppress(Exception):
-                    await aclose()
-        await send({"type": "http.response.body", "body": b""})
+            with contextlib.suppress(Exception):
+                await stream.aclose()
 
 
 async def _disconnected(receive: Any) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -13,6 +14,12 @@ from urllib.parse import urlsplit
 
 _MAX_HEAD = 64 * 1024
 _READ_CHUNK = 64 * 1024
+_MAX_CHUNK = 16 * 1024 * 1024
+#: The most a non-streamed response body may hold; larger ones are refused, not buffered.
+MAX_BODY = 64 * 1024 * 1024
+#: Idle keep-alive connections older than this are not reused: servers close idle connections
+#: after a few seconds (uvicorn: 5 s), and a request sent as they do would be lost.
+_MAX_IDLE_SECONDS = 4.0
 
 
 class UpstreamHttpError(Exception):
@@ -45,12 +52,12 @@ class Target:
 
 
 class _Connection:
-    __slots__ = ("reader", "writer", "reused")
+    __slots__ = ("reader", "writer", "idle_since")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
-        self.reused = False
+        self.idle_since = 0.0
 
     def close(self) -> None:
         self.writer.close()
@@ -77,7 +84,7 @@ class Response:
         elif "chunked" in headers.get("transfer-encoding", "").lower():
             self._chunked = True
         elif "content-length" in headers:
-            self._remaining = int(headers["content-length"])
+            self._remaining = _content_length(headers["content-length"])
         else:
             self._keep_alive = False  # body ends when the server closes the connection
         if self._remaining == 0:
@@ -87,8 +94,16 @@ class Response:
     def content_type(self) -> str:
         return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
-    async def read(self) -> bytes:
-        return b"".join([chunk async for chunk in self.iter_bytes()])
+    async def read(self, limit: int = MAX_BODY) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in self.iter_bytes():
+            size += len(chunk)
+            if size > limit:
+                self.aclose()
+                raise UpstreamHttpError(f"upstream response body over {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     async def iter_bytes(self) -> AsyncIterator[bytes]:
         conn = self._conn
@@ -100,6 +115,8 @@ class Response:
                 while True:
                     size_line = await reader.readuntil(b"\r\n")
                     size = int(size_line.split(b";", 1)[0].strip(), 16)
+                    if size > _MAX_CHUNK:
+                        raise ValueError(f"chunk of {size} bytes")
                     if size == 0:
                         while (await reader.readuntil(b"\r\n")) != b"\r\n":
                             pass  # trailers
@@ -116,9 +133,9 @@ class Response:
             else:
                 while data := await reader.read(_READ_CHUNK):
                     yield data
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError) as exc:
             self.aclose()
-            raise UpstreamHttpError(f"upstream broke the response body: {exc}") from None
+            raise UpstreamHttpError(f"upstream broke the response body: {type(exc).__name__}") from None
         except BaseException:
             self.aclose()
             raise
@@ -156,20 +173,22 @@ class HttpPool:
                     self.target.host, self.target.port, ssl=self._ssl, limit=_MAX_HEAD
                 )
         except (OSError, TimeoutError) as exc:
-            raise UpstreamHttpError(f"cannot connect to {self.target.host_header}: {exc or 'timed out'}") from None
+            # Tenants see this message: it names the failure, not the backend's address.
+            raise UpstreamHttpError(f"cannot connect ({type(exc).__name__})") from None
         return _Connection(reader, writer)
 
     def _take_idle(self) -> _Connection | None:
+        now = time.monotonic()
         while self._idle:
             conn = self._idle.pop()
-            if conn.usable:
-                conn.reused = True
+            if conn.usable and now - conn.idle_since < _MAX_IDLE_SECONDS:
                 return conn
             conn.close()
         return None
 
     def release(self, conn: _Connection) -> None:
         if conn.usable and len(self._idle) < self._max_idle:
+            conn.idle_since = time.monotonic()
             self._idle.append(conn)
         else:
             conn.close()
@@ -198,51 +217,47 @@ class HttpPool:
             lines.append(f"Content-Length: {len(body)}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         payload = head + body
-        conn = self._take_idle()
-        if conn is not None:
-            try:
-                return await self._exchange(conn, method, payload, timeout)
-            except _StaleConnection:
-                pass  # the server closed an idle connection before reading our request: retry once
-        conn = await self._connect()
-        try:
-            return await self._exchange(conn, method, payload, timeout)
-        except _StaleConnection:
-            raise UpstreamHttpError("upstream closed the connection without answering") from None
+        # A request is sent once: after a connection failure nobody knows whether the backend
+        # acted on it (a tools/call must not run twice), so there is no automatic retry.
+        conn = self._take_idle() or await self._connect()
+        return await self._exchange(conn, method, payload, timeout)
 
     async def _exchange(self, conn: _Connection, method: str, payload: bytes, timeout: float) -> Response:
         try:
-            conn.writer.write(payload)
-            if conn.writer.transport.get_write_buffer_size() > _READ_CHUNK:
-                await conn.writer.drain()
             async with asyncio.timeout(timeout):
-                head = await conn.reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            conn.close()
-            if not exc.partial and conn.reused:
-                raise _StaleConnection from None
-            raise UpstreamHttpError("upstream closed the connection without answering") from None
+                conn.writer.write(payload)
+                if conn.writer.transport.get_write_buffer_size() > _READ_CHUNK:
+                    await conn.writer.drain()
+                while True:
+                    status, headers = _parse_head(await conn.reader.readuntil(b"\r\n\r\n"))
+                    # Interim answers (100 Continue, 103 Early Hints) precede the real one.
+                    if not 100 <= status < 200 or status == 101:
+                        break
+            no_body = method == "HEAD" or status in (204, 304)
+            return Response(self, conn, status, headers, no_body)
         except TimeoutError:  # before OSError, of which it is a subclass
             conn.close()
             raise
+        except asyncio.IncompleteReadError:
+            conn.close()
+            raise UpstreamHttpError("upstream closed the connection without answering") from None
         except (ConnectionError, OSError) as exc:
             conn.close()
-            if conn.reused:
-                raise _StaleConnection from None
-            raise UpstreamHttpError(f"upstream connection failed: {exc}") from None
+            raise UpstreamHttpError(f"upstream connection failed: {type(exc).__name__}") from None
         except asyncio.LimitOverrunError:
             conn.close()
             raise UpstreamHttpError("upstream response head too large") from None
         except BaseException:
             conn.close()
             raise
-        status, headers = _parse_head(head)
-        no_body = method == "HEAD" or status in (204, 304) or 100 <= status < 200
-        return Response(self, conn, status, headers, no_body)
 
 
-class _StaleConnection(Exception):
-    pass
+def _content_length(value: str) -> int:
+    """A Content-Length, also when a server repeated the header with the same value."""
+    values = {part.strip() for part in value.split(",")}
+    if len(values) != 1 or not (length := values.pop()).isdigit():
+        raise UpstreamHttpError(f"invalid upstream Content-Length {value!r}")
+    return int(length)
 
 
 def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:

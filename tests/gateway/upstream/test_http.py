@@ -87,7 +87,7 @@ async def test_a_body_that_ends_with_the_connection() -> None:
         pool.close()
 
 
-async def test_an_idle_connection_the_server_closed_is_retried_once_on_a_new_one() -> None:
+async def test_an_idle_connection_the_server_closed_is_not_reused() -> None:
     served: list[int] = []
 
     def script(request: bytes) -> list[bytes]:
@@ -100,8 +100,8 @@ async def test_an_idle_connection_the_server_closed_is_retried_once_on_a_new_one
         # The server said nothing about closing, so the connection went back to the pool...
         await response.read()
         await asyncio.sleep(0.05)
-        assert await _get(pool) == (200, b"{}")  # ...and the stale one was replaced transparently
-        assert len(served) == 2
+        assert await _get(pool) == (200, b"{}")  # ...but its close was noticed before reuse
+        assert len(served) == 2 and server.connections == 2
         pool.close()
 
 
@@ -133,3 +133,45 @@ async def test_header_values_cannot_add_lines() -> None:
         pool = HttpPool(Target.from_url(server.url))
         with pytest.raises(UpstreamHttpError, match="line break"):
             await pool.request("POST", "/mcp", [("mcp-name", "x\r\nX-Admin: yes")], b"{}", timeout=5)
+
+
+async def test_a_request_is_never_sent_twice() -> None:
+    """The backend read the request and dropped the connection: nobody knows whether it acted, so
+    the client reports the failure instead of repeating a possibly non-idempotent call."""
+    served: list[bytes] = []
+
+    def script(request: bytes) -> list[bytes]:
+        served.append(request)
+        return _json(b"{}") if len(served) == 1 else [b"CLOSE"]
+
+    async with ScriptedServer(script) as server:
+        pool = HttpPool(Target.from_url(server.url))
+        assert await _get(pool) == (200, b"{}")
+        with pytest.raises(UpstreamHttpError, match="without answering"):
+            await _get(pool, b'{"method":"tools/call"}')
+        assert len(served) == 2
+
+
+async def test_interim_responses_are_skipped() -> None:
+    early = [b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n", *_json(b'{"final":1}')]
+    async with ScriptedServer(lambda request: early) as server:
+        pool = HttpPool(Target.from_url(server.url))
+        assert await _get(pool) == (200, b'{"final":1}')
+        assert await _get(pool) == (200, b'{"final":1}')
+
+
+async def test_content_length_repeated_or_invalid() -> None:
+    twice = [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}"]
+    async with ScriptedServer(lambda request: twice) as server:
+        assert await _get(HttpPool(Target.from_url(server.url))) == (200, b"{}")
+    bad = [b"HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\n{}"]
+    async with ScriptedServer(lambda request: bad) as server:
+        with pytest.raises(UpstreamHttpError, match="Content-Length"):
+            await _get(HttpPool(Target.from_url(server.url)))
+
+
+async def test_bodies_over_the_limit_are_refused() -> None:
+    async with ScriptedServer(lambda request: _json(b"x" * 1000)) as server:
+        response = await HttpPool(Target.from_url(server.url)).request("POST", "/mcp", [], b"{}", timeout=5)
+        with pytest.raises(UpstreamHttpError, match="over 100 bytes"):
+            await response.read(limit=100)
