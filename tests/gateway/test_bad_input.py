@@ -135,3 +135,17 @@ def test_wrong_content_type_is_415(demo_host: Host, unchanged: None) -> None:
 def test_put_is_405(demo_host: Host) -> None:
     response = httpx.put(demo_host.url, headers={"authorization": f"Bearer {demo_host.key}"})
     assert response.status_code == 405
+
+
+@pytest.mark.parametrize("session", ["x.\u00e9.y", "a" * 300])
+def test_odd_session_ids_are_unknown_sessions(demo_host: Host, unchanged: None, session: str) -> None:
+    response = httpx.post(demo_host.url, content=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+                          headers={"content-type": "application/json", "authorization": f"Bearer {demo_host.key}",
+                                   "mcp-session-id": session.encode("latin-1") if session.isascii() is False else session})
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize("method", ["tools/列表", "tools list", "tools\u0007call"])
+def test_methods_must_be_printable_ascii(demo_host: Host, unchanged: None, method: str) -> None:
+    response = post(demo_host.url, {"jsonrpc": "2.0", "id": 1, "method": method}, key=demo_host.key)
+    assert response.status_code == 400 and response.json()["error"]["code"] == -32600

@@ -60,3 +60,41 @@ def test_legacy_sessions_with_a_modern_only_backend_open_no_backend_session(
     body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}
     response = post(host.url, body, key=host.key, headers={"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"})
     assert message_of(response)["result"]["content"][0]["text"] == "hi"
+
+
+def test_stateless_callers_sharing_a_key_do_not_mix_up_answers(
+    transactional_db: None, gateway_url: str, single_era_backend: str
+) -> None:
+    """Many callers with one key and the same request id at once: each gets its own answer."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    host = make_host(gateway_url, single_era_backend)
+
+    def call(n: int) -> str:
+        response = modern(host.url, "tools/call", {"name": "echo", "arguments": {"text": f"caller-{n}"}},
+                          key=host.key, request_id=1)
+        message = message_of(response)
+        assert message["id"] == 1
+        return message["result"]["content"][0]["text"]
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(call, range(24))) == [f"caller-{n}" for n in range(24)]
+
+
+def test_progress_tokens_come_back_as_the_client_sent_them(
+    transactional_db: None, gateway_url: str, single_era_backend: str
+) -> None:
+    from tests.gateway.helpers import META
+
+    host = make_host(gateway_url, single_era_backend)
+    body = {"jsonrpc": "2.0", "id": "req-7", "method": "tools/call",
+            "params": {"name": "countdown", "arguments": {"start": 2}, "_meta": {**META, "progressToken": "tok-1"}}}
+    response = post(host.url, body, key=host.key, headers={
+        "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "countdown"})
+    events = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+    import json
+
+    messages = [json.loads(e) for e in events if e]
+    tokens = {m["params"]["progressToken"] for m in messages if m.get("method") == "notifications/progress"}
+    assert tokens == {"tok-1"}
+    assert messages[-1]["id"] == "req-7" and messages[-1]["result"]["content"][0]["text"] == "lift-off"

@@ -194,20 +194,22 @@ class LegacyEra:
         if session is not None:
             return session
         lock = self._opening.setdefault((state.id, map_key), asyncio.Lock())
-        async with lock:
-            session = state.backends.get(map_key)
-            if session is None:
-                session, _ = await open_session(
-                    self._upstream,
-                    backend,
-                    pick_replica(backend, state.id),
-                    version=state.protocol_version,
-                    capabilities=state.client_capabilities,
-                    client_info=state.client_info,
-                )
-                state.backends[map_key] = session
-                await self._sessions.save(state)
-        self._opening.pop((state.id, map_key), None)
+        try:
+            async with lock:
+                session = state.backends.get(map_key)
+                if session is None:
+                    session, _ = await open_session(
+                        self._upstream,
+                        backend,
+                        pick_replica(backend, state.id),
+                        version=state.protocol_version,
+                        capabilities=state.client_capabilities,
+                        client_info=state.client_info,
+                    )
+                    state.backends[map_key] = session
+                    await self._sessions.save(state)
+        finally:
+            self._opening.pop((state.id, map_key), None)
         return session
 
     async def open_stream(self, request: HttpRequest, vhost: VirtualHostView, state: SessionState) -> Reply:
@@ -219,18 +221,26 @@ class LegacyEra:
             info = await self._backends.info(backend)
             if info.legacy_version is None:
                 raise HttpError(405, "Method Not Allowed: this backend has no server stream", headers=(("allow", "POST, DELETE"),))
-            session = await self._backend_session(state, map_key, backend, info)
-            headers = [("accept", "text/event-stream"), ("mcp-protocol-version", session.version)]
-            if session.session_id:
-                headers.append(("mcp-session-id", session.session_id))
-            if last_event_id := request.headers.get("last-event-id"):
-                headers.append(("last-event-id", last_event_id))
-            reply = await self._upstream.send(backend, session.replica, "GET", headers, timeout=backend.timeout)
+            for _ in range(2):
+                session = await self._backend_session(state, map_key, backend, info)
+                headers = [("accept", "text/event-stream"), ("mcp-protocol-version", session.version)]
+                if session.session_id:
+                    headers.append(("mcp-session-id", session.session_id))
+                if last_event_id := request.headers.get("last-event-id"):
+                    headers.append(("last-event-id", last_event_id))
+                reply = await self._upstream.send(backend, session.replica, "GET", headers, timeout=backend.timeout)
+                if reply.status != 404 or not session.session_id:
+                    break
+                reply.close()  # the backend lost the session: open a new one and ask again
+                state.backends.pop(map_key, None)
         except (UpstreamUnavailable, BackendRefused, TimeoutError, GatewayError) as exc:
             raise HttpError(502, f"Bad Gateway: backend stream unavailable: {exc}") from None
         if reply.status == 200 and reply.content_type == "text/event-stream":
             return Reply(200, SSE_HEADERS + session_header, stream=Stream(_events(reply), reply.close))
-        body = await reply.read()
+        try:
+            body = await reply.read(limit=64 * 1024)
+        except UpstreamUnavailable:
+            body = b""
         reply_headers = tuple((k, v) for k, v in reply.headers.items() if k in {"content-type", "allow"})
         return Reply(reply.status, reply_headers + session_header, body)
 

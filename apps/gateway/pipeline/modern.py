@@ -6,6 +6,7 @@ keeps per caller, since the client holds none."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from typing import Any
 
@@ -38,6 +39,7 @@ from apps.gateway.protocol.versions import (
 #: Results that must carry caching hints in the stateless era (SEP-2549).
 _CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"})
 
+_upstream_ids = itertools.count(1)
 _ENVELOPE_KEYS = frozenset({META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL})
 
 #: Request headers a stateless backend needs to see as the client sent them.
@@ -110,8 +112,12 @@ class ModernEra:
         self, request: HttpRequest, principal: Principal, envelope: ModernEnvelope, call: Call, wants_sse: bool
     ) -> Reply:
         backend = call.backend
-        call.reshape = _as_modern_result if call.message.method in _CACHEABLE else _with_result_type
-        body = _without_envelope(call.message)
+        # Every caller of this key shares the held session: ids and progress tokens become the
+        # gateway's own there, so two callers' `id: 1` never meet, and are restored on the way back.
+        upstream_id = f"gw-{next(_upstream_ids)}"
+        call.upstream_id = upstream_id
+        call.translate = _Restore(call.message, upstream_id, cacheable=call.message.method in _CACHEABLE)
+        body = _without_envelope(call.message, upstream_id)
         for _ in range(2):
             session = await self._held_session(backend, principal, envelope)
             headers = [CONTENT_JSON, ("accept", "application/json, text/event-stream"),
@@ -144,16 +150,43 @@ class ModernEra:
         return session
 
 
-def _without_envelope(message: Message) -> bytes:
+def _without_envelope(message: Message, upstream_id: str) -> bytes:
     """The request as a handshake-era server expects it: the per-request envelope means nothing
     there (the held session carries it), and a dual-use server would take it for a stateless call."""
     params = dict(message.params)
     meta = {key: value for key, value in params.get("_meta", {}).items() if key not in _ENVELOPE_KEYS}
+    if "progressToken" in meta:
+        meta["progressToken"] = upstream_id
     if meta:
         params["_meta"] = meta
     else:
         params.pop("_meta", None)
-    return dumps({**message.raw, "params": params})
+    return dumps({**message.raw, "id": upstream_id, "params": params})
+
+
+class _Restore:
+    """Messages from a held session as the stateless client expects them: its own request id and
+    progress token, a result type, and caching hints on cacheable results."""
+
+    def __init__(self, message: Message, upstream_id: str, *, cacheable: bool) -> None:
+        meta = message.params.get("_meta")
+        self._id = message.id
+        self._token = meta.get("progressToken") if isinstance(meta, dict) else None
+        self._upstream_id = upstream_id
+        self._cacheable = cacheable
+
+    def __call__(self, message: dict[str, Any]) -> dict[str, Any]:
+        if "method" in message:
+            params = message.get("params")
+            if isinstance(params, dict) and params.get("progressToken") == self._upstream_id:
+                return {**message, "params": {**params, "progressToken": self._token}}
+            return message
+        if message.get("id") != self._upstream_id:
+            return message
+        message = {**message, "id": self._id}
+        if "result" in message:
+            message = _as_modern_result(message) if self._cacheable else _with_result_type(message)
+        return message
 
 
 def _with_result_type(response: dict[str, Any]) -> dict[str, Any]:

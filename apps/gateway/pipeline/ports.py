@@ -56,7 +56,8 @@ class UpstreamReply(Protocol):
     @property
     def content_type(self) -> str: ...
 
-    async def read(self) -> bytes: ...
+    async def read(self, limit: int = ...) -> bytes:
+        """The whole body; over `limit` bytes is UpstreamUnavailable."""
 
     def events(self) -> AsyncIterator[SseEvent]: ...
 

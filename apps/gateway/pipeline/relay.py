@@ -16,7 +16,7 @@ from apps.gateway.pipeline.tracing import trace_id_of
 from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import BackendUnavailable
-from apps.gateway.protocol.jsonrpc import Kind, Message
+from apps.gateway.protocol.jsonrpc import Kind, Message, RequestId
 from apps.gateway.protocol.sse import SseEvent, encode_event
 
 log = logging.getLogger(__name__)
@@ -42,8 +42,10 @@ class Call:
     trace_id: str
     started: float  # perf_counter
     at: float  # unix time
-    #: Applied to the backend's response before the client sees it (era bridging).
-    reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    #: Era bridging: the id the request carries upstream (when the gateway had to change it), and
+    #: what every message coming back goes through before the client sees it.
+    upstream_id: RequestId | None = None
+    translate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     @classmethod
     def begin(
@@ -184,7 +186,7 @@ class Relay:
                 # The stream carries the response and nothing else (the common case): answer in
                 # one piece instead of relaying a stream.
                 await _drain(reply, events)
-                first = _reshaped(call, first, response)
+                first = _translated(call, first)
                 self._record(call, *outcome_of(response), len(first.data))
                 if wants_sse:
                     return Reply(reply.status, SSE_HEADERS + reply_headers, encode_event(first))
@@ -198,22 +200,31 @@ class Relay:
                 return Reply(reply.status, SSE_HEADERS + reply_headers, stream=self._stream(call, reply, first, events))
             return await self._collect(call, reply, first, events, reply_headers)
         try:
-            payload = await reply.read()
+            async with asyncio.timeout(call.backend.timeout):
+                payload = await reply.read()
         except UpstreamUnavailable as exc:
             return self.fail(call, str(exc), reply_headers)
+        except TimeoutError:
+            reply.close()
+            return self.fail(call, f"no answer within {call.backend.timeout:g}s", reply_headers)
         if reply.content_type != "application/json":
             if reply.status < 300 and not payload:
                 return Reply(reply.status, reply_headers)
             return self.fail(call, f"HTTP {reply.status} ({reply.content_type or 'no content type'})", reply_headers)
-        if call.audited or call.reshape:
+        status = reply.status
+        if status == 404 and call.session_id:
+            # A stateless backend's 404 means "no such method"; to a client in a session, 404
+            # means "session gone, start over". The JSON-RPC error alone says what happened.
+            status = 200
+        if call.audited or call.translate:
             try:
                 response = jsonrpc.loads(payload)
-                if call.reshape and isinstance(response, dict) and "result" in response:
-                    payload = jsonrpc.dumps(call.reshape(response))
+                if call.translate and isinstance(response, dict):
+                    payload = jsonrpc.dumps(call.translate(response))
                 self._record(call, *outcome_of(response), len(payload))
             except (ValueError, AttributeError):
                 self._record(call, "error", None, len(payload))
-        return Reply(reply.status, (JSON, *reply_headers), payload)
+        return Reply(status, (JSON, *reply_headers), payload)
 
     def _response_in(self, call: Call, event: SseEvent) -> dict[str, Any] | None:
         """The JSON-RPC response to this call, if the event carries it."""
@@ -224,7 +235,8 @@ class Relay:
             message = jsonrpc.loads(data)
         except ValueError:
             return None
-        if isinstance(message, dict) and "method" not in message and message.get("id") == call.message.id:
+        expected = call.message.id if call.upstream_id is None else call.upstream_id
+        if isinstance(message, dict) and "method" not in message and message.get("id") == expected:
             return message
         return None
 
@@ -237,9 +249,9 @@ class Relay:
             nonlocal sent, outcome
             try:
                 async for event in _chain(first, events):
-                    if outcome is None and (call.audited or call.reshape) and (response := self._response_in(call, event)):
+                    if outcome is None and (call.audited or call.translate) and (response := self._response_in(call, event)):
                         outcome = outcome_of(response)
-                        event = _reshaped(call, event, response)
+                    event = _translated(call, event)
                     chunk = encode_event(event)
                     sent += len(chunk)
                     yield chunk
@@ -259,7 +271,7 @@ class Relay:
         try:
             async for event in _chain(first, events):
                 if (response := self._response_in(call, event)) is not None:
-                    body = _reshaped(call, event, response).data
+                    body = _translated(call, event).data
                     self._record(call, *outcome_of(response), len(body))
                     return Reply(200, (JSON, *reply_headers), body)
         except UpstreamUnavailable as exc:
@@ -271,10 +283,16 @@ class Relay:
         return Reply(202, reply_headers)
 
 
-def _reshaped(call: Call, event: SseEvent, response: dict[str, Any]) -> SseEvent:
-    if call.reshape is None or "result" not in response:
+def _translated(call: Call, event: SseEvent) -> SseEvent:
+    if call.translate is None or not event.data:
         return event
-    return SseEvent(jsonrpc.dumps(call.reshape(response)), event.event, event.id, event.retry)
+    try:
+        message = jsonrpc.loads(event.data)
+    except ValueError:
+        return event
+    if not isinstance(message, dict):
+        return event
+    return SseEvent(jsonrpc.dumps(call.translate(message)), event.event, event.id, event.retry)
 
 
 async def _chain(first: SseEvent, rest: AsyncIterator[SseEvent]) -> AsyncIterator[SseEvent]:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The longest unfinished line the parser buffers; a backend sending more without a line break
+#: is broken or hostile.
+_MAX_PENDING = 16 * 1024 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class SseEvent:
@@ -41,16 +45,18 @@ class SseParser:
         self._has_fields = False
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        self._buffer += chunk
+        """Complete events in what has arrived so far. Lines end with CRLF, LF or a lone CR; a CR
+        at the very end of a chunk waits for the next one (it may be half of a CRLF)."""
+        data = self._buffer + chunk
+        if len(data) > _MAX_PENDING:
+            raise ValueError(f"an SSE line longer than {_MAX_PENDING} bytes")
+        hold = b"\r" if data.endswith(b"\r") else b""
+        if hold:
+            data = data[:-1]
+        lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        self._buffer = lines.pop() + hold  # the unfinished last line
         events: list[SseEvent] = []
-        while True:
-            index = self._buffer.find(b"\n")
-            if index < 0:
-                break
-            line = self._buffer[:index]
-            self._buffer = self._buffer[index + 1 :]
-            if line.endswith(b"\r"):
-                line = line[:-1]
+        for line in lines:
             if not line:
                 if self._has_fields:
                     events.append(

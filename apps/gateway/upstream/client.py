@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 from apps.gateway.pipeline.ports import UpstreamUnavailable
 from apps.gateway.pipeline.values import BackendView
 from apps.gateway.protocol.sse import SseEvent, SseParser
-from apps.gateway.upstream.http import HttpPool, Response, Target, UpstreamHttpError
+from apps.gateway.upstream.http import MAX_BODY, HttpPool, Response, Target, UpstreamHttpError
 
 
 class UpstreamReply:
@@ -22,9 +22,9 @@ class UpstreamReply:
     def content_type(self) -> str:
         return self._response.content_type
 
-    async def read(self) -> bytes:
+    async def read(self, limit: int = MAX_BODY) -> bytes:
         try:
-            return await self._response.read()
+            return await self._response.read(limit)
         except UpstreamHttpError as exc:
             raise UpstreamUnavailable(str(exc)) from None
 
@@ -36,6 +36,9 @@ class UpstreamReply:
                     yield event
         except UpstreamHttpError as exc:
             raise UpstreamUnavailable(str(exc)) from None
+        except ValueError as exc:
+            self._response.aclose()
+            raise UpstreamUnavailable(f"broken event stream: {exc}") from None
 
     def close(self) -> None:
         self._response.aclose()

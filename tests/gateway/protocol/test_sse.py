@@ -19,3 +19,19 @@ def test_priming_event_with_empty_data_survives_a_round_trip() -> None:
 def test_encode_is_what_parse_reads() -> None:
     for event in [SseEvent(b'{"jsonrpc":"2.0"}'), SseEvent(b"a\nb", "custom", "id-1")]:
         assert SseParser().feed(encode_event(event)) == [event]
+
+
+def test_lone_cr_line_endings_and_a_crlf_split_across_chunks() -> None:
+    parser = SseParser()
+    assert parser.feed(b"data: a\r") == []
+    assert parser.feed(b"\n\r\n") == [SseEvent(b"a")]
+    assert parser.feed(b"data: b\r\rdata: c\n\n") == [SseEvent(b"b"), SseEvent(b"c")]
+
+
+def test_an_endless_line_is_refused() -> None:
+    import pytest
+
+    parser = SseParser()
+    with pytest.raises(ValueError):
+        for _ in range(20):
+            parser.feed(b"x" * (1024 * 1024))
