@@ -60,18 +60,24 @@ class RedisSessionStore:
         body, _, tag = session_id.rpartition(".")
         return bool(body) and hmac.compare_digest(tag, self._tag(body))
 
-    async def save(self, state: SessionState) -> None:
+    async def save(self, state: SessionState, *, create: bool) -> bool:
         payload = orjson.dumps(dataclasses.asdict(state))
         try:
-            await self._redis.set(_KEY.format(state.id), payload, ex=self._ttl)
+            stored = await self._redis.set(
+                _KEY.format(state.id), payload, ex=self._ttl, nx=create, xx=not create
+            )
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
+        if not stored:
+            self._cache.pop(state.id, None)
+            return False
         self._cache[state.id] = (state, time.monotonic())
+        return True
 
-    async def load(self, session_id: str) -> SessionState | None:
+    async def load(self, session_id: str, *, fresh: bool = False) -> SessionState | None:
         cached = self._cache.get(session_id)
         now = time.monotonic()
-        if cached is not None and now - cached[1] < self._cache_seconds:
+        if cached is not None and not fresh and now - cached[1] < self._cache_seconds:
             return cached[0]
         # Reading also pushes the idle expiry forward.
         try:

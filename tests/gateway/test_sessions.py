@@ -3,6 +3,7 @@ stream and server→client requests reach the client, and any gateway instance s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -140,3 +141,16 @@ async def test_list_changed_arrives_on_the_get_stream(transactional_db: None, ga
                 await changed.wait()
             after = {tool.name for tool in (await client.list_tools()).tools}
         assert names ^ after == {"test_dynamic_tool"}
+
+
+def test_a_restarted_backend_gets_a_new_backend_session_transparently(transactional_db: None, gateway_url: str) -> None:
+    """The backend forgets every session when it restarts; the client's session carries on."""
+    port = free_port()
+    host = make_host(gateway_url, f"http://127.0.0.1:{port}/mcp")
+    with running(backend_argv("tests.backends.counting_server", port), port, log_name="restarting-backend"):
+        session = open_session(host.url, host.key)
+        assert _call(host, session, 1)["result"]["content"][0]["text"] == "2.0"
+    with running(backend_argv("tests.backends.counting_server", port), port, log_name="restarting-backend"):
+        time.sleep(0.2)
+        assert _call(host, session, 2)["result"]["content"][0]["text"] == "3.0"
+        assert _stats(f"http://127.0.0.1:{port}")["initialize"] == 1  # a new backend session, once

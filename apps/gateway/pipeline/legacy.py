@@ -86,7 +86,7 @@ class LegacyEra:
             client_capabilities=params.get("capabilities") or {},
             client_info=params.get("clientInfo") or {},
         )
-        await self._sessions.save(state)
+        await self._sessions.save(state, create=True)
         result: dict[str, object] = {
             "protocolVersion": version,
             "capabilities": capabilities,
@@ -139,8 +139,9 @@ class LegacyEra:
             info = await self._backends.info(backend)
             if info.legacy_version is None:
                 return await self._forward_to_modern(request, state, call, wants_sse)
+            lost: BackendSession | None = None
             for _ in range(2):
-                session = await self._backend_session(state, map_key, backend, info)
+                session = await self._backend_session(state, map_key, backend, info, lost=lost)
                 headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", session.version)]
                 if session.session_id:
                     headers.append(("mcp-session-id", session.session_id))
@@ -152,7 +153,7 @@ class LegacyEra:
                     )
                 except BackendSessionGone:
                     log.info("backend %s lost session of %s; opening a new one", backend.name, state.id)
-                    state.backends.pop(map_key, None)
+                    lost = session
             return self._relay.fail(call, "the backend keeps losing its session", session_header)
         except (UpstreamUnavailable, BackendRefused) as exc:
             return self._relay.fail(call, str(exc), session_header)
@@ -188,8 +189,18 @@ class LegacyEra:
         )
 
     async def _backend_session(
-        self, state: SessionState, map_key: str, backend: BackendView, info: BackendInfo
+        self,
+        state: SessionState,
+        map_key: str,
+        backend: BackendView,
+        info: BackendInfo,
+        *,
+        lost: BackendSession | None = None,
     ) -> BackendSession:
+        """The session's backend session for `map_key`, opened on first use. `lost` is one the
+        backend no longer knows (it answered 404): it is replaced, wherever it is still recorded."""
+        if lost is not None and state.backends.get(map_key) == lost:
+            del state.backends[map_key]
         session = state.backends.get(map_key)
         if session is not None:
             return session
@@ -198,6 +209,16 @@ class LegacyEra:
             async with lock:
                 session = state.backends.get(map_key)
                 if session is None:
+                    # Another instance may have opened it since this state was cached.
+                    current = await self._sessions.load(state.id, fresh=True)
+                    if current is None:
+                        raise HttpError(404, "Not Found: the session has ended", code=-32600)
+                    session = current.backends.get(map_key)
+                    if session == lost:
+                        session = None
+                if session is not None:
+                    state.backends[map_key] = session
+                else:
                     session, _ = await open_session(
                         self._upstream,
                         backend,
@@ -207,7 +228,9 @@ class LegacyEra:
                         client_info=state.client_info,
                     )
                     state.backends[map_key] = session
-                    await self._sessions.save(state)
+                    if not await self._sessions.save(state, create=False):
+                        await close_session(self._upstream, backend, session)
+                        raise HttpError(404, "Not Found: the session has ended", code=-32600)
         finally:
             self._opening.pop((state.id, map_key), None)
         return session
@@ -221,8 +244,9 @@ class LegacyEra:
             info = await self._backends.info(backend)
             if info.legacy_version is None:
                 raise HttpError(405, "Method Not Allowed: this backend has no server stream", headers=(("allow", "POST, DELETE"),))
+            lost: BackendSession | None = None
             for _ in range(2):
-                session = await self._backend_session(state, map_key, backend, info)
+                session = await self._backend_session(state, map_key, backend, info, lost=lost)
                 headers = [("accept", "text/event-stream"), ("mcp-protocol-version", session.version)]
                 if session.session_id:
                     headers.append(("mcp-session-id", session.session_id))
@@ -232,7 +256,7 @@ class LegacyEra:
                 if reply.status != 404 or not session.session_id:
                     break
                 reply.close()  # the backend lost the session: open a new one and ask again
-                state.backends.pop(map_key, None)
+                lost = session
         except (UpstreamUnavailable, BackendRefused, TimeoutError, GatewayError) as exc:
             raise HttpError(502, f"Bad Gateway: backend stream unavailable: {exc}") from None
         if reply.status == 200 and reply.content_type == "text/event-stream":

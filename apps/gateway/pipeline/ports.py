@@ -42,9 +42,12 @@ class SessionStore(Protocol):
     def is_well_formed(self, session_id: str) -> bool:
         """True when the id carries a valid tag from some gateway instance (a hash, no I/O)."""
 
-    async def save(self, state: SessionState) -> None: ...
+    async def save(self, state: SessionState, *, create: bool) -> bool:
+        """Store the state: a new session (`create`), or an update of one that must still exist.
+        False when an update found the session gone (ended meanwhile, maybe on another instance)."""
 
-    async def load(self, session_id: str) -> SessionState | None: ...
+    async def load(self, session_id: str, *, fresh: bool = False) -> SessionState | None:
+        """The state, from a short-lived cache unless `fresh`."""
 
     async def delete(self, session_id: str) -> None: ...
 

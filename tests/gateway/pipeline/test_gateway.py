@@ -40,10 +40,10 @@ class DownSessions:
     def is_well_formed(self, session_id: str) -> bool:
         return True
 
-    async def save(self, state: SessionState) -> None:
+    async def save(self, state: SessionState, *, create: bool) -> bool:
         raise StoreUnavailable("ConnectionError")
 
-    async def load(self, session_id: str) -> SessionState | None:
+    async def load(self, session_id: str, *, fresh: bool = False) -> SessionState | None:
         raise StoreUnavailable("ConnectionError")
 
     async def delete(self, session_id: str) -> None:
