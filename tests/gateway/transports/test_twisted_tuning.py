@@ -30,3 +30,23 @@ def _email_answer(line: bytes) -> bytes:
 )
 def test_same_answer_as_the_email_package(line: bytes) -> None:
     assert fast_content_type(line) == _email_answer(line)
+
+
+def test_twisted_writes_no_per_request_log_line_unless_asked(tmp_path: object) -> None:
+    from unittest import mock
+
+    from twisted.web import http
+
+    from apps.gateway.transports.twisted_tuning import install
+
+    install()
+    install()  # idempotent
+    factory = http.HTTPFactory()
+    factory._logFile = mock.Mock()
+    factory.log(mock.Mock())
+    factory._logFile.write.assert_not_called()
+    factory.logPath = str(tmp_path)  # type: ignore[assignment]
+    with mock.patch.object(factory, "_logFormatter", return_value="line"):
+        factory._logDateTime = "now"
+        factory.log(mock.Mock())
+    factory._logFile.write.assert_called_once_with("line\n")
