@@ -13,6 +13,7 @@ from typing import Any
 import uvicorn
 
 from scripts.demo_server import build_server
+from tests.backends.asgi import read_body
 
 stats: Counter[str] = Counter()
 methods: Counter[str] = Counter()
@@ -35,13 +36,7 @@ def counting(app: Any) -> Any:
             stats["deletes"] += 1
         if scope["method"] != "POST":
             return await app(scope, receive, send)
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
+        body, replay = await read_body(receive)
         stats["posts"] += 1
         try:
             method = json.loads(body).get("method")
@@ -51,15 +46,6 @@ def counting(app: Any) -> Any:
             methods[method] += 1
         if method == "initialize":
             stats["initialize"] += 1
-        replayed = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
         return await app(scope, replay, send)
 
     return wrapped

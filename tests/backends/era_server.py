@@ -14,6 +14,7 @@ from typing import Any
 import uvicorn
 
 from scripts.demo_server import build_server
+from tests.backends.asgi import read_body
 
 MODERN_HEADER = b"2026-07-28"
 
@@ -22,13 +23,7 @@ def only(era: str, app: Any) -> Any:
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             return await app(scope, receive, send)
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
+        body, replay = await read_body(receive)
         try:
             payload = json.loads(body)
         except ValueError:
@@ -42,15 +37,6 @@ def only(era: str, app: Any) -> Any:
                 "code": -32022, "message": "Unsupported protocol version",
                 "data": {"supported": ["2026-07-28"], "requested": (payload.get("params") or {}).get("protocolVersion")}}}
             return await _reply(send, 400, b"application/json", json.dumps(error).encode())
-        replayed = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
         return await app(scope, replay, send)
 
     return wrapped
