@@ -16,7 +16,6 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from dataclasses import dataclass

@@ -5,10 +5,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from apps.catalog.services import virtual_host_update
 from apps.catalog.models import VirtualHost
-from apps.tenants.services import api_key_revoke
+from apps.catalog.services import virtual_host_update
 from apps.tenants.models import ApiKey
+from apps.tenants.services import api_key_revoke
 from tests import factories
 from tests.conftest import Host, make_host, mcp_client
 from tests.gateway.helpers import initialize, open_session, post

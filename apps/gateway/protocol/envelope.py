@@ -7,8 +7,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from apps.gateway.protocol.errors import HeaderMismatch, InvalidParams, UnsupportedProtocolVersion
 from apps.gateway.protocol.jsonrpc import Message

@@ -1,6 +1,11 @@
 import pytest
 
-from apps.gateway.protocol.envelope import check_modern_request, decode_header_value, encode_header_value, is_modern_message
+from apps.gateway.protocol.envelope import (
+    check_modern_request,
+    decode_header_value,
+    encode_header_value,
+    is_modern_message,
+)
 from apps.gateway.protocol.errors import HeaderMismatch, InvalidParams, UnsupportedProtocolVersion
 from apps.gateway.protocol.jsonrpc import classify
 
