@@ -1,0 +1,24 @@
+"""Pure OpenAPI → MCP tool compiler (no Django, Channels, Celery, Redis or httpx).
+
+Entry point: :func:`compile_spec`. Module roles:
+
+* ``loader`` — size limit, JSON/YAML parsing, version detection;
+* ``refs`` — local ``$ref`` resolution (remote refs refused);
+* ``schemas`` — OpenAPI schema → inlined JSON Schema (recursion cut, dialect fixes);
+* ``params`` — parameters and bodies → ``inputSchema`` and bindings (body and clash rules);
+* ``names`` — tool/argument naming (sanitise, cap, collisions);
+* ``compiler`` — walks the paths, one operation → one :class:`CompiledTool`.
+"""
+
+from .compiler import compile_spec
+from .model import ArgumentBinding, CompiledTool, CompileOptions, CompileResult, Problem, ToolBinding
+
+__all__ = [
+    "ArgumentBinding",
+    "CompileOptions",
+    "CompileResult",
+    "CompiledTool",
+    "Problem",
+    "ToolBinding",
+    "compile_spec",
+]
