@@ -23,6 +23,7 @@ from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.values import BackendSession, SessionState
 
 _KEY = "gw:session:{}"
+_CLAIM = "gw:session-claim:{}:{}"
 _INSTANCE_SAFE = re.compile(r"[^A-Za-z0-9-]")
 
 
@@ -94,6 +95,18 @@ class RedisSessionStore:
             self._cache.clear()  # crude bound; entries are cheap to reload
         self._cache[session_id] = (state, now)
         return state
+
+    async def claim(self, session_id: str, part: str, *, seconds: float) -> bool:
+        try:
+            return bool(await self._redis.set(_CLAIM.format(session_id, part), b"1", nx=True, px=int(seconds * 1000)))
+        except (redis.RedisError, OSError) as exc:
+            raise StoreUnavailable(type(exc).__name__) from None
+
+    async def release(self, session_id: str, part: str) -> None:
+        try:
+            await self._redis.delete(_CLAIM.format(session_id, part))
+        except (redis.RedisError, OSError) as exc:
+            raise StoreUnavailable(type(exc).__name__) from None
 
     async def delete(self, session_id: str) -> None:
         self._cache.pop(session_id, None)

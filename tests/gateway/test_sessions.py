@@ -154,3 +154,24 @@ def test_a_restarted_backend_gets_a_new_backend_session_transparently(transactio
         time.sleep(0.2)
         assert _call(host, session, 2)["result"]["content"][0]["text"] == "3.0"
         assert _stats(f"http://127.0.0.1:{port}")["initialize"] == 1  # a new backend session, once
+
+
+def test_first_calls_on_two_instances_at_once_open_one_backend_session(
+    transactional_db: None, gateway_url: str, counting_backend: str
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    host = make_host(gateway_url, f"{counting_backend}/mcp")
+    port = free_port()
+    env = gateway_env(settings.DATABASES["default"]["NAME"], settings.REDIS_URL, GATEWAY_INSTANCE_ID="gw-race")
+    with running(gateway_argv(port), port, env=env, log_name="gateway-race"):
+        second = Host(host.url.replace(gateway_url, f"http://127.0.0.1:{port}"), host.key, host.tenant, host.slug)
+        for instance in (host, second):
+            modern(instance.url, "tools/list", key=host.key)  # each instance probes the backend once
+        for attempt in range(3):
+            session = open_session(host.url, host.key)
+            before = _stats(counting_backend)["initialize"]
+            with ThreadPoolExecutor(6) as pool:
+                results = list(pool.map(lambda i: _call((host, second)[i % 2], session, i), range(6)))
+            assert [r["result"]["content"][0]["text"] for r in results] == [f"{i + 1.0}" for i in range(6)]
+            assert _stats(counting_backend)["initialize"] - before == 1, f"attempt {attempt}"

@@ -7,14 +7,22 @@ Entry point: :func:`compile_spec`. Module roles:
 * ``schemas`` — OpenAPI schema → inlined JSON Schema (recursion cut, dialect fixes);
 * ``params`` — parameters and bodies → ``inputSchema`` and bindings (body and clash rules);
 * ``names`` — tool/argument naming (sanitise, cap, collisions);
-* ``compiler`` — walks the paths, one operation → one :class:`CompiledTool`.
+* ``compiler`` — walks the paths, one operation → one :class:`CompiledTool`;
+* ``invoke`` — a call's arguments → :class:`OutgoingRequest`, the HTTP response → ``CallToolResult``.
 """
 
 from .compiler import compile_spec
+from .invoke import ArgumentError, Credential, InvokeError, OutgoingRequest, build_request, shape_result
 from .model import ArgumentBinding, CompiledTool, CompileOptions, CompileResult, Problem, ToolBinding
 
 __all__ = [
     "ArgumentBinding",
+    "ArgumentError",
+    "Credential",
+    "InvokeError",
+    "OutgoingRequest",
+    "build_request",
+    "shape_result",
     "CompileOptions",
     "CompileResult",
     "CompiledTool",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 
 from apps.gateway.pipeline.backends import (
@@ -209,30 +210,46 @@ class LegacyEra:
             async with lock:
                 session = state.backends.get(map_key)
                 if session is None:
-                    # Another instance may have opened it since this state was cached.
-                    current = await self._sessions.load(state.id, fresh=True)
-                    if current is None:
-                        raise HttpError(404, "Not Found: the session has ended", code=-32600)
-                    session = current.backends.get(map_key)
-                    if session == lost:
-                        session = None
-                if session is not None:
-                    state.backends[map_key] = session
-                else:
-                    session, _ = await open_session(
-                        self._upstream,
-                        backend,
-                        pick_replica(backend, state.id),
-                        version=state.protocol_version,
-                        capabilities=state.client_capabilities,
-                        client_info=state.client_info,
-                    )
-                    state.backends[map_key] = session
-                    if not await self._sessions.save(state, create=False):
-                        await close_session(self._upstream, backend, session)
-                        raise HttpError(404, "Not Found: the session has ended", code=-32600)
+                    session = await self._open_once(state, map_key, backend, lost)
+                state.backends[map_key] = session
         finally:
             self._opening.pop((state.id, map_key), None)
+        return session
+
+    async def _open_once(
+        self, state: SessionState, map_key: str, backend: BackendView, lost: BackendSession | None
+    ) -> BackendSession:
+        """Open the backend session, or wait for the instance that is opening it: whichever
+        instances a session's first requests land on, the backend sees one `initialize`."""
+        deadline = time.monotonic() + backend.timeout
+        while True:
+            # Another instance may have opened it since this state was cached.
+            current = await self._sessions.load(state.id, fresh=True)
+            if current is None:
+                raise HttpError(404, "Not Found: the session has ended", code=-32600)
+            session = current.backends.get(map_key)
+            if session is not None and session != lost:
+                return session
+            if await self._sessions.claim(state.id, map_key, seconds=backend.timeout):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError
+            await asyncio.sleep(0.02)
+        try:
+            session, _ = await open_session(
+                self._upstream,
+                backend,
+                pick_replica(backend, state.id),
+                version=state.protocol_version,
+                capabilities=state.client_capabilities,
+                client_info=state.client_info,
+            )
+            state.backends[map_key] = session
+            if not await self._sessions.save(state, create=False):
+                await close_session(self._upstream, backend, session)
+                raise HttpError(404, "Not Found: the session has ended", code=-32600)
+        finally:
+            await self._sessions.release(state.id, map_key)
         return session
 
     async def open_stream(self, request: HttpRequest, vhost: VirtualHostView, state: SessionState) -> Reply:

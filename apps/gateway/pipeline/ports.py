@@ -51,6 +51,12 @@ class SessionStore(Protocol):
 
     async def delete(self, session_id: str) -> None: ...
 
+    async def claim(self, session_id: str, part: str, *, seconds: float) -> bool:
+        """Whether this caller may create `part` of the session now: True for exactly one caller
+        across all instances until `release` or `seconds` pass."""
+
+    async def release(self, session_id: str, part: str) -> None: ...
+
 
 class UpstreamReply(Protocol):
     status: int
