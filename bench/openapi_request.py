@@ -17,8 +17,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import orjson  # noqa: E402
 
-from apps.catalog.openapi import compile_spec  # noqa: E402
-from apps.catalog.openapi.invoke import Credential, build_request  # noqa: E402
+from apps.catalog.openapi import (  # noqa: E402
+    Credential,
+    build_request,
+    compile_spec,  # noqa: E402
+)
 
 QUERY_STYLES = [("form", True), ("form", False), ("pipeDelimited", False), ("spaceDelimited", False)]
 

@@ -172,6 +172,6 @@ def test_first_calls_on_two_instances_at_once_open_one_backend_session(
             session = open_session(host.url, host.key)
             before = _stats(counting_backend)["initialize"]
             with ThreadPoolExecutor(6) as pool:
-                results = list(pool.map(lambda i: _call((host, second)[i % 2], session, i), range(6)))
+                results = list(pool.map(lambda i, s=session: _call((host, second)[i % 2], s, i), range(6)))
             assert [r["result"]["content"][0]["text"] for r in results] == [f"{i + 1.0}" for i in range(6)]
             assert _stats(counting_backend)["initialize"] - before == 1, f"attempt {attempt}"

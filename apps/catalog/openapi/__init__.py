@@ -8,12 +8,15 @@ Entry point: :func:`compile_spec`. Module roles:
 * ``params`` — parameters and bodies → ``inputSchema`` and bindings (body and clash rules);
 * ``names`` — tool/argument naming (sanitise, cap, collisions);
 * ``compiler`` — walks the paths, one operation → one :class:`CompiledTool`;
-* ``invoke`` — a call's arguments → :class:`OutgoingRequest`, the HTTP response → ``CallToolResult``.
+* ``invoke`` (with ``calls``, ``serialize``, ``bodies``) — a call's arguments → :class:`OutgoingRequest`;
+* ``results`` — the HTTP response → ``CallToolResult``.
 """
 
+from .calls import ArgumentError, Credential, InvokeError, OutgoingRequest
 from .compiler import compile_spec
-from .invoke import ArgumentError, Credential, InvokeError, OutgoingRequest, build_request, shape_result
+from .invoke import build_request
 from .model import ArgumentBinding, CompiledTool, CompileOptions, CompileResult, Problem, ToolBinding
+from .results import shape_result
 
 __all__ = [
     "ArgumentBinding",

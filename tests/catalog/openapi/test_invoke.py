@@ -7,13 +7,7 @@ import base64
 import orjson
 import pytest
 
-from apps.catalog.openapi.invoke import (
-    ArgumentError,
-    Credential,
-    InvokeError,
-    build_request,
-    shape_result,
-)
+from apps.catalog.openapi import ArgumentError, Credential, InvokeError, build_request, shape_result
 from apps.catalog.openapi.model import ArgumentBinding, CompiledTool, ToolBinding
 
 from .helpers import oas3, run
