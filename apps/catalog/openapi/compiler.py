@@ -84,13 +84,10 @@ def _compile_paths(ctx: Context, doc: dict[str, Any], options: CompileOptions) -
             continue
         if not path.startswith("/"):
             ctx.diag.warning(item_ptr, "path does not start with '/'")
-        found = ctx.refs.follow(raw_item, item_ptr)
+        found = ctx.follow_object(raw_item, item_ptr, "path item")
         if found is None:
             continue
         item_ptr, item = found
-        if not isinstance(item, dict):
-            ctx.diag.error(item_ptr, "path item must be an object")
-            continue
         item_servers = _servers(ctx, item.get("servers"), join(item_ptr, "servers")) or root_servers
         for method, op in item.items():
             if method not in METHODS:
@@ -146,13 +143,10 @@ def _compile_paths(ctx: Context, doc: dict[str, Any], options: CompileOptions) -
 
 
 def _request_body(ctx: Context, raw: Any, ptr: str) -> Body | None:
-    found = ctx.refs.follow(raw, ptr)
+    found = ctx.follow_object(raw, ptr, "requestBody")
     if found is None:
         return None
     rptr, body = found
-    if not isinstance(body, dict):
-        ctx.diag.error(rptr, "requestBody must be an object")
-        return None
     content = body.get("content")
     if not isinstance(content, dict) or not content:
         ctx.diag.warning(rptr, "requestBody has no 'content'; ignored")

@@ -47,6 +47,18 @@ class Context:
     schemas: SchemaConverter
     diag: Diagnostics
 
+    def follow_object(self, raw: Any, ptr: str, what: str) -> tuple[str, dict[str, Any]] | None:
+        """`raw` with its `$ref` followed, as (pointer, object); None, with the problem reported,
+        when the reference is broken or the target is not an object."""
+        found = self.refs.follow(raw, ptr)
+        if found is None:
+            return None
+        target_ptr, target = found
+        if not isinstance(target, dict):
+            self.diag.error(target_ptr, f"{what} must be an object")
+            return None
+        return target_ptr, target
+
 
 @dataclass(slots=True)
 class Arg:
@@ -103,13 +115,10 @@ def gather(ctx: Context, path_level: Any, path_ptr: str, op_level: Any, op_ptr: 
         seen: set[tuple[str, str]] = set()
         for index, raw in enumerate(raw_list):
             site = join(ptr, index)
-            found = ctx.refs.follow(raw, site)
+            found = ctx.follow_object(raw, site, "parameter")
             if found is None:
                 continue
             pptr, param = found
-            if not isinstance(param, dict):
-                ctx.diag.error(pptr, "parameter must be an object")
-                continue
             name, loc = param.get("name"), param.get("in")
             valid = True
             if not isinstance(name, str) or not name:
