@@ -10,8 +10,9 @@ django_asgi = get_asgi_application()
 
 from django.conf import settings  # noqa: E402
 
-if settings.DEBUG:
-    # `make run` serves the admin's CSS and scripts itself; production serves STATIC_ROOT elsewhere.
+if settings.GATEWAY_SERVE_STATIC:
+    # `make run` and the browser tests serve the console's CSS and scripts themselves; production
+    # serves STATIC_ROOT from the web server in front.
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
     django_asgi = ASGIStaticFilesHandler(django_asgi)

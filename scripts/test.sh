@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The whole suite: lint (ruff) and import contracts, then pytest (unit, end-to-end with real Daphne, backends,
-# PostgreSQL and Redis, and the official MCP conformance suite through the gateway).
+# PostgreSQL and Redis, the official MCP conformance suite through the gateway, and console pages in
+# headless Chromium).
 set -euo pipefail
 export DJANGO_SETTINGS_MODULE=gatewaysite.settings.test
 export PYTHONDONTWRITEBYTECODE=1
 scripts/install-conformance.sh
+scripts/install-browser.sh
 export CONFORMANCE_DIR="$PWD/var/conformance"
 ruff check .
 lint-imports --no-cache

@@ -17,6 +17,8 @@ from apps.common.redis import redis_client
 from tests import factories
 from tests.processes import backend_argv, free_port, gateway_argv, gateway_env, running
 
+pytest_plugins = ["tests.browser"]
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _clean_redis() -> None:

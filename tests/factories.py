@@ -57,3 +57,12 @@ def virtual_host_factory(
     return virtual_host_create(
         tenant=tenant, slug=slug or f"vhost-{_next()}", mounts=mounts, tool_aliases=tool_aliases
     )
+
+
+def openapi_backend_factory(
+    *, tenant: Tenant | None = None, name: str | None = None, base_url: str = "http://127.0.0.1:9/"
+) -> Backend:
+    return backend_create(
+        tenant=tenant or tenant_factory(), name=name or f"api-{_next()}", urls=[], kind=Backend.Kind.OPENAPI,
+        base_url=base_url,
+    )

@@ -18,6 +18,7 @@ class AuditRecord(models.Model):
     principal = models.CharField(max_length=200, help_text="Who called: 'key:<name>' or 'anonymous:<key name>'.")
     api_key_id = models.BigIntegerField(null=True)
     backend = models.CharField(max_length=64, blank=True)
+    backend_kind = models.CharField(max_length=16, default="mcp", help_text="mcp or openapi.")
     method = models.CharField(max_length=64)
     exposed_name = models.CharField(max_length=255, blank=True)
     upstream_name = models.CharField(max_length=255, blank=True)

@@ -25,7 +25,7 @@ _MAX_QUEUED = 200_000
 _COLUMNS = (
     "created_at", "tenant_id", "tenant_slug", "virtual_host", "principal", "api_key_id", "backend", "method",
     "exposed_name", "upstream_name", "outcome", "error_code", "latency_ms", "bytes_in", "bytes_out",
-    "session_id", "trace_id",
+    "session_id", "trace_id", "backend_kind",
 )
 
 
@@ -55,6 +55,7 @@ def audit_records_write(entries: list[AuditEntry]) -> None:
                     entry.bytes_out,
                     _text(entry.session_id, 200),
                     _text(entry.trace_id, 32),
+                    entry.backend_kind,
                 ))
 
 

@@ -20,6 +20,7 @@ tool_name_validator = RegexValidator(
 class Backend(TimeStampedModel):
     class Kind(models.TextChoices):
         MCP = "mcp", "MCP server"
+        OPENAPI = "openapi", "REST service (OpenAPI)"
 
     class Transport(models.TextChoices):
         STREAMABLE_HTTP = "streamable-http", "Streamable HTTP"
@@ -30,6 +31,14 @@ class Backend(TimeStampedModel):
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.MCP)
     transport = models.CharField(max_length=32, choices=Transport.choices, default=Transport.STREAMABLE_HTTP)
     timeout_seconds = models.FloatField(default=60.0)
+    base_url = models.CharField(
+        max_length=500, blank=True,
+        help_text="OpenAPI backends: where the service is reached; overrides the spec's servers.",
+    )
+    active_spec = models.ForeignKey(
+        "SpecVersion", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        help_text="OpenAPI backends: the spec version whose tools are served.",
+    )
 
     class Meta:
         ordering = ["tenant__slug", "name"]
@@ -107,3 +116,86 @@ class ToolAlias(models.Model):
 
     def __str__(self) -> str:
         return f"{self.alias} -> {self.map_key}:{self.upstream_name}"
+
+
+class EgressCredential(TimeStampedModel):
+    """How the gateway authenticates to an OpenAPI backend. `secret` holds a Fernet token
+    (apps.common.secrets), never the plaintext. An empty `kind` takes kind and name from the
+    spec's first supported security scheme."""
+
+    class Kind(models.TextChoices):
+        FROM_SPEC = "", "as the spec's security scheme says"
+        API_KEY_HEADER = "api_key_header", "API key in a header"
+        API_KEY_QUERY = "api_key_query", "API key in the query string"
+        API_KEY_COOKIE = "api_key_cookie", "API key in a cookie"
+        BEARER = "bearer", "Bearer token"
+        BASIC = "basic", "HTTP basic"
+
+    backend = models.OneToOneField(Backend, on_delete=models.CASCADE, related_name="credential")
+    kind = models.CharField(max_length=16, choices=Kind.choices, blank=True)
+    name = models.CharField(max_length=128, blank=True, help_text="Header, query parameter or cookie name.")
+    username = models.CharField(max_length=128, blank=True)
+    secret = models.TextField(help_text="Encrypted.")
+
+    def __str__(self) -> str:
+        return f"{self.backend}: {self.kind or 'from spec'}"
+
+
+class SpecVersion(models.Model):
+    """One uploaded OpenAPI document of a backend and what compiling it gave. Immutable once
+    `ready` or `failed`; the backend serves the tools of its `active_spec`."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        COMPILING = "compiling", "compiling"
+        READY = "ready", "ready"
+        FAILED = "failed", "failed"
+
+    backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="spec_versions")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    filename = models.CharField(max_length=255, blank=True)
+    document = models.BinaryField()
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveIntegerField()
+    uploaded_by = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    compiled_at = models.DateTimeField(null=True, blank=True)
+    title = models.CharField(max_length=255, blank=True)
+    api_version = models.CharField(max_length=64, blank=True)
+    openapi_version = models.CharField(max_length=8, blank=True, help_text="2.0, 3.0 or 3.1")
+    tool_count = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True, help_text="[{pointer, message}]")
+    warnings = models.JSONField(default=list, blank=True, help_text="[{pointer, message}]")
+    changes = models.JSONField(default=dict, blank=True, help_text="{added, removed, changed}: tool names")
+    security_schemes = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["backend", "-number"]
+        constraints = [models.UniqueConstraint(fields=["backend", "number"], name="spec_unique_number_per_backend")]
+
+    def __str__(self) -> str:
+        return f"{self.backend} v{self.number} ({self.status})"
+
+
+class Tool(models.Model):
+    """A tool compiled from the active spec version of an OpenAPI backend."""
+
+    backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="tools")
+    spec_version = models.ForeignKey(SpecVersion, on_delete=models.CASCADE, related_name="tools")
+    name = models.CharField(max_length=128)
+    description = models.TextField(blank=True)
+    input_schema = models.JSONField()
+    output_schema = models.JSONField(null=True, blank=True)
+    annotations = models.JSONField(default=dict, blank=True)
+    binding = models.JSONField()
+    operation_id = models.CharField(max_length=255, blank=True)
+    pointer = models.CharField(max_length=1000, blank=True)
+    fingerprint = models.CharField(max_length=32, help_text="Changes when anything a caller sees changes.")
+
+    class Meta:
+        ordering = ["backend", "name"]
+        constraints = [models.UniqueConstraint(fields=["spec_version", "name"], name="tool_unique_name_per_spec")]
+
+    def __str__(self) -> str:
+        return f"{self.backend}:{self.name}"

@@ -28,7 +28,20 @@ class ToolTarget:
     upstream_name: str
 
 
+def _check_kind(*, kind: str, urls: Sequence[str], base_url: str) -> None:
+    if kind == Backend.Kind.OPENAPI:
+        if urls:
+            raise ValidationError({"urls": "an OpenAPI backend has no replica URLs; set its base URL"})
+        if base_url:
+            replica_url_validate(base_url)
+    elif base_url:
+        raise ValidationError({"base_url": "only OpenAPI backends have a base URL (MCP backends list replica URLs)"})
+
+
 def _replicas_set(*, backend: Backend, urls: Sequence[str]) -> None:
+    if backend.kind == Backend.Kind.OPENAPI:
+        backend.replicas.all().delete()
+        return
     if not urls:
         raise ValidationError({"urls": "a backend needs at least one replica URL"})
     if len(set(urls)) != len(urls):
@@ -54,9 +67,14 @@ def backend_create(
     kind: str = Backend.Kind.MCP,
     transport: str = Backend.Transport.STREAMABLE_HTTP,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    base_url: str = "",
 ) -> Backend:
-    """Create a backend with one replica per URL, in the given order."""
-    backend = Backend(tenant=tenant, name=name, kind=kind, transport=transport, timeout_seconds=timeout_seconds)
+    """Create a backend: an MCP server with one replica per URL, in the given order, or an OpenAPI
+    service (no URLs; `base_url` overrides its spec's servers, and its tools come from a spec upload)."""
+    _check_kind(kind=kind, urls=urls, base_url=base_url)
+    backend = Backend(
+        tenant=tenant, name=name, kind=kind, transport=transport, timeout_seconds=timeout_seconds, base_url=base_url
+    )
     backend.full_clean()
     if timeout_seconds <= 0:
         raise ValidationError({"timeout_seconds": "must be positive"})
@@ -68,16 +86,24 @@ def backend_create(
 
 @transaction.atomic
 def backend_update(
-    *, backend: Backend, kind: str, transport: str, urls: Sequence[str], timeout_seconds: float
+    *,
+    backend: Backend,
+    kind: str,
+    transport: str,
+    urls: Sequence[str],
+    timeout_seconds: float,
+    base_url: str = "",
 ) -> Backend:
     """Replace every editable attribute of the backend, its replica URLs included."""
+    _check_kind(kind=kind, urls=urls, base_url=base_url)
     backend.kind = kind
     backend.transport = transport
     backend.timeout_seconds = timeout_seconds
+    backend.base_url = base_url
     backend.full_clean()
     if timeout_seconds <= 0:
         raise ValidationError({"timeout_seconds": "must be positive"})
-    backend.save(update_fields=["kind", "transport", "timeout_seconds", "updated_at"])
+    backend.save(update_fields=["kind", "transport", "timeout_seconds", "base_url", "updated_at"])
     _replicas_set(backend=backend, urls=urls)
     config_version_bump(tenant_id=backend.tenant_id)
     return backend

@@ -47,6 +47,18 @@ class TenantSpec:
 
 
 @dataclass(frozen=True)
+class CredentialSpec:
+    """An OpenAPI backend's egress credential. The secret is written in the file or named by an
+    environment variable (`secret_env`), read when the document is applied."""
+
+    kind: str = ""
+    name: str = ""
+    username: str = ""
+    secret: str | None = None
+    secret_env: str | None = None
+
+
+@dataclass(frozen=True)
 class BackendSpec:
     tenant: str
     name: str
@@ -54,6 +66,10 @@ class BackendSpec:
     transport: str
     urls: tuple[str, ...]
     timeout_seconds: float
+    base_url: str = ""
+    # OpenAPI: the spec file as written (relative to the configuration file); None leaves it alone.
+    spec: str | None = None
+    credential: CredentialSpec | None = None
 
 
 @dataclass(frozen=True)

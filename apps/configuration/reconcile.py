@@ -7,8 +7,11 @@ problems with the document path; the caller then rolls everything back."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from django.core.exceptions import ValidationError
 
@@ -27,7 +30,16 @@ from apps.catalog.services import (
     virtual_host_delete,
     virtual_host_update,
 )
-from apps.configuration.document import BackendSpec, ConfigDocument, Problem, TenantSpec, VirtualHostSpec
+from apps.catalog.specs import egress_credential_clear, egress_credential_set, spec_upload
+from apps.common.secrets import SecretUnreadable, secret_decrypt
+from apps.configuration.document import (
+    BackendSpec,
+    ConfigDocument,
+    CredentialSpec,
+    Problem,
+    TenantSpec,
+    VirtualHostSpec,
+)
 from apps.configuration.reports import Action, Change, GeneratedSecret
 from apps.tenants.keys import key_hash
 from apps.tenants.models import ApiKey, Team, Tenant
@@ -50,8 +62,10 @@ class Reconciler:
     """One apply run. `run()` performs it; afterwards `changes`, `generated` and `problems` say
     what happened. Must be called inside a transaction the caller rolls back on problems."""
 
-    def __init__(self, *, document: ConfigDocument, prune: bool) -> None:
+    def __init__(self, *, document: ConfigDocument, prune: bool, base_dir: Path | None = None) -> None:
         self.document = document
+        self.base_dir = base_dir  # where relative spec paths start; None: the working directory
+        self.uploaded: list[int] = []  # spec versions queued for compilation
         self.prune = prune
         self.changes: list[Change] = []
         self.generated: list[GeneratedSecret] = []
@@ -174,30 +188,82 @@ class Reconciler:
             if backend is None:
                 backend = backend_create(
                     tenant=tenant, name=spec.name, urls=spec.urls, kind=spec.kind,
-                    transport=spec.transport, timeout_seconds=spec.timeout_seconds,
+                    transport=spec.transport, timeout_seconds=spec.timeout_seconds, base_url=spec.base_url,
                 )
-                self._record(Action.CREATED, "backend", name)
+                details = self._openapi_parts(backend, spec, path)
+                self._record(Action.CREATED, "backend", name, details)
             else:
                 current = {
                     "kind": backend.kind,
                     "transport": backend.transport,
                     "urls": tuple(r.url for r in backend.replicas.all()),
                     "timeout_seconds": backend.timeout_seconds,
+                    "base_url": backend.base_url,
                 }
                 wanted = {
                     "kind": spec.kind,
                     "transport": spec.transport,
                     "urls": spec.urls,
                     "timeout_seconds": spec.timeout_seconds,
+                    "base_url": spec.base_url,
                 }
                 details = [field for field in current if current[field] != wanted[field]]
                 if details:
                     backend_update(
                         backend=backend, kind=spec.kind, transport=spec.transport, urls=spec.urls,
-                        timeout_seconds=spec.timeout_seconds,
+                        timeout_seconds=spec.timeout_seconds, base_url=spec.base_url,
                     )
+                details += self._openapi_parts(backend, spec, path)
                 self._record(Action.UPDATED if details else Action.UNCHANGED, "backend", name, details)
             self._backends[(spec.tenant, spec.name)] = backend
+
+    def _openapi_parts(self, backend: Backend, spec: BackendSpec, path: str) -> list[str]:
+        """Upload the spec file when it differs from the latest upload, and set the credential
+        when it differs from the stored one. Returns what changed."""
+        details: list[str] = []
+        if spec.spec is not None:
+            file = Path(spec.spec)
+            if not file.is_absolute() and self.base_dir is not None:
+                file = self.base_dir / file
+            try:
+                document = file.read_bytes()
+            except OSError as error:
+                raise ValidationError({"spec": f"cannot read {str(file)!r}: {error.strerror}"}) from None
+            latest = backend.spec_versions.order_by("-number").first()
+            if latest is None or latest.sha256 != hashlib.sha256(document).hexdigest():
+                version = spec_upload(backend=backend, document=document, filename=file.name, uploaded_by="config")
+                self.uploaded.append(version.pk)
+                details.append(f"spec v{version.number} uploaded")
+        if spec.credential is not None:
+            if self._credential_differs(backend, spec.credential):
+                egress_credential_set(
+                    backend=backend, secret=self._secret(spec.credential), kind=spec.credential.kind,
+                    name=spec.credential.name, username=spec.credential.username,
+                )
+                details.append("credential")
+        elif spec.kind == Backend.Kind.OPENAPI and hasattr(backend, "credential") and self.prune:
+            egress_credential_clear(backend=backend)
+            details.append("credential removed")
+        return details
+
+    def _secret(self, credential: CredentialSpec) -> str:
+        if credential.secret_env is None:
+            return credential.secret or ""
+        value = os.environ.get(credential.secret_env)
+        if not value:
+            raise ValidationError({"credential": f"environment variable {credential.secret_env} is not set"})
+        return value
+
+    def _credential_differs(self, backend: Backend, wanted: CredentialSpec) -> bool:
+        stored = getattr(backend, "credential", None)
+        if stored is None:
+            return True
+        try:
+            secret = secret_decrypt(stored.secret)
+        except SecretUnreadable:
+            return True
+        current = (stored.kind, stored.name, stored.username, secret)
+        return current != (wanted.kind, wanted.name, wanted.username, self._secret(wanted))
 
     # --- virtual hosts -------------------------------------------------------------------------
     def _virtual_host(self, spec: VirtualHostSpec, path: str) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from apps.catalog.models import SpecVersion
 
 
 class Action(StrEnum):
@@ -39,6 +42,8 @@ class ApplyReport:
     generated_secrets: tuple[GeneratedSecret, ...]
     dry_run: bool = False
     pruned: bool = False
+    #: Ids of the OpenAPI spec versions uploaded and queued for compilation.
+    spec_versions: tuple[int, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -65,4 +70,24 @@ def report_lines(report: ApplyReport) -> list[str]:
     if report.generated_secrets:
         lines.append("generated key secrets (shown once, store them now):")
         lines.extend(f"  {s.tenant}/{s.key}: {s.secret}" for s in report.generated_secrets)
+    return lines
+
+
+def spec_report_lines(versions: Iterable[SpecVersion]) -> list[str]:
+    """How each uploaded OpenAPI spec compiled: tools and changes, or every error with its pointer."""
+    lines: list[str] = []
+    for v in versions:
+        name = f"{v.backend.tenant.slug}/{v.backend.name} v{v.number}"
+        if v.status == SpecVersion.Status.READY:
+            changes = v.changes
+            lines.append(
+                f"spec {name}: ready, {v.tool_count} tools (+{len(changes.get('added', []))} "
+                f"-{len(changes.get('removed', []))} ~{len(changes.get('changed', []))}), "
+                f"{len(v.warnings)} warning(s)"
+            )
+        elif v.status == SpecVersion.Status.FAILED:
+            lines.append(f"spec {name}: failed with {len(v.errors)} error(s); the previous version keeps serving")
+            lines.extend(f"  {e['pointer'] or '(document)'}: {e['message']}" for e in v.errors)
+        else:
+            lines.append(f"spec {name}: still {v.status} (is a Celery worker running?)")
     return lines

@@ -37,7 +37,7 @@ DEMO_ADMIN_USERNAME = "admin"
 _APPLY_LOCK_ID = 0x6D677763
 
 
-def config_apply(*, document: str, prune: bool, dry_run: bool = False) -> ApplyReport:
+def config_apply(*, document: str, prune: bool, dry_run: bool = False, base_dir: Path | None = None) -> ApplyReport:
     """Make the database match the YAML `document`, all or nothing.
 
     - Invalid document, or a conflict with the database: raises `ConfigInvalid` with every problem
@@ -50,6 +50,9 @@ def config_apply(*, document: str, prune: bool, dry_run: bool = False) -> ApplyR
       without one a secret is generated on creation only and returned once in the report.
     - `dry_run`: everything is worked out and then rolled back; generated secrets are withheld,
       since they would never work.
+    - OpenAPI backends: `spec` files are read relative to `base_dir` (the configuration file's
+      folder) and uploaded when they differ from the latest upload; compilation is queued after
+      commit and `ApplyReport.spec_versions` lists the versions queued.
     """
     parsed = config_parse(document)
     with transaction.atomic():
@@ -57,7 +60,7 @@ def config_apply(*, document: str, prune: bool, dry_run: bool = False) -> ApplyR
         # applies would otherwise race on the same unique names and fail with IntegrityErrors.
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_APPLY_LOCK_ID])
-        reconciler = Reconciler(document=parsed, prune=prune)
+        reconciler = Reconciler(document=parsed, prune=prune, base_dir=base_dir)
         reconciler.run()
         if reconciler.problems:
             raise ConfigInvalid(reconciler.problems)  # leaving the block rolls everything back
@@ -68,6 +71,7 @@ def config_apply(*, document: str, prune: bool, dry_run: bool = False) -> ApplyR
         generated_secrets=() if dry_run else tuple(reconciler.generated),
         dry_run=dry_run,
         pruned=prune,
+        spec_versions=() if dry_run else tuple(reconciler.uploaded),
     )
 
 
@@ -88,13 +92,14 @@ def config_export() -> str:
             }
         )
         for backend in backend_list(tenant=tenant):
-            item: dict[str, Any] = {
-                "tenant": tenant.slug,
-                "name": backend.name,
-                "kind": backend.kind,
-                "transport": backend.transport,
-                "urls": [replica.url for replica in backend.replicas.all()],
-            }
+            item: dict[str, Any] = {"tenant": tenant.slug, "name": backend.name, "kind": backend.kind}
+            if backend.kind == backend.Kind.OPENAPI:
+                # The spec and the credential's secret stay as they are (no `spec` / `credential`).
+                if backend.base_url:
+                    item["base_url"] = backend.base_url
+            else:
+                item["transport"] = backend.transport
+                item["urls"] = [replica.url for replica in backend.replicas.all()]
             if backend.timeout_seconds != DEFAULT_TIMEOUT_SECONDS:
                 item["timeout_seconds"] = backend.timeout_seconds
             backends.append(item)

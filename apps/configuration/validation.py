@@ -14,7 +14,7 @@ import yaml
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
-from apps.catalog.models import Backend, map_key_validator, name_validator, tool_name_validator
+from apps.catalog.models import Backend, EgressCredential, map_key_validator, name_validator, tool_name_validator
 from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS
 from apps.catalog.validators import replica_url_validate
 from apps.configuration.document import (
@@ -22,6 +22,7 @@ from apps.configuration.document import (
     BackendSpec,
     ConfigDocument,
     ConfigInvalid,
+    CredentialSpec,
     KeySpec,
     MountSpec,
     Problem,
@@ -34,7 +35,8 @@ from apps.tenants.models import slug_validator
 TOP_LEVEL_KEYS = ("tenants", "backends", "virtual_hosts")
 _TENANT_FIELDS = ("slug", "name", "teams", "keys")
 _KEY_FIELDS = ("name", "team", "secret", "expires_at", "revoked")
-_BACKEND_FIELDS = ("tenant", "name", "kind", "transport", "urls", "timeout_seconds")
+_BACKEND_FIELDS = ("tenant", "name", "kind", "transport", "urls", "timeout_seconds", "base_url", "spec", "credential")
+_CREDENTIAL_FIELDS = ("kind", "name", "username", "secret", "secret_env")
 _VHOST_FIELDS = ("tenant", "slug", "backends", "tool_aliases", "allow_anonymous", "anonymous_key")
 _UPSTREAM_NAME_MAX_LENGTH = 128
 
@@ -263,7 +265,7 @@ class _Checker:
         backends: dict[tuple[str, str], BackendSpec] = {}
         for i, item in enumerate(self.items(raw, "backends")):
             path = f"backends[{i}]"
-            fields = self.mapping(item, path, fields=_BACKEND_FIELDS, required=("tenant", "name", "urls"))
+            fields = self.mapping(item, path, fields=_BACKEND_FIELDS, required=("tenant", "name"))
             if fields is None:
                 continue
             tenant = self.tenant_ref(fields.get("tenant"), f"{path}.tenant", tenants)
@@ -276,7 +278,19 @@ class _Checker:
                 f"{path}.transport",
                 Backend.Transport.values,
             )
-            urls = self.urls(fields.get("urls"), f"{path}.urls")
+            base_url, spec_file, credential = "", None, None
+            if kind == Backend.Kind.OPENAPI:
+                urls: tuple[str, ...] = ()
+                if "urls" in fields:
+                    self.add(f"{path}.urls", "an OpenAPI backend has no replica URLs; use base_url")
+                base_url, spec_file, credential = self.openapi_fields(fields, path)
+            else:
+                urls = self.urls(fields.get("urls"), f"{path}.urls") if "urls" in fields else ()
+                if "urls" not in fields:
+                    self.add(path, "missing required field 'urls'")
+                for field in ("base_url", "spec", "credential"):
+                    if field in fields:
+                        self.add(f"{path}.{field}", f"only OpenAPI backends (kind: openapi) have {field!r}")
             timeout = fields.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
                 self.add(f"{path}.timeout_seconds", "must be a positive number of seconds")
@@ -286,9 +300,43 @@ class _Checker:
             elif tenant and name:
                 backends[(tenant, name)] = BackendSpec(
                     tenant=tenant, name=name, kind=kind, transport=transport, urls=urls,
-                    timeout_seconds=float(timeout),
+                    timeout_seconds=float(timeout), base_url=base_url, spec=spec_file, credential=credential,
                 )
         return tuple(backends.values())
+
+    def openapi_fields(self, fields: dict[str, Any], path: str) -> tuple[str, str | None, CredentialSpec | None]:
+        base_url = ""
+        if "base_url" in fields:
+            base_url = self.text(fields["base_url"], f"{path}.base_url", max_length=500)
+            if base_url:
+                try:
+                    replica_url_validate(base_url)
+                except ValidationError as error:
+                    self.add(f"{path}.base_url", error.messages[0])
+        spec_file = None
+        if "spec" in fields:
+            spec_file = self.text(fields["spec"], f"{path}.spec", max_length=1000) or None
+        credential = None
+        if "credential" in fields:
+            raw = self.mapping(fields["credential"], f"{path}.credential", fields=_CREDENTIAL_FIELDS, required=())
+            if raw is not None:
+                where = f"{path}.credential"
+                kind = self.choice(raw.get("kind", ""), f"{where}.kind", EgressCredential.Kind.values)
+                secret = raw.get("secret")
+                secret_env = raw.get("secret_env")
+                if (secret is None) == (secret_env is None):
+                    self.add(where, "give exactly one of 'secret' and 'secret_env'")
+                for field in ("name", "username", "secret", "secret_env"):
+                    if field in raw and not isinstance(raw[field], str):
+                        self.add(f"{where}.{field}", "must be a string")
+                if kind.startswith("api_key_") and not raw.get("name"):
+                    self.add(f"{where}.name", f"credential kind {kind!r} needs the header, parameter or cookie name")
+                credential = CredentialSpec(
+                    kind=kind, name=str(raw.get("name", "")), username=str(raw.get("username", "")),
+                    secret=secret if isinstance(secret, str) else None,
+                    secret_env=secret_env if isinstance(secret_env, str) else None,
+                )
+        return base_url, spec_file, credential
 
     def urls(self, raw: Any, path: str) -> tuple[str, ...]:
         if not isinstance(raw, list) or not raw:

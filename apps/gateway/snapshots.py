@@ -13,8 +13,9 @@ from asgiref.sync import sync_to_async
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
-from apps.catalog.models import VirtualHost
+from apps.catalog.models import Backend, VirtualHost
 from apps.common.config_version import CONFIG_VERSION_KEY
+from apps.gateway.openapi import OpenApiHttp, openapi_server_build
 from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.singleflight import SingleFlight
 from apps.gateway.pipeline.values import BackendView, Principal, VirtualHostView
@@ -61,19 +62,34 @@ class TenantSnapshot:
         return Principal(p.tenant_id, p.tenant_slug, p.key_id, p.key_name, p.team, anonymous=True)
 
 
-def tenant_snapshot_load(slug: str) -> TenantSnapshot | None:
+def tenant_snapshot_load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
     """Read one tenant's configuration (a handful of queries, off the request path). Runs in a
     worker thread outside any request cycle, so it recycles its connection itself; a database that
     cannot be reached is StoreUnavailable."""
     close_old_connections()
     try:
-        return _load(slug)
+        return _load(slug, http)
     except DatabaseError as exc:
         connection.close()
         raise StoreUnavailable(f"database: {type(exc).__name__}") from None
 
 
-def _load(slug: str) -> TenantSnapshot | None:
+def _backend_view(backend: Backend, http: OpenApiHttp) -> BackendView:
+    if backend.kind == Backend.Kind.OPENAPI:
+        return BackendView(
+            id=backend.pk, name=backend.name, transport="", urls=(), timeout=backend.timeout_seconds,
+            kind=backend.kind, server=openapi_server_build(backend, http),
+        )
+    return BackendView(
+        id=backend.pk,
+        name=backend.name,
+        transport=backend.transport,
+        urls=tuple(replica.url for replica in backend.replicas.all()),
+        timeout=backend.timeout_seconds,
+    )
+
+
+def _load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
     tenant = Tenant.objects.filter(slug=slug).first()
     if tenant is None:
         return None
@@ -91,22 +107,22 @@ def _load(slug: str) -> TenantSnapshot | None:
         keys.append(_Key(principal, expires, api_key.revoked_at is not None and api_key.revoked_at <= timezone.now()))
         hashes[api_key.secret_hash] = api_key.pk
     vhosts: dict[str, VirtualHostView] = {}
-    for vhost in VirtualHost.objects.filter(tenant=tenant).prefetch_related("mounts__backend__replicas", "tool_aliases"):
-        mounts = {
-            mount.map_key: BackendView(
-                id=mount.backend.pk,
-                name=mount.backend.name,
-                transport=mount.backend.transport,
-                urls=tuple(replica.url for replica in mount.backend.replicas.all()),
-                timeout=mount.backend.timeout_seconds,
-            )
-            for mount in vhost.mounts.all()
-        }
+    views: dict[int, BackendView] = {}  # one per backend, however many hosts mount it
+    vhost_rows = VirtualHost.objects.filter(tenant=tenant).prefetch_related(
+        "mounts__backend__replicas", "mounts__backend__credential", "mounts__backend__active_spec", "tool_aliases"
+    )
+    for vhost in vhost_rows:
+        mounts = {}
+        for mount in vhost.mounts.all():
+            view = views.get(mount.backend_id)
+            if view is None:
+                view = views[mount.backend_id] = _backend_view(mount.backend, http)
+            mounts[mount.map_key] = view
         vhosts[vhost.slug] = VirtualHostView(
             tenant_id=tenant.pk,
             tenant_slug=tenant.slug,
             slug=vhost.slug,
-            mounts=MappingProxyType({key: view for key, view in mounts.items() if view.urls}),
+            mounts=MappingProxyType({key: view for key, view in mounts.items() if view.urls or view.server}),
             aliases=MappingProxyType({a.alias: (a.map_key, a.upstream_name) for a in vhost.tool_aliases.all()}),
             anonymous_key_id=vhost.anonymous_key_id if vhost.allow_anonymous else None,
         )
@@ -117,7 +133,8 @@ class SnapshotDirectory:
     """The `Directory` port. Checks the version counter at most every `check_seconds`; while Redis is
     unreachable it keeps serving what it has."""
 
-    def __init__(self, client: redis.asyncio.Redis, *, check_seconds: float) -> None:
+    def __init__(self, client: redis.asyncio.Redis, *, check_seconds: float, http: OpenApiHttp) -> None:
+        self._http = http
         self._redis = client
         self._check_seconds = check_seconds
         self._checked = float("-inf")
@@ -150,7 +167,7 @@ class SnapshotDirectory:
 
     async def _load_into_cache(self, slug: str) -> TenantSnapshot | None:
         version = self._version
-        snapshot = await self._load(slug)
+        snapshot = await self._load(slug, self._http)
         if version == self._version:  # else it may predate the change that moved the counter
             if snapshot is not None:
                 self._tenants[slug] = snapshot

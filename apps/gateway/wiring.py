@@ -10,6 +10,7 @@ from django.conf import settings
 
 from apps.audit.writer import AuditWriter
 from apps.common.redis import async_redis_client
+from apps.gateway.openapi import OpenApiHttp
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.sessions import RedisSessionStore
 from apps.gateway.snapshots import SnapshotDirectory
@@ -38,7 +39,9 @@ def gateway() -> Gateway:
     if instance is None:
         client = async_redis_client()
         instance = Gateway(
-            directory=SnapshotDirectory(client, check_seconds=settings.GATEWAY_SNAPSHOT_CHECK_SECONDS),
+            directory=SnapshotDirectory(
+                client, check_seconds=settings.GATEWAY_SNAPSHOT_CHECK_SECONDS, http=OpenApiHttp()
+            ),
             sessions=RedisSessionStore(
                 client,
                 secret=settings.SECRET_KEY,

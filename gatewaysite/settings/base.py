@@ -142,9 +142,19 @@ GATEWAY_SESSION_TTL_SECONDS = int(os.environ.get("GATEWAY_SESSION_TTL_SECONDS", 
 GATEWAY_UPSTREAM_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_UPSTREAM_TIMEOUT_SECONDS", "60"))
 # How often (seconds) an instance checks the configuration version counter in Redis.
 GATEWAY_SNAPSHOT_CHECK_SECONDS = float(os.environ.get("GATEWAY_SNAPSHOT_CHECK_SECONDS", "0.5"))
-# Name of this gateway instance; part of every session id it mints (the owner hint).
+# How often (seconds) queued audit rows are written.
 GATEWAY_AUDIT_FLUSH_SECONDS = float(os.environ.get("GATEWAY_AUDIT_FLUSH_SECONDS", "0.25"))
+# Name of this gateway instance; part of every session id it mints (the owner hint).
 GATEWAY_INSTANCE_ID = os.environ.get("GATEWAY_INSTANCE_ID", f"gw{os.getpid()}")
+
+# Serve /static/ from the gateway process itself (development and tests; production uses nginx).
+GATEWAY_SERVE_STATIC = env_bool("GATEWAY_SERVE_STATIC", False)
+# Fernet keys for secrets at rest (egress credentials), newest first; empty: derived from the secret key.
+GATEWAY_ENCRYPTION_KEYS = env_list("GATEWAY_ENCRYPTION_KEYS")
+# Largest OpenAPI document accepted for upload, in bytes.
+GATEWAY_SPEC_MAX_BYTES = int(os.environ.get("GATEWAY_SPEC_MAX_BYTES", str(50 * 1024 * 1024)))
+# Largest response body read from an OpenAPI service; larger ones are a tool error.
+GATEWAY_OPENAPI_MAX_RESPONSE_BYTES = int(os.environ.get("GATEWAY_OPENAPI_MAX_RESPONSE_BYTES", str(8 * 1024 * 1024)))
 
 LOGGING = {
     "version": 1,

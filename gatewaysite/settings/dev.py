@@ -6,6 +6,7 @@ from .base import *  # noqa: F403
 from .base import SECRET_KEY, VAR_DIR, env_bool
 
 DEBUG = env_bool("GATEWAY_DEBUG", True)
+GATEWAY_SERVE_STATIC = env_bool("GATEWAY_SERVE_STATIC", True)
 
 if not SECRET_KEY:
     _key_file = VAR_DIR / "secret_key"

@@ -16,7 +16,7 @@ from apps.configuration.services import config_apply, config_export
 from apps.tenants.keys import key_hash
 from apps.tenants.models import ApiKey, Team, Tenant
 from apps.tenants.services import api_key_revoke
-from tests.configuration.documents import README_EXAMPLE, docs_examples, full_example
+from tests.configuration.documents import DOCS, README_EXAMPLE, docs_examples, full_example
 from tests.factories import api_key_factory
 
 pytestmark = pytest.mark.django_db
@@ -48,8 +48,9 @@ def test_readme_example_applies_as_written() -> None:
 
 
 @pytest.mark.parametrize("index", range(len(docs_examples())))
-def test_every_example_in_the_docs_applies(index: int) -> None:
-    assert config_apply(document=docs_examples()[index], prune=False).changed
+def test_every_example_in_the_docs_applies(index: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PETSTORE_KEY", "example-key")  # the OpenAPI example's credential
+    assert config_apply(document=docs_examples()[index], prune=False, base_dir=DOCS.parent).changed
 
 
 def test_full_example_lands_in_the_database() -> None:

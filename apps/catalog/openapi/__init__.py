@@ -9,7 +9,8 @@ Entry point: :func:`compile_spec`. Module roles:
 * ``names`` — tool/argument naming (sanitise, cap, collisions);
 * ``compiler`` — walks the paths, one operation → one :class:`CompiledTool`;
 * ``invoke`` (with ``calls``, ``serialize``, ``bodies``) — a call's arguments → :class:`OutgoingRequest`;
-* ``results`` — the HTTP response → ``CallToolResult``.
+* ``results`` — the HTTP response → ``CallToolResult``;
+* ``validation`` — arguments checked against ``inputSchema``, ``structuredContent`` against ``outputSchema``.
 """
 
 from .calls import ArgumentError, Credential, InvokeError, OutgoingRequest
@@ -17,6 +18,7 @@ from .compiler import compile_spec
 from .invoke import build_request
 from .model import ArgumentBinding, CompiledTool, CompileOptions, CompileResult, Problem, ToolBinding
 from .results import shape_result
+from .validation import check_structured, validate_arguments
 
 __all__ = [
     "ArgumentBinding",
@@ -26,6 +28,8 @@ __all__ = [
     "OutgoingRequest",
     "build_request",
     "shape_result",
+    "validate_arguments",
+    "check_structured",
     "CompileOptions",
     "CompileResult",
     "CompiledTool",

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote_plus
 
 import orjson
 
 from .calls import ArgumentError
 from .serialize import _json_text, _text
-
-if TYPE_CHECKING:
-    from .invoke import Plan
 
 _BOUNDARIES = itertools.count(1)
 
@@ -27,17 +24,20 @@ def _dumps(value: Any) -> bytes:
         raise ArgumentError(f"body cannot be serialised as JSON: {exc}") from None
 
 
-def _encode_object(plan: Plan, values: dict[str, Any], boundary: str | None) -> tuple[bytes, str]:
-    kind = plan.body_kind
+def _encode_object(kind: str, content_type: str | None, values: dict[str, Any],
+                   boundary: str | None) -> tuple[bytes, str]:
+    """``body_mode="properties"``: ``kind`` and ``content_type`` are the plan's ``body_kind`` and
+    ``body_content_type``."""
     if kind == "form":
-        return _urlencoded(values), plan.body_content_type or "application/x-www-form-urlencoded"
+        return _urlencoded(values), content_type or "application/x-www-form-urlencoded"
     if kind == "multipart":
         return _multipart(values, boundary)
-    return _dumps(values), plan.body_content_type or "application/json"
+    return _dumps(values), content_type or "application/json"
 
 
-def _encode_whole(plan: Plan, value: Any, boundary: str | None) -> tuple[bytes, str]:
-    kind, declared = plan.body_kind, plan.body_content_type or "application/octet-stream"
+def _encode_whole(kind: str, content_type: str | None, value: Any, boundary: str | None) -> tuple[bytes, str]:
+    """``body_mode="whole"``: ``value`` is the body."""
+    declared = content_type or "application/octet-stream"
     if kind == "form" and isinstance(value, dict):
         return _urlencoded(value), declared
     if kind == "multipart" and isinstance(value, dict):

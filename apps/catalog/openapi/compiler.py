@@ -16,6 +16,7 @@ from .names import NameAllocator, fallback_base, sanitize
 from .params import Body, Context, build_input, gather, is_json, parameters_to_args, pick_media_type
 from .refs import RefResolver
 from .schemas import SchemaBudgetExceeded, SchemaConverter, is_object_schema
+from .security import security_schemes
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 _SERVER_VARIABLE = re.compile(r"{([^{}]+)}")
@@ -60,6 +61,7 @@ def compile_spec(data: bytes | str, *, options: CompileOptions = _DEFAULT_OPTION
         title=title,
         version=version,
         spec_version=spec_version,
+        security=security_schemes(doc),
     )
 
 

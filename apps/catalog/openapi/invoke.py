@@ -38,19 +38,24 @@ uploaded specs often have, or ``""``) it is resolved against ``base_url`` (``bas
 as OpenAPI resolves relative servers against the document's location. Without an absolute result,
 :class:`InvokeError` is raised.
 
-Plans (per-tool precomputation) are cached by the identity of the :class:`CompiledTool`.
+Plans (per-tool precomputation) are cached by the identity of the :class:`CompiledTool`. Each plan
+carries a builder generated for the tool (``codegen``) that applies these rules as straight-line code;
+:func:`build_request_reference` applies them by walking the plan generically and is the reference the
+generated builders are tested against.
 """
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
+from .assemble import _apply, _missing_arguments, _server, _unknown_arguments
 from .bodies import _encode_object, _encode_whole
-from .calls import _BAD_HEADER, _MISSING, ArgumentError, Credential, InvokeError, OutgoingRequest
+from .calls import _BAD_HEADER, _MISSING, ArgumentError, Credential, OutgoingRequest
+from .codegen import Builder, generate
 from .model import CompiledTool
 from .serialize import _enc, _enc_cookie, _enc_reserved, _header_renderer, _path_renderer, _query_appender
 
@@ -90,6 +95,12 @@ class Plan:
     body_content_type: str | None
     body_required: bool
     query_joiner: str  # "?" or "&" (when the path template already has a query)
+    header_names: frozenset[str]  # lower-cased names of the header parameters
+    build: Builder  # generated for this plan: (arguments, base_url, credential, boundary) -> request
+
+
+def _not_generated(*_: Any) -> OutgoingRequest:
+    raise AssertionError("the plan's builder has not been generated yet")
 
 
 def _body_kind(content_type: str | None) -> str:
@@ -124,7 +135,7 @@ def make_plan(tool: CompiledTool) -> Plan:
             entries.append(_Entry(b.argument, code, b.name, _header_renderer(b), fast=b.content_type is None))
         else:
             entries.append(_Entry(b.argument, code, b.name, None))
-    return Plan(
+    draft = Plan(
         method=binding.method,
         server=binding.servers[0] if binding.servers else "",
         pieces=tuple(pieces),
@@ -136,7 +147,14 @@ def make_plan(tool: CompiledTool) -> Plan:
         body_content_type=binding.body_content_type,
         body_required=binding.body_required,
         query_joiner="&" if "?" in binding.path else "?",
+        header_names=frozenset((e.name or "").lower() for e in entries if e.code == _HEADER),
+        build=_not_generated,
     )
+    if len(draft.arguments) < len(entries):
+        # Two bindings of one argument (the compiler never makes them): the generated builders
+        # count on unique names, so such a hand-made tool keeps the generic walk.
+        return replace(draft, build=partial(_build_generic, draft))
+    return replace(draft, build=generate(draft, binding.arguments, tool.name))
 
 
 _PLANS: dict[int, tuple[CompiledTool, Plan]] = {}
@@ -158,7 +176,6 @@ def plan_for(tool: CompiledTool) -> Plan:
 # --------------------------------------------------------------------------- build_request
 
 
-
 def build_request(
     tool: CompiledTool,
     arguments: Mapping[str, Any],
@@ -173,9 +190,28 @@ def build_request(
     CR/LF, and :class:`InvokeError` when no absolute URL can be formed. ``boundary`` fixes the multipart
     boundary (default: ``mcpgw-boundary-<counter>``).
     """
+    if type(arguments) is not dict and not isinstance(arguments, Mapping):  # the ABC check costs more
+        raise ArgumentError("arguments must be an object")
+    return plan_for(tool).build(arguments, base_url, credential, boundary)
+
+
+def build_request_reference(
+    tool: CompiledTool,
+    arguments: Mapping[str, Any],
+    *,
+    base_url: str | None = None,
+    credential: Credential | None = None,
+    boundary: str | None = None,
+) -> OutgoingRequest:
+    """:func:`build_request` by the generic walk over the plan, without the generated builder: the
+    reference for tests and the benchmark."""
     if not isinstance(arguments, Mapping):
         raise ArgumentError("arguments must be an object")
-    plan = plan_for(tool)
+    return _build_generic(plan_for(tool), arguments, base_url, credential, boundary)
+
+
+def _build_generic(plan: Plan, arguments: Mapping[str, Any], base_url: str | None, credential: Credential | None,
+                   boundary: str | None) -> OutgoingRequest:
     pieces: list[str] | None = None
     query: list[str] = []
     headers: list[tuple[str, str]] = []
@@ -231,14 +267,13 @@ def build_request(
         else:
             entry.fn(value, cookies)
     if seen != len(arguments):
-        unknown = sorted(str(k) for k in arguments if k not in plan.arguments)
-        raise ArgumentError(f"unknown argument{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
+        raise _unknown_arguments(arguments, plan.arguments)
     for name in plan.required:
         if get(name) is None:
             missing = missing or []
             missing.append(name)
     if missing:
-        raise ArgumentError(f"missing required argument{'s' if len(missing) > 1 else ''}: {', '.join(missing)}")
+        raise _missing_arguments(missing)
 
     path = "".join(pieces) if pieces is not None else "".join(plan.pieces)
     server = _server(plan.server, base_url)
@@ -247,12 +282,12 @@ def build_request(
     content_type: str | None = None
     if plan.body_mode == "properties":
         if body_values or plan.body_required:
-            body, content_type = _encode_object(plan, body_values, boundary)
+            body, content_type = _encode_object(plan.body_kind, plan.body_content_type, body_values, boundary)
     elif plan.body_mode == "whole" and whole is not _MISSING:
-        body, content_type = _encode_whole(plan, whole, boundary)
+        body, content_type = _encode_whole(plan.body_kind, plan.body_content_type, whole, boundary)
 
     if credential is not None:
-        _apply(credential, headers, query, cookies)
+        _apply(credential, headers, query, cookies, plan.header_names)
     if cookies:
         headers.append(("Cookie", "; ".join(cookies)))
     if content_type is not None:
@@ -261,37 +296,4 @@ def build_request(
     if query:
         url = url + plan.query_joiner + "&".join(query)
     return OutgoingRequest(plan.method, url, tuple(headers), body, content_type)
-
-
-def _server(server: str, base_url: str | None) -> str:
-    if base_url is not None:
-        base = base_url.rstrip("/")
-        server = base if "://" in server else base + server
-    if "://" not in server:
-        raise InvokeError("the API has no absolute server URL; configure a base URL for this backend")
-    return server
-
-
-def _apply(credential: Credential, headers: list[tuple[str, str]], query: list[str], cookies: list[str]) -> None:
-    kind = credential.kind
-    if kind in ("bearer", "basic", "api_key_header"):
-        header = credential.name if kind == "api_key_header" else "Authorization"
-        low = header.lower()
-        headers[:] = [h for h in headers if h[0].lower() != low]
-        if kind == "bearer":
-            headers.append((header, f"Bearer {credential.value}"))
-        elif kind == "basic":
-            token = base64.b64encode(f"{credential.username}:{credential.value}".encode()).decode("ascii")
-            headers.append((header, f"Basic {token}"))
-        else:
-            headers.append((header, credential.value))
-    elif kind == "api_key_query":
-        prefix = _enc(credential.name) + "="
-        query[:] = [q for q in query if not q.startswith(prefix)]
-        query.append(prefix + _enc(credential.value))
-    else:
-        prefix = _enc_cookie(credential.name) + "="
-        cookies[:] = [c for c in cookies if not c.startswith(prefix)]
-        cookies.append(prefix + _enc_cookie(credential.value))
-
 

@@ -9,7 +9,10 @@ them as read-only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from .security import SecurityScheme
 
 Location = Literal["path", "query", "header", "cookie", "body"]
 BodyMode = Literal["none", "properties", "whole"]
@@ -138,6 +141,8 @@ class CompileResult:
     version: str = ""
     #: ``"2.0"``, ``"3.0"`` or ``"3.1"``; ``""`` when the document could not be identified.
     spec_version: str = ""
+    #: Supported security schemes, the preferred first (see ``security.py``).
+    security: tuple[SecurityScheme, ...] = ()
 
     @property
     def ok(self) -> bool:

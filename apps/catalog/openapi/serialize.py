@@ -16,39 +16,42 @@ _ALLOW_RESERVED_SAFE = ":/?[]@!$'()*,;"
 _COOKIE_SAFE = "!#$&'()*+-./:<=>?@[]^_`{|}~"
 
 
-def _quoter(safe: str) -> Callable[[str], str]:
-    """A percent-encoder keeping RFC 3986 *unreserved* characters and ``safe``.
+def _quoter(safe: str) -> tuple[Callable[[str], str], Callable[[str], str | None]]:
+    """A percent-encoder keeping RFC 3986 *unreserved* characters and ``safe``, and its memo's ``get``.
 
-    Fast paths: ASCII alphanumerics are returned as they are; other short strings are memoised in a
-    bounded dict (values such as enums and ids repeat across calls); the rest goes byte by byte through
-    a 256-entry table (several times faster than ``urllib.parse.quote`` on this interpreter)."""
+    Short strings are memoised in a bounded dict (values such as enums and ids repeat across calls);
+    ASCII alphanumerics need no encoding; the rest goes byte by byte through a 256-entry table (several
+    times faster than ``urllib.parse.quote`` on this interpreter). The generated builders (``codegen``)
+    look values up in the memo themselves, which saves a call per value, and call the encoder on a miss
+    (``None``, or ``""`` for the empty string) — so alphanumerics are memoised too."""
     keep = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~" + safe.encode())
     table = tuple(chr(b) if b in keep else f"%{b:02X}" for b in range(256)).__getitem__
     memo: dict[str, str] = {}
 
     def encode(text: str) -> str:
-        if text.isalnum() and text.isascii():
-            return text
         hit = memo.get(text)
         if hit is not None:
             return hit
-        try:
-            encoded = "".join(map(table, text.encode()))
-        except UnicodeEncodeError:
-            raise ArgumentError("text is not valid Unicode (lone surrogate)") from None
+        if text.isalnum() and text.isascii():
+            encoded = text
+        else:
+            try:
+                encoded = "".join(map(table, text.encode()))
+            except UnicodeEncodeError:
+                raise ArgumentError("text is not valid Unicode (lone surrogate)") from None
         if len(text) <= _MEMO_MAX_LENGTH:
             if len(memo) >= _MEMO_MAX_ENTRIES:
                 memo.clear()
             memo[text] = encoded
         return encoded
-    return encode
+    return encode, memo.get
 
 
 _MEMO_MAX_LENGTH = 128
 _MEMO_MAX_ENTRIES = 8_192
-_enc = _quoter("")
-_enc_reserved = _quoter(_ALLOW_RESERVED_SAFE)
-_enc_cookie = _quoter(_COOKIE_SAFE)
+_enc, _enc_memo = _quoter("")
+_enc_reserved, _enc_reserved_memo = _quoter(_ALLOW_RESERVED_SAFE)
+_enc_cookie, _enc_cookie_memo = _quoter(_COOKIE_SAFE)
 
 
 def _raw(text: str) -> str:

@@ -186,6 +186,8 @@ class BackendCatalog:
         self._flights: SingleFlight[BackendInfo] = SingleFlight()
 
     async def info(self, backend: BackendView) -> BackendInfo:
+        if backend.server is not None:
+            return backend.server.info
         key = (backend.id, backend.urls)
         info = self._infos.get(key)
         if info is not None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from apps.gateway.pipeline.backends import BackendCatalog
 from apps.gateway.pipeline.legacy import LegacyEra
+from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.modern import ModernEra
 from apps.gateway.pipeline.ports import AuditSink, Directory, SessionStore, StoreUnavailable, TenantDirectory, Upstream
 from apps.gateway.pipeline.relay import Relay
@@ -66,8 +67,9 @@ class Gateway:
         self.directory = directory
         self.backends = BackendCatalog(upstream)
         relay = Relay(upstream, audit)
-        self.legacy = LegacyEra(sessions=sessions, upstream=upstream, backends=self.backends, relay=relay)
-        self.modern = ModernEra(upstream=upstream, backends=self.backends, relay=relay)
+        local = LocalTools(relay)
+        self.legacy = LegacyEra(sessions=sessions, upstream=upstream, backends=self.backends, relay=relay, local=local)
+        self.modern = ModernEra(upstream=upstream, backends=self.backends, relay=relay, local=local)
 
     async def handle(self, request: HttpRequest) -> Reply:
         try:

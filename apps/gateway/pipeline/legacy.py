@@ -18,6 +18,7 @@ from apps.gateway.pipeline.backends import (
     close_session,
     open_session,
 )
+from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.mounts import merge_capabilities, pick_replica, single_backend
 from apps.gateway.pipeline.ports import SessionStore, Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.relay import BackendSessionGone, Call, Relay
@@ -49,7 +50,10 @@ log = logging.getLogger(__name__)
 
 
 class LegacyEra:
-    def __init__(self, *, sessions: SessionStore, upstream: Upstream, backends: BackendCatalog, relay: Relay):
+    def __init__(
+        self, *, sessions: SessionStore, upstream: Upstream, backends: BackendCatalog, relay: Relay, local: LocalTools
+    ):
+        self._local = local
         self._sessions = sessions
         self._upstream = upstream
         self._backends = backends
@@ -136,6 +140,11 @@ class LegacyEra:
         except GatewayError as error:
             return error_reply(message.id, error, session_header)
         call = Call.begin(request, vhost, principal, backend, message, state.id)
+        if backend.server is not None:
+            return await self._local.handle(
+                call, backend.server, request.headers, modern=False,
+                sse="application/json" not in request.headers.get("accept", "*/*"), headers=session_header,
+            )
         try:
             info = await self._backends.info(backend)
             if info.legacy_version is None:
@@ -259,7 +268,7 @@ class LegacyEra:
         try:
             map_key, backend = single_backend(vhost)
             info = await self._backends.info(backend)
-            if info.legacy_version is None:
+            if info.legacy_version is None or backend.server is not None:
                 raise HttpError(405, "Method Not Allowed: this backend has no server stream", headers=(("allow", "POST, DELETE"),))
             lost: BackendSession | None = None
             for _ in range(2):

@@ -17,6 +17,7 @@ from apps.gateway.pipeline.backends import (
     BackendRefused,
     open_session,
 )
+from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
 from apps.gateway.pipeline.ports import Upstream, UpstreamUnavailable
 from apps.gateway.pipeline.relay import BackendSessionGone, Call, Relay
@@ -47,7 +48,8 @@ _FORWARDED = ("mcp-protocol-version", "mcp-method", "mcp-name")
 
 
 class ModernEra:
-    def __init__(self, *, upstream: Upstream, backends: BackendCatalog, relay: Relay) -> None:
+    def __init__(self, *, upstream: Upstream, backends: BackendCatalog, relay: Relay, local: LocalTools) -> None:
+        self._local = local
         self._upstream = upstream
         self._backends = backends
         self._relay = relay
@@ -70,6 +72,11 @@ class ModernEra:
         except GatewayError as error:
             return error_reply(message.id, error)
         call = Call.begin(request, vhost, principal, backend, message)
+        if backend.server is not None:
+            return await self._local.handle(
+                call, backend.server, request.headers, modern=True,
+                sse="application/json" not in request.headers.get("accept", "*/*"),
+            )
         try:
             info = await self._backends.info(backend)
             if info.modern_versions:

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from apps.gateway.pipeline.values import BackendView, Principal, SessionState, VirtualHostView
+from apps.gateway.pipeline.values import BackendInfo, BackendView, Principal, SessionState, VirtualHostView
 from apps.gateway.protocol.sse import SseEvent
 
 
@@ -87,6 +87,26 @@ class Upstream(Protocol):
         """One HTTP exchange with a backend replica; raises UpstreamUnavailable or TimeoutError."""
 
 
+class ToolServer(Protocol):
+    """A backend the gateway answers itself, such as an OpenAPI service compiled to tools: it lists
+    its tools and runs calls; no MCP exchange with the backend takes place."""
+
+    @property
+    def info(self) -> BackendInfo: ...
+
+    def tools(self) -> Sequence[Mapping[str, Any]]:
+        """The `tools/list` entries, in a stable order (shared: do not modify)."""
+
+    def has_tool(self, name: str) -> bool: ...
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any], *, headers: Sequence[tuple[str, str]] = ()
+    ) -> dict[str, Any]:
+        """Run the tool `name` (which exists) and return its `CallToolResult`: bad arguments and
+        failed operations are results with `isError`. `headers` go along to the service (trace
+        context). Raises UpstreamUnavailable or TimeoutError when the service cannot answer."""
+
+
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
     principal: Principal
@@ -103,6 +123,7 @@ class AuditEntry:
     session_id: str
     trace_id: str
     at: float  # unix time the call started
+    backend_kind: str = "mcp"  # mcp | openapi
 
 
 class AuditSink(Protocol):

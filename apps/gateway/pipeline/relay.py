@@ -94,7 +94,8 @@ class Relay:
         self._upstream = upstream
         self._audit = audit
 
-    def _record(self, call: Call, outcome: str, code: int | None, bytes_out: int) -> None:
+    def record(self, call: Call, outcome: str, code: int | None, bytes_out: int) -> None:
+        """One audit row for the call, if its method is audited."""
         if not call.audited:
             return
         name = call.target_name()
@@ -114,6 +115,7 @@ class Relay:
                 session_id=call.session_id,
                 trace_id=call.trace_id,
                 at=call.at,
+                backend_kind=call.backend.kind,
             )
         )
 
@@ -125,7 +127,7 @@ class Relay:
         error = BackendUnavailable(f"Backend {call.backend.name!r} unavailable: {reason}",
                                    data={"backend": call.backend.name})
         reply = error_reply(call.message.id, error, headers)
-        self._record(call, "error", error.code, len(reply.body))
+        self.record(call, "error", error.code, len(reply.body))
         return reply
 
     async def forward(
@@ -142,7 +144,7 @@ class Relay:
         try:
             return await self._forward(call, replica, headers, body, wants_sse, reply_headers, in_session)
         except asyncio.CancelledError:
-            self._record(call, "cancelled", None, 0)  # the client went away before the answer
+            self.record(call, "cancelled", None, 0)  # the client went away before the answer
             raise
 
     async def _forward(
@@ -187,7 +189,7 @@ class Relay:
                 # one piece instead of relaying a stream.
                 await _drain(reply, events)
                 first = _translated(call, first)
-                self._record(call, *outcome_of(response), len(first.data))
+                self.record(call, *outcome_of(response), len(first.data))
                 if wants_sse:
                     return Reply(reply.status, SSE_HEADERS + reply_headers, encode_event(first))
                 return Reply(200, (JSON, *reply_headers), first.data)
@@ -221,9 +223,9 @@ class Relay:
                 response = jsonrpc.loads(payload)
                 if call.translate and isinstance(response, dict):
                     payload = jsonrpc.dumps(call.translate(response))
-                self._record(call, *outcome_of(response), len(payload))
+                self.record(call, *outcome_of(response), len(payload))
             except (ValueError, AttributeError):
-                self._record(call, "error", None, len(payload))
+                self.record(call, "error", None, len(payload))
         return Reply(status, (JSON, *reply_headers), payload)
 
     def _response_in(self, call: Call, event: SseEvent) -> dict[str, Any] | None:
@@ -260,7 +262,7 @@ class Relay:
 
         def close() -> None:
             reply.close()
-            self._record(call, *(outcome or ("cancelled", None)), sent)
+            self.record(call, *(outcome or ("cancelled", None)), sent)
 
         return Stream(chunks(), close)
 
@@ -272,7 +274,7 @@ class Relay:
             async for event in _chain(first, events):
                 if (response := self._response_in(call, event)) is not None:
                     body = _translated(call, event).data
-                    self._record(call, *outcome_of(response), len(body))
+                    self.record(call, *outcome_of(response), len(body))
                     return Reply(200, (JSON, *reply_headers), body)
         except UpstreamUnavailable as exc:
             return self.fail(call, str(exc), reply_headers)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from apps.gateway.pipeline.ports import ToolServer
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,11 +29,16 @@ class Principal:
 
 @dataclass(frozen=True, slots=True)
 class BackendView:
+    """A backend as a virtual host mounts it. `server` is set for backends the gateway answers
+    itself (OpenAPI services); the others are MCP servers reached at `urls`."""
+
     id: int
     name: str
     transport: str
     urls: tuple[str, ...]
     timeout: float
+    kind: str = "mcp"
+    server: ToolServer | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,10 @@ class UpstreamHttpError(Exception):
     """The upstream could not be reached, or broke the HTTP exchange."""
 
 
+class BodyTooLarge(UpstreamHttpError):
+    """The response body is larger than the reader's limit (the connection is dropped)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     scheme: str
@@ -101,7 +105,7 @@ class Response:
             size += len(chunk)
             if size > limit:
                 self.aclose()
-                raise UpstreamHttpError(f"upstream response body over {limit} bytes")
+                raise BodyTooLarge(f"upstream response body over {limit} bytes")
             chunks.append(chunk)
         return b"".join(chunks)
 

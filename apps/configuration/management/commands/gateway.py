@@ -8,8 +8,10 @@ from typing import Any, NoReturn
 
 from django.core.management.base import BaseCommand, CommandError
 
+from apps.catalog.models import SpecVersion
+from apps.catalog.specs import spec_versions_wait
 from apps.configuration.document import ConfigInvalid
-from apps.configuration.reports import report_lines
+from apps.configuration.reports import report_lines, spec_report_lines
 from apps.configuration.services import config_apply, config_export, demo_seed
 
 # Exit status for a configuration that cannot be applied (argparse uses 2 for bad usage too).
@@ -25,6 +27,10 @@ class Command(BaseCommand):
         apply.add_argument("-f", "--file", required=True, type=Path, help="The YAML file ('-' is not supported).")
         apply.add_argument("--prune", action="store_true", help="Also delete what the file does not name.")
         apply.add_argument("--dry-run", action="store_true", help="Report what would change; write nothing.")
+        apply.add_argument(
+            "--wait", type=float, default=300.0, metavar="SECONDS",
+            help="How long to wait for uploaded OpenAPI specs to compile (0: do not wait; default 300).",
+        )
         subcommands.add_parser("export", help="Print the configuration as YAML (without key secrets).")
         seed = subcommands.add_parser("seed-demo", help="Idempotently set up the demo tenant and admin user.")
         seed.add_argument("--backend-url", required=True)
@@ -34,7 +40,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         subcommand = options["subcommand"]
         if subcommand == "apply":
-            self._apply(options["file"], prune=options["prune"], dry_run=options["dry_run"])
+            self._apply(options["file"], prune=options["prune"], dry_run=options["dry_run"], wait=options["wait"])
         elif subcommand == "export":
             self.stdout.write(config_export(), ending="")
         else:
@@ -49,17 +55,24 @@ class Command(BaseCommand):
             # Only the summary: the credentials are in the files, for the run script to read.
             self.stdout.write(f"demo seeded: {report_lines(report)[-1]}")
 
-    def _apply(self, path: Path, *, prune: bool, dry_run: bool) -> None:
+    def _apply(self, path: Path, *, prune: bool, dry_run: bool, wait: float) -> None:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as error:
             raise CommandError(f"cannot read {path}: {error.strerror}", returncode=INVALID_EXIT_CODE) from error
         try:
-            report = config_apply(document=text, prune=prune, dry_run=dry_run)
+            report = config_apply(document=text, prune=prune, dry_run=dry_run, base_dir=path.parent)
         except ConfigInvalid as error:
             self._fail(error, path=path)
         for line in report_lines(report):
             self.stdout.write(line)
+        if report.spec_versions and wait > 0:
+            versions = spec_versions_wait(ids=report.spec_versions, timeout=wait)
+            lines = spec_report_lines(versions)
+            for line in lines:
+                self.stdout.write(line)
+            if any(v.status == SpecVersion.Status.FAILED for v in versions):
+                raise CommandError("an OpenAPI spec failed to compile; the previous version keeps serving")
 
     def _fail(self, error: ConfigInvalid, *, path: Path | None = None) -> NoReturn:
         for problem in error.problems:

@@ -1,0 +1,155 @@
+"""The catalog's REST API (DRF): OpenAPI spec uploads and their version history.
+
+Views are thin: each reads the request, calls one service or selector and shapes the answer.
+Domain errors (Django `ValidationError`s from the services) answer 400 `{"detail": ...}`."""
+
+from __future__ import annotations
+
+import codecs
+from typing import Any
+from urllib.parse import quote
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpResponse
+from rest_framework import status
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.catalog import selectors
+from apps.catalog.models import Backend
+from apps.catalog.serializers import SpecVersionDetailSerializer, SpecVersionSummarySerializer, spec_version_path
+from apps.catalog.specs import spec_upload
+
+# Content types whose body is the document itself; multipart carries it in the field `file`.
+RAW_SPEC_CONTENT_TYPES = ("application/json", "application/yaml", "application/x-yaml", "text/yaml", "text/plain")
+MULTIPART = "multipart/form-data"
+
+
+def may_manage_catalog(user: Any) -> bool:
+    """The one authorization rule of the catalog's API and console: active staff users, for now.
+    The role model will replace this function (and only it)."""
+    return bool(user and user.is_authenticated and user.is_active and user.is_staff)
+
+
+class CanManageCatalog(BasePermission):
+    message = "Only staff users may manage the catalog."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return may_manage_catalog(request.user)
+
+
+class CatalogAPIView(APIView):
+    permission_classes = [CanManageCatalog]
+    # The views read bodies themselves (see SpecUploadView); DRF's parsers are never consulted.
+    parser_classes: list[type] = []
+
+
+def _backend_or_404(backend_id: int) -> Backend:
+    backend = selectors.backend_get(backend_id=backend_id)
+    if backend is None:
+        raise Http404(f"no backend with id {backend_id}")
+    return backend
+
+
+def _detail(message: str, status_code: int) -> Response:
+    return Response({"detail": message}, status=status_code)
+
+
+def _too_large(limit: int) -> Response:
+    return _detail(f"the document is larger than the limit of {limit:,} bytes", status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+
+
+class SpecUploadView(CatalogAPIView):
+    """`POST /api/v1/backends/<id>/spec`: upload a new spec version of an OpenAPI backend.
+
+    The body is the document (JSON or YAML; see RAW_SPEC_CONTENT_TYPES; `?filename=` names it) or
+    `multipart/form-data` with the document in the field `file`. Answers 202 with the version as
+    it is in the database after commit (pending, or already ready/failed when compiled eagerly)
+    and `Location` pointing at it; 413 over GATEWAY_SPEC_MAX_BYTES; 415 for other content types;
+    400 for what the service refuses (an MCP backend, an empty document)."""
+
+    def post(self, request: Request, backend_id: int) -> Response:
+        backend = _backend_or_404(backend_id)
+        limit: int = settings.GATEWAY_SPEC_MAX_BYTES
+        django_request = request._request
+        content_type = django_request.content_type or ""
+        if content_type == MULTIPART:
+            upload = django_request.FILES.get("file")
+            if upload is None:
+                return _detail("send the document in the multipart field 'file'", status.HTTP_400_BAD_REQUEST)
+            if upload.size is not None and upload.size > limit:
+                return _too_large(limit)
+            document, filename = upload.read(limit + 1), upload.name or ""
+        elif content_type in RAW_SPEC_CONTENT_TYPES:
+            declared = django_request.META.get("CONTENT_LENGTH") or ""
+            if declared.isdigit() and int(declared) > limit:
+                return _too_large(limit)
+            # Read the stream ourselves, bounded: `request.body` would refuse anything over
+            # DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB), far below real specs, and that global limit
+            # protects every other form and JSON view.
+            document, filename = django_request.read(limit + 1), request.query_params.get("filename", "")
+        else:
+            accepted = ", ".join([*RAW_SPEC_CONTENT_TYPES, MULTIPART])
+            return _detail(
+                f"unsupported content type {content_type or '(none)'!r}; send the document as one of: {accepted}",
+                status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+            )
+        if len(document) > limit:
+            return _too_large(limit)
+        try:
+            version = spec_upload(
+                backend=backend, document=document, filename=filename, uploaded_by=request.user.get_username()
+            )
+        except ValidationError as exc:
+            return _detail("; ".join(exc.messages), status.HTTP_400_BAD_REQUEST)
+        # The upload has committed (and, with eager Celery, compiled): answer what the database says now.
+        current = selectors.spec_version_get(backend=backend, number=version.number) or version
+        backend.refresh_from_db(fields=["active_spec"])
+        data = SpecVersionDetailSerializer(
+            current, context={"request": request, "active_spec_id": backend.active_spec_id}
+        ).data
+        location = request.build_absolute_uri(spec_version_path(current))
+        return Response(data, status=status.HTTP_202_ACCEPTED, headers={"Location": location})
+
+
+class SpecVersionListView(CatalogAPIView):
+    """`GET /api/v1/backends/<id>/specs`: the backend's versions, newest first, without documents."""
+
+    def get(self, request: Request, backend_id: int) -> Response:
+        backend = _backend_or_404(backend_id)
+        versions = selectors.spec_version_list(backend=backend)
+        context = {"request": request, "active_spec_id": backend.active_spec_id}
+        return Response(SpecVersionSummarySerializer(versions, many=True, context=context).data)
+
+
+class SpecVersionDetailView(CatalogAPIView):
+    """`GET /api/v1/backends/<id>/specs/<number>`: one version with its errors, warnings and changes."""
+
+    def get(self, request: Request, backend_id: int, number: int) -> Response:
+        backend = _backend_or_404(backend_id)
+        version = selectors.spec_version_get(backend=backend, number=number)
+        if version is None:
+            raise Http404(f"backend {backend.name!r} has no spec version {number}")
+        context = {"request": request, "active_spec_id": backend.active_spec_id}
+        return Response(SpecVersionDetailSerializer(version, context=context).data)
+
+
+class SpecVersionDocumentView(CatalogAPIView):
+    """`GET /api/v1/backends/<id>/specs/<number>/document`: the document exactly as uploaded,
+    `application/json` when it starts with `{`, else `application/yaml`."""
+
+    def get(self, request: Request, backend_id: int, number: int) -> HttpResponse:
+        backend = _backend_or_404(backend_id)
+        found = selectors.spec_version_document_get(backend=backend, number=number)
+        if found is None:
+            raise Http404(f"backend {backend.name!r} has no spec version {number}")
+        document, filename = found
+        is_json = document.removeprefix(codecs.BOM_UTF8).lstrip()[:1] == b"{"
+        response = HttpResponse(document, content_type="application/json" if is_json else "application/yaml")
+        if filename:
+            # `inline`: a browser shows it; the name only matters when someone saves it.
+            response["Content-Disposition"] = f"inline; filename*=UTF-8''{quote(filename, safe='')}"
+        return response

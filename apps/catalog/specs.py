@@ -1,0 +1,178 @@
+"""OpenAPI backends: spec uploads, their compilation into tools, and the egress credential.
+
+An upload is stored as a `pending` spec version and compiled by a Celery task after commit. A
+compile publishes in one transaction (tool rows, the backend's `active_spec`, the configuration
+version), so the gateway serves either the previous tools or all of the new ones; a failed compile
+publishes nothing and the previous version keeps serving."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from apps.catalog.models import Backend, EgressCredential, SpecVersion, Tool
+from apps.catalog.openapi import CompileOptions, Credential, Problem, compile_spec
+from apps.catalog.openapi.records import tool_fingerprint, tool_record
+from apps.common.config_version import config_version_bump
+from apps.common.secrets import secret_encrypt
+
+log = logging.getLogger(__name__)
+
+_TOOL_BATCH = 500
+
+
+def _problems(problems: Iterable[Problem]) -> list[dict[str, str]]:
+    return [{"pointer": p.pointer, "message": p.message} for p in problems]
+
+
+def spec_upload(*, backend: Backend, document: bytes, filename: str = "", uploaded_by: str = "") -> SpecVersion:
+    """Store `document` as the backend's next spec version (`pending`) and queue its compilation
+    once the transaction commits. Refused (ValidationError) for non-OpenAPI backends, empty or
+    oversized documents; nothing is stored then."""
+    if backend.kind != Backend.Kind.OPENAPI:
+        raise ValidationError(f"backend {backend.name!r} is an MCP server; only OpenAPI backends take a spec")
+    if not document.strip():
+        raise ValidationError("the document is empty")
+    limit = settings.GATEWAY_SPEC_MAX_BYTES
+    if len(document) > limit:
+        raise ValidationError(f"the document has {len(document):,} bytes; the limit is {limit:,}")
+    from apps.catalog.tasks import spec_compile  # the task module imports this one
+
+    with transaction.atomic():
+        # Numbers are per backend: lock it so two uploads cannot take the same one.
+        Backend.objects.select_for_update().filter(pk=backend.pk).first()
+        latest = backend.spec_versions.aggregate(latest=Max("number"))["latest"] or 0
+        version = SpecVersion.objects.create(
+            backend=backend,
+            number=latest + 1,
+            filename=filename[:255],
+            document=document,
+            sha256=hashlib.sha256(document).hexdigest(),
+            size=len(document),
+            uploaded_by=uploaded_by[:200],
+        )
+        transaction.on_commit(lambda: spec_compile.delay(version.pk))
+    return version
+
+
+def spec_version_compile(*, spec_version_id: int) -> SpecVersion | None:
+    """Compile a pending spec version and publish its tools, or record why it failed. Idempotent:
+    a version that is already `ready` or `failed` is returned as it is. None if it is gone."""
+    version = SpecVersion.objects.filter(pk=spec_version_id).select_related("backend").first()
+    if version is None or version.status in (SpecVersion.Status.READY, SpecVersion.Status.FAILED):
+        return version
+    SpecVersion.objects.filter(pk=version.pk).update(status=SpecVersion.Status.COMPILING)
+    try:
+        result = compile_spec(bytes(version.document), options=CompileOptions(max_bytes=settings.GATEWAY_SPEC_MAX_BYTES))
+    except Exception as exc:  # a compiler bug must not leave the version `compiling` forever
+        log.exception("compiling spec version %s failed", version.pk)
+        result = None
+        errors = [{"pointer": "", "message": f"internal compiler error: {type(exc).__name__}: {exc}"}]
+    version.title = result.title[:255] if result else ""
+    version.api_version = result.version[:64] if result else ""
+    version.openapi_version = result.spec_version if result else ""
+    version.warnings = _problems(result.warnings) if result else []
+    version.compiled_at = timezone.now()
+    if result is None or result.errors:
+        version.status = SpecVersion.Status.FAILED
+        version.errors = errors if result is None else _problems(result.errors)
+        version.save()
+        return version
+    version.security_schemes = [
+        {"name": s.name, "kind": s.kind, "parameter": s.parameter} for s in result.security
+    ]
+    records = [tool_record(tool) for tool in result.tools]
+    _publish(version, records)
+    return version
+
+
+@transaction.atomic
+def _publish(version: SpecVersion, records: list[dict]) -> None:
+    backend = Backend.objects.select_for_update().get(pk=version.backend_id)
+    active = backend.active_spec
+    if active is not None and active.number > version.number:
+        # A later upload was published first: this one must not replace it.
+        version.status = SpecVersion.Status.READY
+        version.tool_count = len(records)
+        version.changes = {"superseded_by": active.number}
+        version.save()
+        return
+    before = dict(Tool.objects.filter(backend=backend).values_list("name", "fingerprint"))
+    tools = [
+        Tool(
+            backend=backend,
+            spec_version=version,
+            name=record["name"],
+            description=record["description"],
+            input_schema=record["input_schema"],
+            output_schema=record["output_schema"],
+            annotations=record["annotations"],
+            binding=record["binding"],
+            operation_id=record["operation_id"] or "",
+            pointer=record["pointer"],
+            fingerprint=tool_fingerprint(record),
+        )
+        for record in records
+    ]
+    after = {tool.name: tool.fingerprint for tool in tools}
+    Tool.objects.filter(backend=backend).delete()
+    Tool.objects.bulk_create(tools, batch_size=_TOOL_BATCH)
+    version.status = SpecVersion.Status.READY
+    version.tool_count = len(tools)
+    version.changes = {
+        "added": sorted(after.keys() - before.keys()),
+        "removed": sorted(before.keys() - after.keys()),
+        "changed": sorted(name for name in after.keys() & before.keys() if after[name] != before[name]),
+    }
+    version.save()
+    backend.active_spec = version
+    backend.save(update_fields=["active_spec", "updated_at"])
+    config_version_bump(tenant_id=backend.tenant_id)
+
+
+def egress_credential_set(
+    *, backend: Backend, secret: str, kind: str = "", name: str = "", username: str = ""
+) -> EgressCredential:
+    """Set how the gateway authenticates to the backend. An empty `kind` follows the spec's first
+    supported security scheme (and its parameter name unless `name` is given)."""
+    if backend.kind != Backend.Kind.OPENAPI:
+        raise ValidationError("egress credentials are set on OpenAPI backends")
+    if kind not in EgressCredential.Kind.values:
+        raise ValidationError({"kind": f"unknown credential kind {kind!r}"})
+    if not secret:
+        raise ValidationError({"secret": "the secret is empty"})
+    try:  # the invoker's own rules (names for API keys, no line breaks, ...)
+        Credential(kind=kind or "bearer", value=secret, name=name, username=username)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
+    credential, _ = EgressCredential.objects.update_or_create(
+        backend=backend,
+        defaults={"kind": kind, "name": name, "username": username, "secret": secret_encrypt(secret)},
+    )
+    config_version_bump(tenant_id=backend.tenant_id)
+    return credential
+
+
+def egress_credential_clear(*, backend: Backend) -> None:
+    EgressCredential.objects.filter(backend=backend).delete()
+    config_version_bump(tenant_id=backend.tenant_id)
+
+
+def spec_versions_wait(*, ids: Iterable[int], timeout: float, poll: float = 0.2) -> list[SpecVersion]:
+    """The spec versions, once each is `ready` or `failed`, or as they are when `timeout` passes."""
+    ids = list(ids)
+    deadline = time.monotonic() + timeout
+    while True:
+        versions = list(SpecVersion.objects.filter(pk__in=ids).select_related("backend__tenant").order_by("pk"))
+        done = all(v.status in (SpecVersion.Status.READY, SpecVersion.Status.FAILED) for v in versions)
+        if done or time.monotonic() >= deadline:
+            return versions
+        time.sleep(poll)

@@ -1,0 +1,253 @@
+"""OpenAPI backends on the hot path: the `ToolServer` the pipeline calls, built per configuration
+snapshot from the backend's active spec version.
+
+Compiled tools are immutable per spec version, so a process loads each version's tools once
+(`toolset_get`) and every snapshot shares them. Requests go through the gateway's pooled HTTP/1.1
+client, one pool per backend and origin, per event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from apps.catalog.models import Backend, EgressCredential
+from apps.catalog.openapi import (
+    Credential,
+    InvokeError,
+    build_request,
+    check_structured,
+    shape_result,
+    validate_arguments,
+)
+from apps.catalog.openapi.model import CompiledTool
+from apps.catalog.openapi.records import tool_from_record
+from apps.common.secrets import SecretUnreadable, secret_decrypt
+from apps.gateway.pipeline.ports import UpstreamUnavailable
+from apps.gateway.pipeline.values import BackendInfo
+from apps.gateway.protocol.versions import LATEST_LEGACY, MODERN_VERSIONS
+from apps.gateway.upstream.http import BodyTooLarge, HttpPool, Target, UpstreamHttpError
+
+log = logging.getLogger(__name__)
+
+#: Headers the HTTP client writes itself, or that would change how the message is framed or
+#: routed: never taken from a tool's arguments.
+_RESERVED_HEADERS = frozenset({
+    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
+    "proxy-authorization", "proxy-connection", "expect",
+})
+_MAX_TOOLSETS = 64
+
+
+def _tool_result(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSet:
+    """The tools of one spec version: compiled (for the invoker) and as `tools/list` entries."""
+
+    tools: Mapping[str, CompiledTool]
+    listing: tuple[Mapping[str, Any], ...]
+
+    @classmethod
+    def of(cls, tools: Sequence[CompiledTool]) -> ToolSet:
+        listing = []
+        for tool in tools:
+            entry: dict[str, Any] = {"name": tool.name, "description": tool.description,
+                                     "inputSchema": tool.input_schema}
+            if tool.output_schema is not None:
+                entry["outputSchema"] = tool.output_schema
+            if tool.annotations:
+                entry["annotations"] = tool.annotations
+            listing.append(entry)
+        return cls({tool.name: tool for tool in tools}, tuple(listing))
+
+
+EMPTY_TOOLSET = ToolSet({}, ())
+
+
+class ToolSetCache:
+    """Tool sets by spec version id, shared by every snapshot of the process (bounded, LRU)."""
+
+    def __init__(self, size: int = _MAX_TOOLSETS) -> None:
+        self._size = size
+        self._sets: OrderedDict[int, ToolSet] = OrderedDict()
+        self._lock = threading.Lock()  # snapshots are built in worker threads
+
+    def get(self, version_id: int) -> ToolSet | None:
+        with self._lock:
+            found = self._sets.get(version_id)
+            if found is not None:
+                self._sets.move_to_end(version_id)
+            return found
+
+    def put(self, version_id: int, toolset: ToolSet) -> None:
+        with self._lock:
+            self._sets[version_id] = toolset
+            while len(self._sets) > self._size:
+                self._sets.popitem(last=False)
+
+
+toolsets = ToolSetCache()
+
+
+class OpenApiHttp:
+    """Keep-alive pools for OpenAPI services, per backend and origin. Bound to one event loop."""
+
+    def __init__(self) -> None:
+        self._pools: dict[tuple[int, str], HttpPool] = {}
+
+    def pool(self, backend_id: int, url: str) -> tuple[HttpPool, str]:
+        scheme, _, rest = url.partition("://")
+        authority, slash, path = rest.partition("/")
+        key = (backend_id, f"{scheme}://{authority}")
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = HttpPool(Target.from_url(f"{scheme}://{authority}/"))
+        return pool, "/" + path
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
+
+
+class OpenApiServer:
+    """The `ToolServer` of one OpenAPI backend as of one configuration snapshot."""
+
+    def __init__(
+        self,
+        *,
+        backend_id: int,
+        name: str,
+        toolset: ToolSet,
+        base_url: str | None,
+        credential: Credential | None,
+        timeout: float,
+        max_response_bytes: int,
+        http: OpenApiHttp,
+        title: str = "",
+        api_version: str = "",
+    ) -> None:
+        self._backend_id = backend_id
+        self._toolset = toolset
+        self._base_url = base_url
+        self._credential = credential
+        self._timeout = timeout
+        self._max_response = max_response_bytes
+        self._http = http
+        capabilities = {"tools": {}}
+        self.info = BackendInfo(
+            legacy_version=LATEST_LEGACY,
+            legacy_capabilities=capabilities,
+            modern_versions=MODERN_VERSIONS,
+            modern_capabilities=capabilities,
+            server_info={"name": name, "title": title or name, "version": api_version or "0"},
+            instructions=None,
+        )
+
+    def tools(self) -> Sequence[Mapping[str, Any]]:
+        return self._toolset.listing
+
+    def has_tool(self, name: str) -> bool:
+        return name in self._toolset.tools
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any], *, headers: Sequence[tuple[str, str]] = ()
+    ) -> dict[str, Any]:
+        tool = self._toolset.tools[name]
+        try:
+            validate_arguments(tool, arguments)
+            request = build_request(tool, arguments, base_url=self._base_url, credential=self._credential)
+        except InvokeError as exc:
+            return _tool_result(exc.message)
+        wire_headers = [(k, v) for k, v in request.headers if k.lower() not in _RESERVED_HEADERS]
+        wire_headers.append(("Accept", "application/json, */*;q=0.8"))
+        wire_headers.extend(headers)
+        pool, target = self._http.pool(self._backend_id, request.url)
+        try:
+            async with asyncio.timeout(self._timeout):
+                response = await pool.request(request.method, target, wire_headers, request.body, timeout=self._timeout)
+                body = await response.read(self._max_response)
+        except BodyTooLarge:
+            return _tool_result(
+                f"The service's response is larger than {self._max_response:,} bytes, the gateway's limit; "
+                "narrow the request (filters, page size)."
+            )
+        except UpstreamHttpError as exc:
+            raise UpstreamUnavailable(str(exc)) from None
+        result = shape_result(response.status, response.headers.get("content-type", ""), body)
+        structured = result.get("structuredContent")
+        if tool.output_schema is not None and not result["isError"]:
+            problem = "the response has no JSON body" if structured is None else check_structured(tool, structured)
+            if problem is not None:
+                # Clients check structured results against outputSchema (the spec says they
+                # MUST conform): report the mismatch with the body instead of breaking them.
+                result.pop("structuredContent", None)
+                result["isError"] = True
+                result["content"].insert(0, {"type": "text", "text": (
+                    f"The service answered HTTP {response.status}, but the response does not match the "
+                    f"tool's output schema: {problem}"
+                )})
+        return result
+
+
+def toolset_get(spec_version_id: int | None) -> ToolSet:
+    """The tools of a spec version, loaded from the database on first use (call from a thread)."""
+    if spec_version_id is None:
+        return EMPTY_TOOLSET
+    toolset = toolsets.get(spec_version_id)
+    if toolset is None:
+        from apps.catalog.selectors import tool_records_list
+
+        toolset = ToolSet.of([tool_from_record(r) for r in tool_records_list(spec_version_id=spec_version_id)])
+        toolsets.put(spec_version_id, toolset)
+    return toolset
+
+
+def egress_credential_resolve(backend: Backend) -> Credential | None:
+    """The backend's credential as the invoker applies it; a kind left to the spec takes the
+    spec's first supported security scheme (bearer when it names none). None if not set or
+    unreadable (then logged: the service will answer 401 and the caller sees that)."""
+    stored: EgressCredential | None = getattr(backend, "credential", None)
+    if stored is None:
+        return None
+    try:
+        secret = secret_decrypt(stored.secret)
+    except SecretUnreadable as exc:
+        log.error("backend %s: %s", backend, exc)
+        return None
+    kind, name = stored.kind, stored.name
+    if not kind:
+        schemes = backend.active_spec.security_schemes if backend.active_spec else []
+        scheme = schemes[0] if schemes else {"kind": "bearer", "parameter": ""}
+        kind, name = scheme["kind"], name or scheme["parameter"]
+    try:
+        return Credential(kind=kind, value=secret, name=name, username=stored.username)
+    except ValueError as exc:
+        log.error("backend %s: unusable credential: %s", backend, exc)
+        return None
+
+
+def openapi_server_build(backend: Backend, http: OpenApiHttp) -> OpenApiServer:
+    """The tool server of an OpenAPI backend (its `active_spec` and `credential` fetched)."""
+    spec = backend.active_spec
+    return OpenApiServer(
+        backend_id=backend.pk,
+        name=backend.name,
+        toolset=toolset_get(spec.pk if spec else None),
+        base_url=backend.base_url or None,
+        credential=egress_credential_resolve(backend),
+        timeout=backend.timeout_seconds,
+        max_response_bytes=settings.GATEWAY_OPENAPI_MAX_RESPONSE_BYTES,
+        http=http,
+        title=spec.title if spec else "",
+        api_version=spec.api_version if spec else "",
+    )

@@ -1,0 +1,151 @@
+"""Console pages in headless Chromium, clicked as a person would: Debian's chromium (installed by
+scripts/install-browser.sh) driven by playwright's sync API, against the gateway under Daphne
+(`gateway_url`). Registered from tests/conftest.py.
+
+Tests that use `page` are sync tests. Data that the gateway must see is written with
+`transactional_db`, as in the other end-to-end tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright._impl import _sync_base
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.processes import ROOT
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    # This machine's network is closed: without these Chromium keeps dialling out.
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 10_000
+ARTIFACTS = ROOT / "var" / "test-artifacts"
+
+_call_failed = pytest.StashKey[bool]()
+_users = itertools.count(1)
+
+
+# Playwright's sync API runs its event loop in a greenlet of this thread and, between two calls,
+# leaves that loop marked as the thread's running loop. Django would then refuse ORM calls in a
+# browser test ("You cannot call this from an async context"), and every async test after the first
+# browser test would fail (asyncio.run() from a running loop). Mark the loop only while a call waits.
+_wait_for_future = _sync_base.wait_for_future
+
+
+def _wait_with_loop_marked(loop: asyncio.AbstractEventLoop, dispatcher: Any, future: asyncio.Future[Any]) -> None:
+    __tracebackhide__ = True
+    previous = asyncio._get_running_loop()
+    asyncio._set_running_loop(loop)
+    try:
+        _wait_for_future(loop, dispatcher, future)
+    finally:
+        asyncio._set_running_loop(previous)
+
+
+_sync_base.wait_for_future = _wait_with_loop_marked
+
+
+@contextlib.contextmanager
+def _playwright() -> Iterator[Any]:
+    playwright = sync_playwright().start()
+    loop = asyncio._get_running_loop()  # start() returns inside its loop
+    asyncio._set_running_loop(None)
+    try:
+        yield playwright
+    finally:
+        asyncio._set_running_loop(loop)  # stop() resumes the loop, which clears the mark when it ends
+        playwright.stop()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    executable = shutil.which("chromium")
+    if executable is None:
+        reason = "Debian's chromium is not installed: scripts/install-browser.sh installs it"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with _playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[_call_failed] = report.failed
+    return report
+
+
+def screenshot(page: Page, name: str) -> Path:
+    """Saves what the page shows to var/test-artifacts/<name>.png."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
+    page.screenshot(path=path, full_page=True)
+    return path
+
+
+@pytest.fixture
+def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A fresh context and page; a screenshot goes to var/test-artifacts/ when the test fails."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    try:
+        yield page
+        if request.node.stash.get(_call_failed, False):
+            with contextlib.suppress(Exception):
+                screenshot(page, request.node.name)
+    finally:
+        context.close()
+
+
+@dataclass(frozen=True)
+class Login:
+    username: str
+    password: str
+
+
+def superuser_factory(*, username: str | None = None, password: str = "browser-test-password") -> Login:
+    username = username or f"admin-{next(_users)}"
+    get_user_model().objects.create_superuser(username=username, email=f"{username}@example.com", password=password)
+    return Login(username, password)
+
+
+def admin_login(page: Page, base_url: str, login: Login) -> None:
+    """Logs in through the admin's login form, as a person would, and waits for the admin index."""
+    page.goto(f"{base_url}/admin/login/")
+    page.get_by_label("Username").fill(login.username)
+    page.get_by_label("Password").fill(login.password)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{base_url}/admin/")
+
+
+@pytest.fixture
+def logged_in_page(transactional_db: None, gateway_url: str, page: Page) -> Page:
+    """A page logged in to the admin as a new superuser, on the admin index."""
+    admin_login(page, gateway_url, superuser_factory())
+    return page

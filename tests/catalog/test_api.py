@@ -1,0 +1,245 @@
+"""The spec REST API: uploads (raw JSON/YAML and multipart), their limits, the version history.
+
+Transactional: an upload's compile is queued on commit, and Celery runs eagerly in tests, so the
+upload request itself compiles and its 202 already shows `ready` or `failed`."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from apps.catalog.models import Backend, Tool
+from tests.factories import backend_factory, openapi_backend_factory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def oas3(paths: dict[str, Any]) -> bytes:
+    return json.dumps({"openapi": "3.0.3", "info": {"title": "Pets", "version": "1.0"}, "paths": paths}).encode()
+
+
+def _op(operation_id: str, **extra: Any) -> dict[str, Any]:
+    return {"operationId": operation_id, "responses": {"200": {"description": "ok"}}, **extra}
+
+
+_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}
+PETS_V1 = oas3({
+    "/pets": {"get": _op("listPets"), "post": _op("createPet")},
+    "/pets/{id}": {"get": _op("getPet", parameters=[_ID])},
+})
+# v2: createPet gone, deletePet new, getPet takes one more parameter, listPets as it was.
+PETS_V2 = oas3({
+    "/pets": {"get": _op("listPets")},
+    "/pets/{id}": {
+        "get": _op("getPet", parameters=[_ID, {"name": "fields", "in": "query", "schema": {"type": "string"}}]),
+        "delete": _op("deletePet", parameters=[_ID]),
+    },
+})
+# A missing parameter name and a remote $ref: both errors, each at its own JSON pointer.
+BROKEN = oas3({
+    "/pets": {"get": _op("listPets", parameters=[{"in": "query", "schema": {"type": "string"}}])},
+    "/toys": {"get": _op("listToys", parameters=[{"$ref": "other.yaml#/Limit"}])},
+})
+SWAGGER_YAML = b"""\
+swagger: "2.0"
+info: {title: Shop, version: "2"}
+host: shop.example.com
+basePath: /v2
+paths:
+  /orders:
+    get:
+      operationId: listOrders
+      responses: {200: {description: ok}}
+  /orders/{orderId}:
+    get:
+      operationId: getOrder
+      parameters:
+        - {name: orderId, in: path, required: true, type: string}
+      responses: {200: {description: ok}}
+"""
+
+
+def _upload_url(backend: Backend) -> str:
+    return f"/api/v1/backends/{backend.pk}/spec"
+
+
+def _upload(client: Client, backend: Backend, document: bytes, content_type: str = "application/json", **extra: Any):
+    return client.post(_upload_url(backend), data=document, content_type=content_type, **extra)
+
+
+def _tools(backend: Backend) -> dict[str, int]:
+    return dict(Tool.objects.filter(backend=backend).values_list("name", "spec_version__number"))
+
+
+def test_raw_json_upload_compiles_and_answers_202_with_location(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    response = _upload(admin_client, backend, PETS_V1)
+
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert body["number"] == 1 and body["status"] == "ready" and body["active"] is True
+    assert body["tool_count"] == 3 and body["errors"] == [] and body["openapi_version"] == "3.0"
+    assert body["changes"] == {"added": ["createPet", "getPet", "listPets"], "removed": [], "changed": []}
+    assert body["size"] == len(PETS_V1) and body["uploaded_by"] == "admin"
+    assert "document" not in body
+    assert response["Location"] == f"http://testserver/api/v1/backends/{backend.pk}/specs/1"
+    assert admin_client.get(response["Location"]).json() == body
+    assert _tools(backend) == {"createPet": 1, "getPet": 1, "listPets": 1}
+
+
+@pytest.mark.parametrize("content_type", ["application/yaml", "application/x-yaml", "text/yaml", "text/plain"])
+def test_raw_yaml_upload_of_a_swagger_2_document(admin_client: Client, content_type: str) -> None:
+    backend = openapi_backend_factory()
+    response = _upload(admin_client, backend, SWAGGER_YAML, content_type, QUERY_STRING="filename=shop.yaml")
+
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert (body["status"], body["openapi_version"], body["title"]) == ("ready", "2.0", "Shop")
+    assert body["filename"] == "shop.yaml" and body["tool_count"] == 2
+    assert set(_tools(backend)) == {"listOrders", "getOrder"}
+
+
+def test_multipart_upload_takes_the_file_field_and_its_name(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    upload = SimpleUploadedFile("pets.json", PETS_V1, content_type="application/json")
+    response = admin_client.post(_upload_url(backend), data={"file": upload})
+
+    assert response.status_code == 202, response.content
+    assert response.json()["filename"] == "pets.json" and response.json()["status"] == "ready"
+
+
+def test_multipart_without_the_file_field_is_400(admin_client: Client) -> None:
+    response = admin_client.post(_upload_url(openapi_backend_factory()), data={"document": "x"})
+    assert response.status_code == 400 and "'file'" in response.json()["detail"]
+
+
+def test_raw_body_larger_than_djangos_memory_limit_is_taken(admin_client: Client, settings: Any) -> None:
+    # Real specs (EC2's is 4.2 MB) exceed DATA_UPLOAD_MAX_MEMORY_SIZE; the upload must not depend on it.
+    document = json.loads(PETS_V1)
+    document["info"]["description"] = "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1024)
+    data = json.dumps(document).encode()
+    response = _upload(admin_client, openapi_backend_factory(), data)
+    assert response.status_code == 202, response.content[:300]
+    assert response.json()["size"] == len(data) and response.json()["status"] == "ready"
+
+
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "application/xml", ""])
+def test_other_content_types_are_415_naming_the_accepted_ones(admin_client: Client, content_type: str) -> None:
+    backend = openapi_backend_factory()
+    response = _upload(admin_client, backend, PETS_V1, content_type)
+    assert response.status_code == 415
+    detail = response.json()["detail"]
+    assert "application/json" in detail and "application/yaml" in detail and "multipart/form-data" in detail
+    assert not backend.spec_versions.exists()
+
+
+@pytest.mark.parametrize("how", ["raw", "multipart"])
+def test_documents_over_the_limit_are_413(admin_client: Client, settings: Any, how: str) -> None:
+    settings.GATEWAY_SPEC_MAX_BYTES = 100
+    backend = openapi_backend_factory()
+    if how == "raw":
+        response = _upload(admin_client, backend, PETS_V1)
+    else:
+        upload = SimpleUploadedFile("pets.json", PETS_V1, content_type="application/json")
+        response = admin_client.post(_upload_url(backend), data={"file": upload})
+    assert response.status_code == 413
+    assert response.json() == {"detail": "the document is larger than the limit of 100 bytes"}
+    assert not backend.spec_versions.exists()
+
+
+def test_a_malformed_spec_fails_with_pointers_and_the_previous_version_keeps_serving(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    assert _upload(admin_client, backend, PETS_V1).json()["status"] == "ready"
+
+    response = _upload(admin_client, backend, BROKEN)
+
+    assert response.status_code == 202
+    body = response.json()
+    assert body["number"] == 2 and body["status"] == "failed" and body["active"] is False
+    assert [e["pointer"] for e in body["errors"]] == [
+        "/paths/~1pets/get/parameters/0/name",
+        "/paths/~1toys/get/parameters/0/$ref",
+    ]
+    assert all(e["message"] for e in body["errors"])
+    backend.refresh_from_db()
+    assert backend.active_spec.number == 1
+    assert _tools(backend) == {"createPet": 1, "getPet": 1, "listPets": 1}
+
+
+def test_a_reupload_reports_added_removed_and_changed_tools(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    _upload(admin_client, backend, PETS_V1)
+    body = _upload(admin_client, backend, PETS_V2).json()
+    assert body["status"] == "ready" and body["number"] == 2
+    assert body["changes"] == {"added": ["deletePet"], "removed": ["createPet"], "changed": ["getPet"]}
+    assert _tools(backend) == {"deletePet": 2, "getPet": 2, "listPets": 2}
+
+
+def test_list_is_newest_first_and_detail_and_document_are_complete(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    _upload(admin_client, backend, PETS_V1)
+    _upload(admin_client, backend, BROKEN)
+    _upload(admin_client, backend, SWAGGER_YAML, "application/yaml")
+    base = f"/api/v1/backends/{backend.pk}/specs"
+
+    listed = admin_client.get(base).json()
+    assert [(v["number"], v["status"], v["active"]) for v in listed] == [
+        (3, "ready", True), (2, "failed", False), (1, "ready", False)
+    ]
+    assert listed[1]["error_count"] == 2
+    assert not {"document", "errors", "warnings"} & set(listed[0])
+
+    detail = admin_client.get(f"{base}/2").json()
+    assert detail["status"] == "failed" and len(detail["errors"]) == 2 and detail["tool_count"] == 0
+    assert {"warnings", "changes", "security_schemes", "document_url"} <= set(detail)
+
+    json_doc = admin_client.get(f"{base}/1/document")
+    assert json_doc["Content-Type"] == "application/json" and json_doc.content == PETS_V1
+    yaml_doc = admin_client.get(f"{base}/3/document")
+    assert yaml_doc["Content-Type"] == "application/yaml" and yaml_doc.content == SWAGGER_YAML
+    assert admin_client.get(f"{base}/9").status_code == 404
+    assert admin_client.get(f"{base}/9/document").status_code == 404
+
+
+def test_an_mcp_backend_takes_no_spec(admin_client: Client) -> None:
+    backend = backend_factory(name="mcp-one")
+    response = _upload(admin_client, backend, PETS_V1)
+    assert response.status_code == 400
+    assert response.json() == {"detail": "backend 'mcp-one' is an MCP server; only OpenAPI backends take a spec"}
+
+
+def test_an_empty_document_is_400(admin_client: Client) -> None:
+    response = _upload(admin_client, openapi_backend_factory(), b"  \n")
+    assert response.status_code == 400 and "empty" in response.json()["detail"]
+
+
+def test_unknown_backend_is_404(admin_client: Client) -> None:
+    assert _upload(admin_client, Backend(pk=987654), PETS_V1).status_code == 404
+    assert admin_client.get("/api/v1/backends/987654/specs").status_code == 404
+
+
+def test_staff_may_use_basic_auth(admin_user: Any) -> None:
+    # admin_user's password is "password" (pytest-django).
+    credentials = base64.b64encode(b"admin:password").decode()
+    client = Client(HTTP_AUTHORIZATION=f"Basic {credentials}", enforce_csrf_checks=True)
+    response = _upload(client, openapi_backend_factory(), PETS_V1)
+    assert response.status_code == 202
+
+
+def test_non_staff_users_are_refused(client: Client, django_user_model: Any) -> None:
+    backend = openapi_backend_factory()
+    client.force_login(django_user_model.objects.create_user(username="someone", password="pw"))
+    assert _upload(client, backend, PETS_V1).status_code == 403
+    assert client.get(f"/api/v1/backends/{backend.pk}/specs").status_code == 403
+    assert not backend.spec_versions.exists()
+
+
+def test_anonymous_callers_are_refused(client: Client) -> None:
+    backend = openapi_backend_factory()
+    assert _upload(client, backend, PETS_V1).status_code in (401, 403)
+    assert client.get(f"/api/v1/backends/{backend.pk}/specs").status_code in (401, 403)

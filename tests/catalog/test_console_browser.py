@@ -1,0 +1,78 @@
+"""The spec upload page in headless Chromium, as an admin uses it: upload the real EC2 spec, see its
+tools, and call one through the gateway with the official SDK client."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+from apps.catalog.models import Backend
+from tests import factories
+from tests.browser import admin_login, screenshot, superuser_factory
+from tests.conftest import mcp_client
+from tests.processes import backend_argv, free_port, running
+
+pytestmark = pytest.mark.slow
+
+CATALOG = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "catalog" / "openapi"
+
+
+@pytest.fixture(scope="module")
+def service_url() -> Iterator[str]:
+    port = free_port()
+    with running(backend_argv("tests.backends.recording_service", port), port, log_name="recording-service"):
+        yield f"http://127.0.0.1:{port}"
+
+
+def test_an_admin_uploads_ec2_in_the_browser_and_an_agent_calls_its_tools(
+    transactional_db: None, gateway_url: str, service_url: str, page: Page, tmp_path: Path
+) -> None:
+    tenant = factories.tenant_factory()
+    issued = factories.api_key_factory(tenant=tenant)
+    backend = factories.openapi_backend_factory(tenant=tenant, name="ec2", base_url=service_url)
+    host = factories.virtual_host_factory(tenant=tenant, mounts={"ec2": backend})
+    admin_login(page, gateway_url, superuser_factory())
+
+    page.goto(f"{gateway_url}/console/backends/")
+    page.get_by_role("link", name="ec2").click()
+    expect(page.get_by_text("No version is being served yet.")).to_be_visible()
+    page.get_by_label("OpenAPI document").set_input_files(CATALOG / "aws" / "ec2.json")
+    page.get_by_role("button", name="Upload").click()
+    row = page.locator("#version-1")
+    expect(row.locator(".status")).to_have_text("ready", timeout=60_000)
+    expect(page.locator(".active-spec")).to_contain_text("Serving version 1: 765 tools")
+    screenshot(page, "console-spec-ec2")
+    row.get_by_text("+765 −0 ~0").click()
+    expect(row).to_contain_text("DescribeVpcs")
+
+    # A broken re-upload: precise errors on the page, version 1 keeps serving.
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"openapi": "3.0.0", "info": {"title": "x", "version": "1"},
+                                  "paths": {"/a": {"get": {"parameters": [{"$ref": "#/nope"}], "responses": {}}}}}))
+    page.get_by_label("OpenAPI document").set_input_files(broken)
+    page.get_by_role("button", name="Upload").click()
+    expect(page.locator("#version-2 .status")).to_have_text("failed", timeout=30_000)
+    expect(page.locator("#spec-history")).to_contain_text("/paths/~1a/get/parameters/0/$ref")
+    expect(page.locator(".active-spec")).to_contain_text("Serving version 1: 765 tools")
+    assert Backend.objects.get(pk=backend.pk).active_spec.number == 1
+
+    async def agent() -> tuple[int, object]:
+        async with mcp_client(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, "legacy") as client:
+            tools = (await client.list_tools()).tools
+            result = await client.call_tool("DescribeVpcs", {"VpcIds": ["vpc-1"], "MaxResults": 5})
+            return len(tools), result
+
+    httpx.post(f"{service_url}/__reset")
+    count, result = asyncio.run(agent())
+    assert count == 765
+    assert result.is_error is False, result
+    (sent,) = httpx.get(f"{service_url}/__recorded").json()
+    assert (sent["method"], sent["path"]) == ("POST", "/ec2/DescribeVpcs")
+    assert json.loads(base64.b64decode(sent["body"])) == {"VpcIds": ["vpc-1"], "MaxResults": 5}

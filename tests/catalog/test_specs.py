@@ -1,0 +1,163 @@
+"""Spec uploads, their compilation and publication, and egress credentials (the services)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import connection
+
+from apps.catalog.models import Backend, EgressCredential, SpecVersion, Tool
+from apps.catalog.specs import egress_credential_set, spec_upload, spec_version_compile
+from apps.common.secrets import secret_decrypt
+from apps.gateway.openapi import egress_credential_resolve
+from tests.backends.specs import as_json, as_yaml, service_spec, swagger_spec
+from tests.factories import backend_factory, openapi_backend_factory
+
+pytestmark = pytest.mark.django_db
+
+
+def upload(backend: Backend, document: bytes, capture) -> SpecVersion:  # noqa: ANN001 - pytest-django fixture
+    with capture(execute=True):
+        version = spec_upload(backend=backend, document=document, filename="spec.json", uploaded_by="test")
+    version.refresh_from_db()
+    backend.refresh_from_db()
+    return version
+
+
+def tool_names(backend: Backend) -> list[str]:
+    return sorted(Tool.objects.filter(backend=backend).values_list("name", flat=True))
+
+
+def test_an_upload_compiles_and_publishes_every_operation(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    version = upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+    assert version.status == SpecVersion.Status.READY
+    assert version.number == 1 and version.openapi_version == "3.0" and version.title == "Recording service"
+    assert backend.active_spec == version
+    assert version.tool_count == len(tool_names(backend)) == 13
+    assert version.changes == {"added": tool_names(backend), "removed": [], "changed": []}
+    assert version.security_schemes == [{"name": "key", "kind": "api_key_header", "parameter": "X-API-Key"}]
+    assert version.errors == [] and len(version.sha256) == 64 and version.size > 0
+
+
+def test_yaml_and_swagger_documents_compile(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    version = upload(backend, as_yaml(swagger_spec()), django_capture_on_commit_callbacks)
+    assert version.status == SpecVersion.Status.READY and version.openapi_version == "2.0"
+    assert tool_names(backend) == ["getItem", "listItems"]
+
+
+def test_a_reupload_reports_added_removed_and_changed_tools(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    first = service_spec()
+    upload(backend, as_json(first), django_capture_on_commit_callbacks)
+    second = copy.deepcopy(first)
+    del second["paths"]["/text"]  # getText removed
+    second["paths"]["/binary"]["get"]["summary"] = "Bytes, now described differently"  # getBinary changed
+    second["paths"]["/new"] = {"get": {"operationId": "brandNew", "responses": {"200": {"description": "ok"}}}}
+    second["paths"]["/forms"]["post"]["x-moved"] = True  # an extension only: no change a caller sees
+    version = upload(backend, as_json(second), django_capture_on_commit_callbacks)
+    assert version.number == 2
+    assert version.changes == {"added": ["brandNew"], "removed": ["getText"], "changed": ["getBinary"]}
+    assert "getText" not in tool_names(backend) and "brandNew" in tool_names(backend)
+    assert set(Tool.objects.filter(backend=backend).values_list("spec_version", flat=True)) == {version.pk}
+
+
+@pytest.mark.parametrize(
+    ("document", "pointer", "words"),
+    [
+        (b"{not json", "", "JSON"),
+        (b"openapi: 3.0.0\ninfo: [unclosed", "", "YAML"),
+        (as_json({"openapi": "3.0.0", "info": {"title": "x", "version": "1"}, "paths": {"/a": {"get": {
+            "responses": {"200": {"description": "ok", "content": {"application/json": {
+                "schema": {"$ref": "https://example.com/remote.json#/Pet"}}}}}}}}}),
+         "/paths/~1a/get/responses/200/content/application~1json/schema/$ref", "remote"),
+        (as_json({"openapi": "3.0.0", "info": {"title": "x", "version": "1"}, "paths": {"/a": {"get": {
+            "parameters": [{"$ref": "#/components/parameters/Nope"}], "responses": {}}}}}),
+         "/paths/~1a/get/parameters/0/$ref", "Nope"),
+        (as_json({"openapi": "9.9.9", "paths": {}}), "/openapi", "9.9.9"),
+    ],
+)
+def test_a_broken_spec_fails_with_pointers_and_the_previous_version_keeps_serving(
+    django_capture_on_commit_callbacks, document: bytes, pointer: str, words: str
+) -> None:
+    backend = openapi_backend_factory()
+    good = upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+    before = tool_names(backend)
+    bad = upload(backend, document, django_capture_on_commit_callbacks)
+    assert bad.status == SpecVersion.Status.FAILED
+    assert any(e["pointer"] == pointer and words.lower() in e["message"].lower() for e in bad.errors), bad.errors
+    assert backend.active_spec == good
+    assert tool_names(backend) == before
+
+
+def test_uploads_are_refused_for_mcp_backends_and_empty_or_oversized_documents(settings) -> None:
+    with pytest.raises(ValidationError, match="only OpenAPI backends"):
+        spec_upload(backend=backend_factory(), document=as_json(service_spec()))
+    backend = openapi_backend_factory()
+    with pytest.raises(ValidationError, match="empty"):
+        spec_upload(backend=backend, document=b"  \n")
+    settings.GATEWAY_SPEC_MAX_BYTES = 100
+    with pytest.raises(ValidationError, match="the limit is 100"):
+        spec_upload(backend=backend, document=as_json(service_spec()))
+    assert not SpecVersion.objects.filter(backend=backend).exists()
+
+
+def test_compiling_twice_changes_nothing(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    version = upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+    ids = set(Tool.objects.filter(backend=backend).values_list("pk", flat=True))
+    assert spec_version_compile(spec_version_id=version.pk).status == SpecVersion.Status.READY
+    assert set(Tool.objects.filter(backend=backend).values_list("pk", flat=True)) == ids
+
+
+def test_an_older_version_compiled_late_does_not_replace_a_newer_one(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    older = spec_upload(backend=backend, document=as_json(service_spec()))  # not compiled yet (no commit)
+    newer = upload(backend, as_yaml(swagger_spec()), django_capture_on_commit_callbacks)
+    spec_version_compile(spec_version_id=older.pk)
+    backend.refresh_from_db()
+    older.refresh_from_db()
+    assert backend.active_spec == newer and tool_names(backend) == ["getItem", "listItems"]
+    assert older.status == SpecVersion.Status.READY and older.changes == {"superseded_by": newer.number}
+
+
+def test_credentials_are_encrypted_at_rest_and_resolved_for_the_invoker(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    egress_credential_set(backend=backend, kind="bearer", secret="s3cret-token-value")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT secret FROM catalog_egresscredential WHERE backend_id = %s", [backend.pk])
+        (stored,) = cursor.fetchone()
+    assert "s3cret-token-value" not in stored
+    assert secret_decrypt(stored) == "s3cret-token-value"
+    backend = Backend.objects.select_related("credential", "active_spec").get(pk=backend.pk)
+    credential = egress_credential_resolve(backend)
+    assert (credential.kind, credential.value) == ("bearer", "s3cret-token-value")
+
+
+def test_a_credential_without_a_kind_follows_the_specs_security_scheme(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+    egress_credential_set(backend=backend, secret="k-123")
+    backend = Backend.objects.select_related("credential", "active_spec").get(pk=backend.pk)
+    credential = egress_credential_resolve(backend)
+    assert (credential.kind, credential.name, credential.value) == ("api_key_header", "X-API-Key", "k-123")
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "username", "secret", "message"),
+    [
+        ("api_key_header", "", "", "v", "needs a name"),
+        ("basic", "", "a:b", "v", "':'"),
+        ("bearer", "", "", "line\nbreak", "CR, LF"),
+        ("oauth", "", "", "v", "unknown credential kind"),
+        ("bearer", "", "", "", "empty"),
+    ],
+)
+def test_unusable_credentials_are_refused(kind: str, name: str, username: str, secret: str, message: str) -> None:
+    backend = openapi_backend_factory()
+    with pytest.raises(ValidationError, match=message):
+        egress_credential_set(backend=backend, kind=kind, name=name, username=username, secret=secret)
+    assert not EgressCredential.objects.filter(backend=backend).exists()

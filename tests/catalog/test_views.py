@@ -1,0 +1,144 @@
+"""The console's spec pages, through Django's test client (the browser test lives elsewhere)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from apps.catalog.models import Backend
+from apps.catalog.specs import spec_upload, spec_version_compile
+from tests.factories import backend_factory, openapi_backend_factory
+
+
+def _doc(*operation_ids: str) -> bytes:
+    paths = {
+        f"/{name}": {"get": {"operationId": name, "responses": {"200": {"description": "ok"}}}}
+        for name in operation_ids
+    }
+    return json.dumps({"openapi": "3.0.3", "info": {"title": "Zoo", "version": "7"}, "paths": paths}).encode()
+
+
+BROKEN = json.dumps({
+    "openapi": "3.0.3", "info": {"title": "Zoo", "version": "7"},
+    "paths": {"/a": {"get": {"parameters": [{"in": "query"}], "responses": {}}}},
+}).encode()
+
+
+def _page(backend: Backend) -> str:
+    return f"/console/backends/{backend.pk}/spec/"
+
+
+def _history(backend: Backend) -> str:
+    return f"/console/backends/{backend.pk}/spec/history/"
+
+
+def _upload_form(client: Client, backend: Backend, document: bytes, name: str = "zoo.json"):
+    return client.post(_page(backend), {"file": SimpleUploadedFile(name, document, content_type="application/json")})
+
+
+@pytest.mark.django_db
+def test_anonymous_visitors_go_to_the_admin_login(client: Client) -> None:
+    backend = openapi_backend_factory()
+    response = client.get(_page(backend))
+    assert response.status_code == 302
+    assert response["Location"] == f"/admin/login/?next=/console/backends/{backend.pk}/spec/"
+
+
+@pytest.mark.django_db
+def test_non_staff_users_get_403(client: Client, django_user_model: Any) -> None:
+    client.force_login(django_user_model.objects.create_user(username="someone", password="pw"))
+    assert client.get("/console/backends/").status_code == 403
+    assert client.get(_page(openapi_backend_factory())).status_code == 403
+
+
+@pytest.mark.django_db
+def test_backend_list_links_openapi_backends_to_their_spec_page(admin_client: Client) -> None:
+    rest = openapi_backend_factory(name="rest-zoo")
+    mcp = backend_factory(name="mcp-zoo")
+    assert admin_client.get("/console/").url == "/console/backends/"
+    html = admin_client.get("/console/backends/").content.decode()
+    assert f'href="{_page(rest)}"' in html and "rest-zoo" in html
+    assert "mcp-zoo" in html and _page(mcp) not in html
+
+
+@pytest.mark.django_db
+def test_spec_page_shows_the_backend_and_an_upload_form(admin_client: Client) -> None:
+    backend = openapi_backend_factory(name="zoo", base_url="http://zoo.internal:8080/api")
+    response = admin_client.get(_page(backend))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "zoo" in html and "REST service (OpenAPI)" in html and "http://zoo.internal:8080/api" in html
+    assert 'enctype="multipart/form-data"' in html and 'name="csrfmiddlewaretoken"' in html
+    assert 'type="file" name="file"' in html
+    assert "No spec has been uploaded yet." in html and "hx-trigger" not in html
+    assert "vendor/htmx-2.0.11.min.js" in html
+
+
+@pytest.mark.django_db
+def test_an_mcp_backend_page_has_no_upload_form(admin_client: Client) -> None:
+    html = admin_client.get(_page(backend_factory())).content.decode()
+    assert "This backend is an MCP server" in html and 'type="file"' not in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_uploading_through_the_form_redirects_back_with_a_message_and_the_history(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    response = _upload_form(admin_client, backend, _doc("lions", "tigers"))
+    assert response.status_code == 302 and response["Location"] == _page(backend)
+
+    html = admin_client.get(response["Location"]).content.decode()
+    assert "Uploaded zoo.json as version 1." in html
+    assert 'id="version-1"' in html and "zoo.json" in html and "ready" in html
+    assert "Serving version 1: 2 tools" in html
+    assert "+2 −0 ~0" in html and "<code>lions</code>" in html
+    assert "hx-trigger" not in html  # nothing in progress: no polling
+
+    _upload_form(admin_client, backend, _doc("lions", "bears"), name="zoo2.json")
+    html = admin_client.get(_page(backend)).content.decode()
+    assert "+1 −1 ~0" in html and "<code>bears</code>" in html and "<code>tigers</code>" in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_version_lists_its_errors_with_pointers(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    _upload_form(admin_client, backend, _doc("lions"))
+    _upload_form(admin_client, backend, BROKEN, name="broken.json")
+    html = admin_client.get(_page(backend)).content.decode()
+    assert 'class="status failed"' in html
+    assert '<code class="pointer">/paths/~1a/get/parameters/0/name</code>' in html
+    assert "nothing from this version is served" in html
+    assert "Serving version 1: 1 tool" in html
+
+
+@pytest.mark.django_db
+def test_an_oversized_upload_is_refused_in_the_form(admin_client: Client, settings: Any) -> None:
+    settings.GATEWAY_SPEC_MAX_BYTES = 50
+    backend = openapi_backend_factory()
+    response = _upload_form(admin_client, backend, _doc("lions"))
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "The upload was refused" in html and "the limit is 50" in html
+    assert not backend.spec_versions.exists()
+
+
+@pytest.mark.django_db
+def test_the_history_fragment_polls_while_a_version_is_in_progress(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    # Inside the test's transaction the compile queued on commit never runs: the version stays pending.
+    version = spec_upload(backend=backend, document=_doc("lions"), filename="zoo.json")
+
+    fragment = admin_client.get(_history(backend))
+    html = fragment.content.decode()
+    assert fragment.status_code == 200 and "<html" not in html
+    assert 'id="spec-history"' in html and 'hx-trigger="every 1s"' in html
+    assert f'hx-get="{_history(backend)}"' in html and 'hx-swap="outerHTML"' in html
+    assert 'class="status pending"' in html
+    assert 'hx-trigger="every 1s"' in admin_client.get(_page(backend)).content.decode()
+
+    spec_version_compile(spec_version_id=version.pk)
+    html = admin_client.get(_history(backend)).content.decode()
+    assert 'class="status ready"' in html and "hx-trigger" not in html

@@ -1,0 +1,129 @@
+"""OpenAPI backends in the configuration file: `spec:` (relative to the file), base URL, credential."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from apps.catalog.models import Backend, SpecVersion, Tool
+from apps.common.secrets import secret_decrypt
+from apps.configuration.document import ConfigInvalid
+from apps.configuration.reports import Action
+from apps.configuration.services import config_apply, config_export
+from tests.backends.specs import as_json, as_yaml, service_spec, swagger_spec
+
+pytestmark = pytest.mark.django_db
+
+DOCUMENT = """
+tenants:
+  - slug: acme
+    name: Acme
+backends:
+  - tenant: acme
+    name: pets
+    kind: openapi
+    spec: specs/pets.json
+    base_url: "http://127.0.0.1:9002"
+    timeout_seconds: 5
+    credential: {kind: bearer, secret_env: PETS_TOKEN}
+virtual_hosts:
+  - tenant: acme
+    slug: main
+    backends: {pets: pets}
+"""
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "pets.json").write_bytes(as_json(service_spec()))
+    monkeypatch.setenv("PETS_TOKEN", "tok-1")
+    return tmp_path
+
+
+def test_a_spec_path_is_read_relative_to_the_file_and_compiled(folder: Path, django_capture_on_commit_callbacks) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        report = config_apply(document=DOCUMENT, prune=False, base_dir=folder)
+    backend = Backend.objects.get(name="pets")
+    assert backend.kind == "openapi" and backend.base_url == "http://127.0.0.1:9002" and backend.timeout_seconds == 5
+    assert [c.detail for c in report.changes if c.kind == "backend"] == ["spec v1 uploaded, credential"]
+    (version,) = SpecVersion.objects.filter(backend=backend)
+    assert report.spec_versions == (version.pk,)
+    assert version.status == SpecVersion.Status.READY and version.filename == "pets.json"
+    assert Tool.objects.filter(backend=backend).count() == 13
+    assert secret_decrypt(backend.credential.secret) == "tok-1" and backend.credential.kind == "bearer"
+
+
+def test_reapplying_uploads_only_a_changed_spec(folder: Path, django_capture_on_commit_callbacks) -> None:
+    config_apply(document=DOCUMENT, prune=False, base_dir=folder)
+    again = config_apply(document=DOCUMENT, prune=False, base_dir=folder)
+    assert not again.changed and again.spec_versions == ()
+    (folder / "specs" / "pets.json").write_bytes(as_yaml(swagger_spec()))
+    with django_capture_on_commit_callbacks(execute=True):
+        changed = config_apply(document=DOCUMENT, prune=False, base_dir=folder)
+    assert {(c.kind, c.action, c.detail) for c in changed.changes if c.kind == "backend"} == {
+        ("backend", Action.UPDATED, "spec v2 uploaded")
+    }
+    backend = Backend.objects.get(name="pets")
+    assert backend.active_spec.number == 2
+    assert set(Tool.objects.filter(backend=backend).values_list("name", flat=True)) == {"getItem", "listItems"}
+
+
+def test_a_changed_credential_secret_is_set_again(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config_apply(document=DOCUMENT, prune=False, base_dir=folder)
+    monkeypatch.setenv("PETS_TOKEN", "tok-2")
+    report = config_apply(document=DOCUMENT, prune=False, base_dir=folder)
+    assert [c.detail for c in report.changes if c.kind == "backend"] == ["credential"]
+    assert secret_decrypt(Backend.objects.get(name="pets").credential.secret) == "tok-2"
+
+
+@pytest.mark.parametrize(
+    ("edit", "path", "words"),
+    [
+        (("spec: specs/pets.json", "spec: specs/missing.json"), "backends[0]", "cannot read"),
+        (("    spec: specs/pets.json\n", "    spec: specs/pets.json\n    urls: [\"http://x:1\"]\n"),
+         "backends[0].urls", "no replica URLs"),
+        (("base_url: \"http://127.0.0.1:9002\"", "base_url: \"ftp://nope\""), "backends[0].base_url", "invalid URL"),
+        (("secret_env: PETS_TOKEN", "secret_env: NOT_SET_ANYWHERE"), "backends[0]", "NOT_SET_ANYWHERE"),
+        (("{kind: bearer, secret_env: PETS_TOKEN}", "{kind: api_key_header, secret: x}"),
+         "backends[0].credential.name", "needs the header"),
+        (("kind: openapi", "kind: mcp"), "backends[0].base_url", "only OpenAPI backends"),
+    ],
+)
+def test_bad_openapi_fields_are_reported_and_nothing_is_written(
+    folder: Path, edit: tuple[str, str], path: str, words: str
+) -> None:
+    document = DOCUMENT.replace(*edit)
+    assert document != DOCUMENT
+    with pytest.raises(ConfigInvalid) as caught:
+        config_apply(document=document, prune=False, base_dir=folder)
+    assert any(p.path.startswith(path) and words in p.message for p in caught.value.problems), caught.value.problems
+    assert not Backend.objects.exists() and not SpecVersion.objects.exists()
+
+
+def test_the_export_of_an_openapi_backend_applies_unchanged(folder: Path) -> None:
+    config_apply(document=DOCUMENT, prune=False, base_dir=folder)
+    exported = config_export()
+    assert "kind: openapi" in exported and "base_url: http://127.0.0.1:9002" in exported and "urls" not in exported
+    assert not config_apply(document=exported, prune=False).changed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_command_waits_for_the_compile_and_prints_the_outcome(folder: Path) -> None:
+    # CELERY_TASK_ALWAYS_EAGER: the compile runs when the apply commits.
+    config_file = folder / "gateway.yaml"
+    config_file.write_text(DOCUMENT, encoding="utf-8")
+    out = io.StringIO()
+    call_command("gateway", "apply", "-f", str(config_file), stdout=out)
+    assert "spec acme/pets v1: ready, 13 tools (+13 -0 ~0), 0 warning(s)" in out.getvalue()
+    (folder / "specs" / "pets.json").write_bytes(b'{"openapi": "3.0.0", "paths": {"/a": 1}}')
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="previous version keeps serving"):
+        call_command("gateway", "apply", "-f", str(config_file), stdout=out)
+    assert "spec acme/pets v2: failed with" in out.getvalue()
+    assert "  /info: " in out.getvalue() or "  /paths/~1a: " in out.getvalue()
+    assert Backend.objects.get(name="pets").active_spec.number == 1
