@@ -56,13 +56,15 @@ def cpu_seconds(pid: int) -> float:
 class Caller:
     """Sends one kind of MCP request over keep-alive connections."""
 
-    def __init__(self, url: str, era: str, method: str, params: dict[str, object], auth: bool) -> None:
+    def __init__(
+        self, url: str, era: str, method: str, params: dict[str, object], auth: bool, key: str = KEY
+    ) -> None:
         self.target = Target.from_url(url)
         self.pool = HttpPool(self.target, max_idle=64)
         self.era = era
         self.method = method
         self.params = params
-        self.auth = [("authorization", f"Bearer {KEY}")] if auth else []
+        self.auth = [("authorization", f"Bearer {key}")] if auth else []
         self.session: list[tuple[str, str]] = []
 
     async def open(self) -> None:

@@ -39,7 +39,8 @@ cat <<BANNER
   MCP endpoint   http://127.0.0.1:$PORT/mcp/demo/main
   API key        $(cat var/demo-key)
                  (send it as "Authorization: Bearer <key>")
-  Admin          http://127.0.0.1:$PORT/admin/   user: admin   password: $(cat var/admin-password)
+  Console        http://127.0.0.1:$PORT/console/   user: admin   password: $(cat var/admin-password)
+  Admin          http://127.0.0.1:$PORT/admin/
   Logs           var/log/
 
   Try it:  .venv/bin/python scripts/try_demo.py

@@ -1,4 +1,4 @@
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from apps.common.models import TimeStampedModel
@@ -38,6 +38,13 @@ class Backend(TimeStampedModel):
     active_spec = models.ForeignKey(
         "SpecVersion", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
         help_text="OpenAPI backends: the spec version whose tools are served.",
+    )
+    tool_name_max_length = models.PositiveSmallIntegerField(
+        default=64, validators=[MinValueValidator(1), MaxValueValidator(128)],
+        help_text="OpenAPI backends: tool names longer than this are cut (with a stable hash suffix).",
+    )
+    include_deprecated = models.BooleanField(
+        default=False, help_text="OpenAPI backends: turn deprecated operations into tools too.",
     )
 
     class Meta:

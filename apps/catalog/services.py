@@ -13,11 +13,13 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from apps.catalog.models import Backend, BackendReplica, ToolAlias, VirtualHost, VirtualHostBackend
+from apps.catalog.specs import spec_recompile
 from apps.catalog.validators import replica_url_validate
 from apps.common.config_version import config_version_bump
 from apps.tenants.models import ApiKey, Tenant
 
 DEFAULT_TIMEOUT_SECONDS: float = Backend._meta.get_field("timeout_seconds").get_default()
+DEFAULT_TOOL_NAME_MAX_LENGTH: int = Backend._meta.get_field("tool_name_max_length").get_default()
 
 
 @dataclass(frozen=True)
@@ -68,12 +70,15 @@ def backend_create(
     transport: str = Backend.Transport.STREAMABLE_HTTP,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     base_url: str = "",
+    tool_name_max_length: int = DEFAULT_TOOL_NAME_MAX_LENGTH,
+    include_deprecated: bool = False,
 ) -> Backend:
     """Create a backend: an MCP server with one replica per URL, in the given order, or an OpenAPI
     service (no URLs; `base_url` overrides its spec's servers, and its tools come from a spec upload)."""
     _check_kind(kind=kind, urls=urls, base_url=base_url)
     backend = Backend(
-        tenant=tenant, name=name, kind=kind, transport=transport, timeout_seconds=timeout_seconds, base_url=base_url
+        tenant=tenant, name=name, kind=kind, transport=transport, timeout_seconds=timeout_seconds, base_url=base_url,
+        tool_name_max_length=tool_name_max_length, include_deprecated=include_deprecated,
     )
     backend.full_clean()
     if timeout_seconds <= 0:
@@ -93,17 +98,27 @@ def backend_update(
     urls: Sequence[str],
     timeout_seconds: float,
     base_url: str = "",
+    tool_name_max_length: int = DEFAULT_TOOL_NAME_MAX_LENGTH,
+    include_deprecated: bool = False,
 ) -> Backend:
-    """Replace every editable attribute of the backend, its replica URLs included."""
+    """Replace every editable attribute of the backend, its replica URLs included. A change of an
+    OpenAPI backend's compile options compiles its active spec again (as a new version)."""
     _check_kind(kind=kind, urls=urls, base_url=base_url)
+    recompile = (backend.tool_name_max_length, backend.include_deprecated) != (tool_name_max_length, include_deprecated)
     backend.kind = kind
     backend.transport = transport
     backend.timeout_seconds = timeout_seconds
     backend.base_url = base_url
+    backend.tool_name_max_length = tool_name_max_length
+    backend.include_deprecated = include_deprecated
     backend.full_clean()
     if timeout_seconds <= 0:
         raise ValidationError({"timeout_seconds": "must be positive"})
-    backend.save(update_fields=["kind", "transport", "timeout_seconds", "base_url", "updated_at"])
+    backend.save(update_fields=[
+        "kind", "transport", "timeout_seconds", "base_url", "tool_name_max_length", "include_deprecated", "updated_at",
+    ])
+    if recompile and kind == Backend.Kind.OPENAPI:
+        spec_recompile(backend=backend, reason="recompile: compile options changed")
     _replicas_set(backend=backend, urls=urls)
     config_version_bump(tenant_id=backend.tenant_id)
     return backend

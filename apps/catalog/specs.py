@@ -63,6 +63,15 @@ def spec_upload(*, backend: Backend, document: bytes, filename: str = "", upload
     return version
 
 
+def spec_recompile(*, backend: Backend, reason: str) -> SpecVersion | None:
+    """Compile the active version's document again as a new version (the compile options
+    changed). None when the backend serves no spec yet."""
+    active = backend.active_spec
+    if active is None:
+        return None
+    return spec_upload(backend=backend, document=bytes(active.document), filename=active.filename, uploaded_by=reason)
+
+
 def spec_version_compile(*, spec_version_id: int) -> SpecVersion | None:
     """Compile a pending spec version and publish its tools, or record why it failed. Idempotent:
     a version that is already `ready` or `failed` is returned as it is. None if it is gone."""
@@ -71,7 +80,12 @@ def spec_version_compile(*, spec_version_id: int) -> SpecVersion | None:
         return version
     SpecVersion.objects.filter(pk=version.pk).update(status=SpecVersion.Status.COMPILING)
     try:
-        result = compile_spec(bytes(version.document), options=CompileOptions(max_bytes=settings.GATEWAY_SPEC_MAX_BYTES))
+        options = CompileOptions(
+            max_bytes=settings.GATEWAY_SPEC_MAX_BYTES,
+            max_name_length=version.backend.tool_name_max_length,
+            include_deprecated=version.backend.include_deprecated,
+        )
+        result = compile_spec(bytes(version.document), options=options)
     except Exception as exc:  # a compiler bug must not leave the version `compiling` forever
         log.exception("compiling spec version %s failed", version.pk)
         result = None

@@ -70,6 +70,8 @@ class BackendSpec:
     # OpenAPI: the spec file as written (relative to the configuration file); None leaves it alone.
     spec: str | None = None
     credential: CredentialSpec | None = None
+    tool_name_max_length: int = 64
+    include_deprecated: bool = False
 
 
 @dataclass(frozen=True)

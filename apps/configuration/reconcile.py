@@ -189,6 +189,7 @@ class Reconciler:
                 backend = backend_create(
                     tenant=tenant, name=spec.name, urls=spec.urls, kind=spec.kind,
                     transport=spec.transport, timeout_seconds=spec.timeout_seconds, base_url=spec.base_url,
+                    tool_name_max_length=spec.tool_name_max_length, include_deprecated=spec.include_deprecated,
                 )
                 details = self._openapi_parts(backend, spec, path)
                 self._record(Action.CREATED, "backend", name, details)
@@ -199,6 +200,8 @@ class Reconciler:
                     "urls": tuple(r.url for r in backend.replicas.all()),
                     "timeout_seconds": backend.timeout_seconds,
                     "base_url": backend.base_url,
+                    "tool_name_max_length": backend.tool_name_max_length,
+                    "include_deprecated": backend.include_deprecated,
                 }
                 wanted = {
                     "kind": spec.kind,
@@ -206,12 +209,15 @@ class Reconciler:
                     "urls": spec.urls,
                     "timeout_seconds": spec.timeout_seconds,
                     "base_url": spec.base_url,
+                    "tool_name_max_length": spec.tool_name_max_length,
+                    "include_deprecated": spec.include_deprecated,
                 }
                 details = [field for field in current if current[field] != wanted[field]]
                 if details:
                     backend_update(
                         backend=backend, kind=spec.kind, transport=spec.transport, urls=spec.urls,
                         timeout_seconds=spec.timeout_seconds, base_url=spec.base_url,
+                        tool_name_max_length=spec.tool_name_max_length, include_deprecated=spec.include_deprecated,
                     )
                 details += self._openapi_parts(backend, spec, path)
                 self._record(Action.UPDATED if details else Action.UNCHANGED, "backend", name, details)

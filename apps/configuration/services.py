@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from apps.catalog.selectors import backend_list, virtual_host_list
-from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS
+from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX_LENGTH
 from apps.configuration.document import ConfigInvalid
 from apps.configuration.reconcile import Reconciler
 from apps.configuration.reports import ApplyReport
@@ -97,6 +97,10 @@ def config_export() -> str:
                 # The spec and the credential's secret stay as they are (no `spec` / `credential`).
                 if backend.base_url:
                     item["base_url"] = backend.base_url
+                if backend.tool_name_max_length != DEFAULT_TOOL_NAME_MAX_LENGTH:
+                    item["tool_name_max_length"] = backend.tool_name_max_length
+                if backend.include_deprecated:
+                    item["include_deprecated"] = True
             else:
                 item["transport"] = backend.transport
                 item["urls"] = [replica.url for replica in backend.replicas.all()]

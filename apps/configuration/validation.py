@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
 from apps.catalog.models import Backend, EgressCredential, map_key_validator, name_validator, tool_name_validator
-from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS
+from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX_LENGTH
 from apps.catalog.validators import replica_url_validate
 from apps.configuration.document import (
     AliasSpec,
@@ -35,7 +35,11 @@ from apps.tenants.models import slug_validator
 TOP_LEVEL_KEYS = ("tenants", "backends", "virtual_hosts")
 _TENANT_FIELDS = ("slug", "name", "teams", "keys")
 _KEY_FIELDS = ("name", "team", "secret", "expires_at", "revoked")
-_BACKEND_FIELDS = ("tenant", "name", "kind", "transport", "urls", "timeout_seconds", "base_url", "spec", "credential")
+_BACKEND_FIELDS = (
+    "tenant", "name", "kind", "transport", "urls", "timeout_seconds",
+    "base_url", "spec", "credential", "tool_name_max_length", "include_deprecated",
+)
+_OPENAPI_ONLY = ("base_url", "spec", "credential", "tool_name_max_length", "include_deprecated")
 _CREDENTIAL_FIELDS = ("kind", "name", "username", "secret", "secret_env")
 _VHOST_FIELDS = ("tenant", "slug", "backends", "tool_aliases", "allow_anonymous", "anonymous_key")
 _UPSTREAM_NAME_MAX_LENGTH = 128
@@ -279,16 +283,23 @@ class _Checker:
                 Backend.Transport.values,
             )
             base_url, spec_file, credential = "", None, None
+            name_length, deprecated = DEFAULT_TOOL_NAME_MAX_LENGTH, False
             if kind == Backend.Kind.OPENAPI:
                 urls: tuple[str, ...] = ()
                 if "urls" in fields:
                     self.add(f"{path}.urls", "an OpenAPI backend has no replica URLs; use base_url")
                 base_url, spec_file, credential = self.openapi_fields(fields, path)
+                name_length = fields.get("tool_name_max_length", DEFAULT_TOOL_NAME_MAX_LENGTH)
+                if isinstance(name_length, bool) or not isinstance(name_length, int) or not 1 <= name_length <= 128:
+                    self.add(f"{path}.tool_name_max_length", "must be a whole number from 1 to 128")
+                    name_length = DEFAULT_TOOL_NAME_MAX_LENGTH
+                if "include_deprecated" in fields:
+                    deprecated = self.flag(fields["include_deprecated"], f"{path}.include_deprecated")
             else:
                 urls = self.urls(fields.get("urls"), f"{path}.urls") if "urls" in fields else ()
                 if "urls" not in fields:
                     self.add(path, "missing required field 'urls'")
-                for field in ("base_url", "spec", "credential"):
+                for field in _OPENAPI_ONLY:
                     if field in fields:
                         self.add(f"{path}.{field}", f"only OpenAPI backends (kind: openapi) have {field!r}")
             timeout = fields.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
@@ -301,6 +312,7 @@ class _Checker:
                 backends[(tenant, name)] = BackendSpec(
                     tenant=tenant, name=name, kind=kind, transport=transport, urls=urls,
                     timeout_seconds=float(timeout), base_url=base_url, spec=spec_file, credential=credential,
+                    tool_name_max_length=name_length, include_deprecated=deprecated,
                 )
         return tuple(backends.values())
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from django.conf import settings
 
 from apps.catalog.models import Backend, EgressCredential
@@ -54,7 +55,8 @@ class ToolSet:
     """The tools of one spec version: compiled (for the invoker) and as `tools/list` entries."""
 
     tools: Mapping[str, CompiledTool]
-    listing: tuple[Mapping[str, Any], ...]
+    #: The `tools/list` entries, encoded once: EC2's 765 tools are 5 MB, 40-50 ms to encode.
+    listing_json: bytes
 
     @classmethod
     def of(cls, tools: Sequence[CompiledTool]) -> ToolSet:
@@ -67,10 +69,10 @@ class ToolSet:
             if tool.annotations:
                 entry["annotations"] = tool.annotations
             listing.append(entry)
-        return cls({tool.name: tool for tool in tools}, tuple(listing))
+        return cls({tool.name: tool for tool in tools}, orjson.dumps(listing))
 
 
-EMPTY_TOOLSET = ToolSet({}, ())
+EMPTY_TOOLSET = ToolSet({}, b"[]")
 
 
 class ToolSetCache:
@@ -153,8 +155,8 @@ class OpenApiServer:
             instructions=None,
         )
 
-    def tools(self) -> Sequence[Mapping[str, Any]]:
-        return self._toolset.listing
+    def tools_json(self) -> bytes:
+        return self._toolset.listing_json
 
     def has_tool(self, name: str) -> bool:
         return name in self._toolset.tools

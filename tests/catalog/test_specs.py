@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 
 from apps.catalog.models import Backend, EgressCredential, SpecVersion, Tool
+from apps.catalog.services import backend_update
 from apps.catalog.specs import egress_credential_set, spec_upload, spec_version_compile
 from apps.common.secrets import secret_decrypt
 from apps.gateway.openapi import egress_credential_resolve
@@ -161,3 +162,22 @@ def test_unusable_credentials_are_refused(kind: str, name: str, username: str, s
     with pytest.raises(ValidationError, match=message):
         egress_credential_set(backend=backend, kind=kind, name=name, username=username, secret=secret)
     assert not EgressCredential.objects.filter(backend=backend).exists()
+
+
+def test_changing_the_compile_options_compiles_the_active_spec_again(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    spec = service_spec()
+    spec["paths"]["/old"] = {"get": {"operationId": "oldButStillThereWithAVeryLongOperationName", "deprecated": True,
+                                     "responses": {"200": {"description": "ok"}}}}
+    upload(backend, as_json(spec), django_capture_on_commit_callbacks)
+    assert "oldButStillThereWithAVeryLongOperationName" not in tool_names(backend)
+    with django_capture_on_commit_callbacks(execute=True):
+        backend_update(backend=backend, kind="openapi", transport=backend.transport, urls=[],
+                       timeout_seconds=backend.timeout_seconds, base_url=backend.base_url,
+                       tool_name_max_length=20, include_deprecated=True)
+    backend.refresh_from_db()
+    version = backend.active_spec
+    assert version.number == 2 and version.uploaded_by == "recompile: compile options changed"
+    long_names = [name for name in tool_names(backend) if name.startswith("oldButStill")]
+    assert len(long_names) == 1 and len(long_names[0]) == 20
+    assert version.changes["added"] == long_names and version.changes["removed"] == []

@@ -127,3 +127,19 @@ def test_the_command_waits_for_the_compile_and_prints_the_outcome(folder: Path) 
     assert "spec acme/pets v2: failed with" in out.getvalue()
     assert "  /info: " in out.getvalue() or "  /paths/~1a: " in out.getvalue()
     assert Backend.objects.get(name="pets").active_spec.number == 1
+
+
+def test_compile_options_apply_and_export(folder: Path, django_capture_on_commit_callbacks) -> None:
+    document = DOCUMENT.replace("    timeout_seconds: 5\n", "    timeout_seconds: 5\n    tool_name_max_length: 8\n"
+                                "    include_deprecated: true\n")
+    with django_capture_on_commit_callbacks(execute=True):
+        config_apply(document=document, prune=False, base_dir=folder)
+    backend = Backend.objects.get(name="pets")
+    assert (backend.tool_name_max_length, backend.include_deprecated) == (8, True)
+    assert max(len(name) for name in Tool.objects.filter(backend=backend).values_list("name", flat=True)) == 8
+    exported = config_export()
+    assert "tool_name_max_length: 8" in exported and "include_deprecated: true" in exported
+    assert not config_apply(document=exported, prune=False).changed
+    with pytest.raises(ConfigInvalid, match="from 1 to 128"):
+        config_apply(document=document.replace("tool_name_max_length: 8", "tool_name_max_length: 129"),
+                     prune=False, base_dir=folder)

@@ -13,7 +13,7 @@ from apps.gateway.pipeline.relay import Call, Relay
 from apps.gateway.pipeline.replies import Headers, Reply, accepted, error_reply, result_reply
 from apps.gateway.pipeline.tracing import trace_headers
 from apps.gateway.protocol.errors import BackendUnavailable, GatewayError, InvalidParams, MethodNotFound
-from apps.gateway.protocol.jsonrpc import Kind
+from apps.gateway.protocol.jsonrpc import Kind, encoded
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class LocalTools:
             if params.get("cursor") is not None:
                 # The whole list is one page, so no cursor was ever handed out.
                 raise InvalidParams("Invalid params: unknown cursor")
-            return {"tools": server.tools()}
+            return {"tools": encoded(server.tools_json())}
         if method == "tools/call":
             name = params.get("name")
             arguments = params.get("arguments", {})

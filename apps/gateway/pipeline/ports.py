@@ -94,8 +94,8 @@ class ToolServer(Protocol):
     @property
     def info(self) -> BackendInfo: ...
 
-    def tools(self) -> Sequence[Mapping[str, Any]]:
-        """The `tools/list` entries, in a stable order (shared: do not modify)."""
+    def tools_json(self) -> bytes:
+        """The `tools/list` entries as one encoded JSON array, in a stable order."""
 
     def has_tool(self, name: str) -> bool: ...
 

@@ -100,6 +100,11 @@ def dumps(value: Any) -> bytes:
     return orjson.dumps(value)
 
 
+def encoded(data: bytes) -> Any:
+    """Already-encoded JSON, placed as is wherever `dumps` meets it (encode big, stable parts once)."""
+    return orjson.Fragment(data)
+
+
 def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 

@@ -1,6 +1,5 @@
 """The compiler against the real catalog files (no database needed)."""
 
-import time
 from pathlib import Path
 
 import orjson
@@ -20,16 +19,14 @@ def _count_operations(data: bytes) -> tuple[int, int]:
     return len(ops), sum(1 for op in ops if op.get("deprecated") is True)
 
 
-def test_ec2_compiles_cleanly_and_fast():
+def test_ec2_compiles_cleanly():
+    # How fast is measured by bench/compile_catalog.py (BENCHMARKS.md), not asserted here.
     data = (CATALOG / "aws" / "ec2.json").read_bytes()
-    started = time.perf_counter()
     result = compile_spec(data)
-    elapsed = time.perf_counter() - started
     total, deprecated = _count_operations(data)
     assert result.errors == ()
     assert len(result.tools) == total - deprecated
     assert len({t.name for t in result.tools}) == len(result.tools)
-    assert elapsed <= 2.0, f"ec2.json took {elapsed:.2f} s"
     subnet = next(t for t in result.tools if t.name == "CreateSubnet")
     assert subnet.binding.servers == ("https://ec2.us-east-1.amazonaws.com",)
     assert subnet.binding.body_mode == "properties" and "VpcId" in subnet.input_schema["required"]

@@ -1,0 +1,142 @@
+"""OpenAPI tool call overhead: the same REST request sent straight to the service and made by the
+gateway from a `tools/call`, in one run, so the ratio holds on a noisy machine.
+
+    .venv/bin/python -m bench.openapi_call [--calls N] [--output FILE]
+
+The service is `tests/backends/recording_service.py` (uvicorn). The direct path is what an agent with
+its own HTTP client would send: `GET /pets/<id>?tags=a&tags=b` with an API key header. Through the
+gateway the agent sends a stateless (2026-07-28) `tools/call getPet`; the gateway validates the
+arguments, builds the same request (credential from the backend's encrypted secret), sends it on a
+pooled connection and shapes the JSON answer into a tool result."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.proxy_latency import Caller, calibrate, measure, percentile  # noqa: I001 - sets Django up
+
+from apps.catalog.specs import spec_version_compile  # noqa: E402
+from apps.configuration.services import config_apply  # noqa: E402
+from apps.gateway.upstream.http import HttpPool, Target  # noqa: E402
+from tests.backends.specs import as_json, service_spec  # noqa: E402
+from tests.processes import backend_argv, free_port, gateway_argv, running  # noqa: E402
+
+KEY = "bench-rest-key-0123456789abcdef"
+ARGUMENTS = {"petId": "pet-42", "tags": ["a", "b"], "X-Request-Tag": "bench"}
+
+
+class DirectRest:
+    """The request the tool call becomes, sent by a keep-alive client of our own."""
+
+    def __init__(self, url: str) -> None:
+        self.target = Target.from_url(url)
+        self.pool = HttpPool(self.target, max_idle=64)
+
+    async def open(self) -> None:
+        return None
+
+    async def call(self, request_id: int) -> None:
+        headers = [("X-Request-Tag", "bench"), ("X-API-Key", "service-key"), ("accept", "application/json")]
+        response = await self.pool.request("GET", "/pets/pet-42?tags=a&tags=b", headers, timeout=30)
+        data = await response.read()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status} {data[:200]!r}")
+
+
+def configure(service_url: str, folder: Path) -> None:
+    (folder / "service.json").write_bytes(as_json(service_spec(title="bench")))
+    document = f"""
+tenants:
+  - slug: bench-rest
+    name: Benchmark REST
+    keys:
+      - name: bench
+        secret: "{KEY}"
+backends:
+  - tenant: bench-rest
+    name: svc
+    kind: openapi
+    spec: service.json
+    base_url: "{service_url}"
+    credential: {{secret: service-key}}
+virtual_hosts:
+  - {{tenant: bench-rest, slug: rest, backends: {{svc: svc}}}}
+"""
+    report = config_apply(document=document, prune=False, base_dir=folder)
+    for version_id in report.spec_versions:  # no Celery worker here: compile in this process
+        spec_version_compile(spec_version_id=version_id)
+
+
+def run(calls: int) -> tuple[list[tuple[str, int, float, float, float, float | None]], tuple[float, float]]:
+    service_port, gateway_port = free_port(), free_port()
+    service_url = f"http://127.0.0.1:{service_port}"
+    with tempfile.TemporaryDirectory() as folder:
+        configure(service_url, Path(folder))
+    env = {"GATEWAY_INSTANCE_ID": "bench", "GATEWAY_LOG_LEVEL": "WARNING", "GATEWAY_DEBUG": "0"}
+    rows = []
+    before = calibrate()
+    with running(backend_argv("tests.backends.recording_service", service_port), service_port, log_name="bench-rest"), \
+         running([*gateway_argv(gateway_port), "-v", "0"], gateway_port, env=env, log_name="bench-gateway") as gateway:
+        for concurrency, count in ((1, calls), (16, calls * 2)):
+            callers = {
+                "direct": DirectRest(f"{service_url}/"),
+                "gateway": Caller(f"http://127.0.0.1:{gateway_port}/mcp/bench-rest/rest", "modern", "tools/call",
+                                  {"name": "getPet", "arguments": ARGUMENTS}, True, key=KEY),
+            }
+            rounds = max(count // 20, 1) if concurrency == 1 else 5
+            measured = asyncio.run(measure(callers, concurrency, count, gateway.pid, rounds))  # type: ignore[arg-type]
+            for path, (latencies, busy, cpu) in measured.items():
+                row = (path, concurrency, percentile(latencies, 50), percentile(latencies, 99), len(latencies) / busy,
+                       cpu if path == "gateway" else None)
+                rows.append(row)
+                print(f"{path:8} C={concurrency:<3} p50={row[2]:7.2f} ms  p99={row[3]:7.2f} ms  {row[4]:8.0f}/s"
+                      + (f"  gateway CPU {cpu:.2f} ms/call" if path == "gateway" else ""), flush=True)
+    return rows, (before, calibrate())
+
+
+def markdown(rows: list[tuple[str, int, float, float, float, float | None]], speed: tuple[float, float],
+             calls: int) -> str:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        f"### OpenAPI tool call overhead — {now}",
+        "",
+        f"Command: `python -m bench.openapi_call --calls {calls}`. Machine: {platform.machine()}, {os.cpu_count()} "
+        f"cores, Python {platform.python_version()}. Direct: `GET /pets/<id>?tags=a&tags=b` on a keep-alive "
+        "connection; gateway: stateless `tools/call getPet` (argument validation, request building, credential, "
+        f"result shaping). Machine speed (5M-iteration loop): {speed[0]:.3f} s before, {speed[1]:.3f} s after.",
+        "",
+        "| C | direct p50 | gateway p50 | added p50 | direct p99 | gateway p99 | direct /s | gateway /s | gateway CPU/call |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for direct, via in zip(rows[::2], rows[1::2], strict=True):
+        lines.append(
+            f"| {direct[1]} | {direct[2]:.2f} ms | {via[2]:.2f} ms | **{via[2] - direct[2]:+.2f} ms** "
+            f"({via[2] / direct[2]:.2f}×) | {direct[3]:.2f} ms | {via[3]:.2f} ms | {direct[4]:.0f} | {via[4]:.0f} | "
+            f"{via[5]:.2f} ms |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--output", type=Path, help="append the markdown table to this file")
+    args = parser.parse_args()
+    rows, speed = run(args.calls)
+    table = markdown(rows, speed, args.calls)
+    print()
+    print(table)
+    if args.output:
+        with args.output.open("a", encoding="utf-8") as handle:
+            handle.write("\n" + table)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
