@@ -4,6 +4,11 @@ Usage: ``python bench/openapi_request.py [CALLS]`` (default 10,000). The tool is
 ``compile_spec`` from a generated OpenAPI 3.1 document: 4 path, 50 query (form, exploded/unexploded,
 pipe/space-delimited, deepObject; scalars, arrays and objects), 16 header and 10 cookie parameters and a
 JSON body of 20 properties. Prints the median and p99 of one call in µs (the plan is warmed first).
+
+The machine's speed drifts (2x within minutes on the shared sandbox), so the run also times, interleaved in
+blocks of 100 calls, two references in the same process and prints the ratios of the medians, which drift
+far less: ``build_request_reference`` (the generic walk over the plan that ``build_request`` used before
+the per-tool generated builders) and ``orjson.dumps`` of the same arguments.
 """
 
 from __future__ import annotations
@@ -11,17 +16,16 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import orjson  # noqa: E402
 
-from apps.catalog.openapi import (  # noqa: E402
-    Credential,
-    build_request,
-    compile_spec,  # noqa: E402
-)
+from apps.catalog.openapi import Credential, build_request, compile_spec  # noqa: E402
+from apps.catalog.openapi.invoke import build_request_reference, prepare_builder  # noqa: E402
 
 QUERY_STYLES = [("form", True), ("form", False), ("pipeDelimited", False), ("spaceDelimited", False)]
 
@@ -72,22 +76,37 @@ def main(argv: list[str]) -> int:
     tool = result.tools[0]
     assert len(tool.binding.arguments) == 100 and len(args) == 100
     credential = Credential("bearer", "token")
-    for _ in range(200):  # warm the plan cache and the interpreter
-        build_request(tool, args, credential=credential)
+    subjects: dict[str, Callable[[], object]] = {
+        "build_request": partial(build_request, tool, args, credential=credential),
+        "reference": partial(build_request_reference, tool, args, credential=credential),
+        "orjson": partial(orjson.dumps, args),
+    }
+    assert subjects["build_request"]() == subjects["reference"]()
+    prepare_builder(tool)  # what the gateway does in a worker thread after a tool's first call
+    for subject in subjects.values():  # warm the plan cache, the memo and the interpreter
+        for _ in range(200):
+            subject()
     clock = time.perf_counter_ns
-    samples: list[int] = []
-    for _ in range(calls):
-        t0 = clock()
-        build_request(tool, args, credential=credential)
-        samples.append(clock() - t0)
-    samples.sort()
-    median = statistics.median(samples) / 1000
-    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))] / 1000
+    samples: dict[str, list[int]] = {name: [] for name in subjects}
+    block = 100
+    for _ in range(max(1, calls // block)):
+        for name, subject in subjects.items():
+            out = samples[name]
+            for _ in range(block):
+                t0 = clock()
+                subject()
+                out.append(clock() - t0)
+    medians = {name: statistics.median(values) / 1000 for name, values in samples.items()}
+    timed = sorted(samples["build_request"])
+    p99 = timed[min(len(timed) - 1, int(len(timed) * 0.99))] / 1000
     request = build_request(tool, args, credential=credential)
-    print(f"build_request, 100-argument tool: {calls:,} calls, median {median:.1f} µs, p99 {p99:.1f} µs")
+    print(f"build_request, 100-argument tool: {len(timed):,} calls, median {medians['build_request']:.1f} µs, "
+          f"p99 {p99:.1f} µs")
     print(f"  url {len(request.url)} chars, {len(request.headers)} headers, body {len(request.body)} bytes")
+    print(f"  same process, interleaved: reference (generic walk) median {medians['reference']:.1f} µs, "
+          f"ratio {medians['build_request'] / medians['reference']:.2f}; orjson.dumps(arguments) median "
+          f"{medians['orjson']:.2f} µs, ratio {medians['build_request'] / medians['orjson']:.1f}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

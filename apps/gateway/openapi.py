@@ -27,6 +27,7 @@ from apps.catalog.openapi import (
     shape_result,
     validate_arguments,
 )
+from apps.catalog.openapi.invoke import has_builder, prepare_builder
 from apps.catalog.openapi.model import CompiledTool
 from apps.catalog.openapi.records import tool_from_record
 from apps.common.secrets import SecretUnreadable, secret_decrypt
@@ -121,6 +122,19 @@ class OpenApiHttp:
         self._pools.clear()
 
 
+_preparing: set[int] = set()
+
+
+def _prepare_soon(tool: CompiledTool) -> None:
+    """Generate the tool's request builder in a worker thread: a called tool is likely called
+    again, and generating costs milliseconds that must not block the event loop."""
+    if id(tool) in _preparing:
+        return
+    _preparing.add(id(tool))
+    future = asyncio.get_running_loop().run_in_executor(None, prepare_builder, tool)
+    future.add_done_callback(lambda _: _preparing.discard(id(tool)))
+
+
 class OpenApiServer:
     """The `ToolServer` of one OpenAPI backend as of one configuration snapshot."""
 
@@ -170,6 +184,10 @@ class OpenApiServer:
             request = build_request(tool, arguments, base_url=self._base_url, credential=self._credential)
         except InvokeError as exc:
             return _tool_result(exc.message)
+        except UnicodeError:  # lone surrogates: JSON parsers refuse them, a hand-made call may not
+            return _tool_result("the arguments hold text that cannot be encoded as UTF-8")
+        if not has_builder(tool):
+            _prepare_soon(tool)
         wire_headers = [(k, v) for k, v in request.headers if k.lower() not in _RESERVED_HEADERS]
         wire_headers.append(("Accept", "application/json, */*;q=0.8"))
         wire_headers.extend(headers)

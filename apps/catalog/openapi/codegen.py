@@ -7,7 +7,13 @@ one block per argument in the plan's order, with the location, style, names and 
 source. It handles the common value types itself (``str``, ``int``, a ``list``; the percent-encoding memo
 is read without a call) and hands any other value to the very serialiser the generic builder uses, so
 both build the same request and raise the same error first. ``tests/catalog/openapi/test_codegen.py``
-checks that on every tool of several real specs.
+checks that on every tool of several real specs. ``build_request`` keeps the generic walk for arguments
+that are not a plain ``dict`` (the generated code counts on dict behaviour) and for hand-made tools with
+a repeated argument name.
+
+The price is paid once per tool and process, when the plan is made: ``compile()`` of the source, about
+0.4 ms per argument on the 2-core sandbox (≈ 40 ms for the 100-argument benchmark tool, a few ms for a
+typical tool), and a few KiB of code per argument while the plan is cached.
 
 Every text taken from the spec (argument and parameter names, path literals, server, content type)
 enters the source through ``repr()``, which always yields a Python literal of the same string: a spec
@@ -38,7 +44,8 @@ from .serialize import (
 if TYPE_CHECKING:
     from .invoke import Plan, _Entry
 
-Builder = Callable[[Mapping[str, Any], "str | None", "Credential | None", "str | None"], OutgoingRequest]
+#: ``(arguments, base_url, credential, boundary) -> request``
+Builder = Callable[[Mapping[str, Any], str | None, Credential | None, str | None], OutgoingRequest]
 
 #: Globals every generated builder sees; ``f<i>`` (the generic serialiser of entry ``i``) and the
 #: per-tool constants listed in :func:`generate_source` are added per tool.
@@ -209,8 +216,8 @@ def _serialise(i: int, entry: _Entry, binding: ArgumentBinding) -> list[str]:
 
 def _path(i: int, entry: _Entry, binding: ArgumentBinding) -> list[str]:
     fn = f"f{i}"
-    if entry.slot < 0:  # no placeholder to fill: rendered only for its errors, as the generic builder does
-        return [f"{fn}(v)"]
+    if entry.slot < 0:  # no placeholder to fill: the generic builder does not render it either
+        return ["pass"]
     target = f"s{entry.slot}"
     if binding.content_type is not None or binding.style in ("label", "matrix"):
         return [f"{target} = {fn}(v)"]
