@@ -20,11 +20,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.proxy_latency import Caller, calibrate, measure, percentile  # noqa: I001 - sets Django up
-
 from apps.catalog.specs import spec_version_compile  # noqa: E402
 from apps.configuration.services import config_apply  # noqa: E402
 from apps.gateway.upstream.http import HttpPool, Target  # noqa: E402
+from bench.proxy_latency import Caller, calibrate, measure, percentile  # noqa: I001 - sets Django up
 from tests.backends.specs import as_json, service_spec  # noqa: E402
 from tests.processes import backend_argv, free_port, gateway_argv, running  # noqa: E402
 

@@ -36,7 +36,8 @@ cat <<BANNER
 
   MCP Gateway is running.
 
-  MCP endpoint   http://127.0.0.1:$PORT/mcp/demo/main
+  MCP endpoint   http://127.0.0.1:$PORT/mcp/demo/main   (the demo MCP server)
+                 http://127.0.0.1:$PORT/mcp/demo/rest   (a REST pet store, from its OpenAPI spec)
   API key        $(cat var/demo-key)
                  (send it as "Authorization: Bearer <key>")
   Console        http://127.0.0.1:$PORT/console/   user: admin   password: $(cat var/admin-password)

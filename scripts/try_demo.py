@@ -22,6 +22,13 @@ async def main(url: str, key: str) -> None:
                 result = await client.call_tool("add", {"a": 2, "b": 40})
                 print(f"{mode:>10}: protocol {client.protocol_version}; tools {[t.name for t in tools.tools]}; "
                       f"add(2, 40) = {result.content[0].text}")
+    # The pet store is a REST service: the gateway compiled its OpenAPI spec into these tools.
+    rest = url.rsplit("/", 1)[0] + "/rest"
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http:
+        async with Client(streamable_http_client(rest, http_client=http), mode="2026-07-28") as client:
+            tools = await client.list_tools()
+            result = await client.call_tool("showPetById", {"petId": "1"})
+            print(f"      REST: tools {[t.name for t in tools.tools]}; showPetById(1) = {result.structured_content}")
 
 
 if __name__ == "__main__":

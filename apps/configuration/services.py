@@ -32,6 +32,10 @@ DEMO_TEAM = "default"
 DEMO_KEY = "demo-agent"
 DEMO_BACKEND = "demo"
 DEMO_VIRTUAL_HOST = "main"
+DEMO_REST_BACKEND = "petstore"
+DEMO_REST_VIRTUAL_HOST = "rest"
+DEMO_REST_SPEC = Path(__file__).resolve().parents[2] / "docs" / "examples" / "petstore.yaml"
+DEMO_REST_KEY = "demo-petstore-key"  # what scripts/demo_server.py's pet store expects
 DEMO_ADMIN_USERNAME = "admin"
 # Arbitrary constant naming the advisory lock that serialises applies ('mgwc' in ASCII).
 _APPLY_LOCK_ID = 0x6D677763
@@ -136,7 +140,9 @@ def _export_key(key: ApiKey) -> dict[str, Any]:
 
 def demo_seed(*, backend_url: str, key_file: Path, admin_password_file: Path) -> ApplyReport:
     """Idempotently set up the demo: tenant `demo` (team `default`, key `demo-agent`), backend
-    `demo` at `backend_url`, virtual host `main` mounting it as `demo`, and a superuser `admin`.
+    `demo` at `backend_url`, virtual host `main` mounting it as `demo`, the OpenAPI backend
+    `petstore` (docs/examples/petstore.yaml, served by the demo server under `/rest`) on virtual
+    host `rest`, and a superuser `admin`. The spec compiles in the Celery worker.
 
     The key secret and the admin password live in the two files (mode 0600): read when the file
     exists, else generated and written there, so every run serves the same working credentials.
@@ -159,10 +165,19 @@ def demo_seed(*, backend_url: str, key_file: Path, admin_password_file: Path) ->
                 "kind": "mcp",
                 "transport": "streamable-http",
                 "urls": [backend_url],
-            }
+            },
+            {
+                "tenant": DEMO_TENANT,
+                "name": DEMO_REST_BACKEND,
+                "kind": "openapi",
+                "spec": str(DEMO_REST_SPEC),
+                "base_url": backend_url.rsplit("/mcp", 1)[0] + "/rest",
+                "credential": {"secret": DEMO_REST_KEY},
+            },
         ],
         "virtual_hosts": [
-            {"tenant": DEMO_TENANT, "slug": DEMO_VIRTUAL_HOST, "backends": {"demo": DEMO_BACKEND}, "tool_aliases": {}}
+            {"tenant": DEMO_TENANT, "slug": DEMO_VIRTUAL_HOST, "backends": {"demo": DEMO_BACKEND}, "tool_aliases": {}},
+            {"tenant": DEMO_TENANT, "slug": DEMO_REST_VIRTUAL_HOST, "backends": {"pets": DEMO_REST_BACKEND}},
         ],
     }
     with transaction.atomic():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -225,3 +226,25 @@ def test_openapi_calls_are_audited_with_their_label(api: Api) -> None:
         ("openapi", api.backend.name, "getText", "ok"),
         ("openapi", api.backend.name, "answerStatus", "tool_error"),
     ]
+
+
+async def test_the_make_run_demo_serves_the_pet_store_as_tools(
+    transactional_db: None, gateway_url: str, demo_backend_url: str, tmp_path: Path
+) -> None:
+    from apps.configuration.services import demo_seed
+
+    await database_sync_to_async(demo_seed)(
+        backend_url=demo_backend_url, key_file=tmp_path / "key", admin_password_file=tmp_path / "password"
+    )
+    key = (tmp_path / "key").read_text().strip()
+    async with mcp_client(f"{gateway_url}/mcp/demo/rest", key, "2026-07-28") as client:
+        names = sorted(tool.name for tool in (await client.list_tools()).tools)
+        found = await client.call_tool("showPetById", {"petId": "1"})
+        missing = await client.call_tool("showPetById", {"petId": "99"})
+        created = await client.call_tool("createPet", {"id": 7, "name": "Nemo"})
+        listed = await client.call_tool("listPets", {"limit": 5})
+    assert names == ["createPet", "listPets", "showPetById"]
+    assert found.structured_content == {"id": 1, "name": "Rex", "tag": "dog"}
+    assert missing.is_error and "HTTP 404 Not Found" in missing.content[0].text
+    assert created.is_error is False
+    assert {"id": 7, "name": "Nemo"} in listed.structured_content["result"]

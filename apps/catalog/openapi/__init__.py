@@ -8,9 +8,13 @@ Entry point: :func:`compile_spec`. Module roles:
 * ``params`` — parameters and bodies → ``inputSchema`` and bindings (body and clash rules);
 * ``names`` — tool/argument naming (sanitise, cap, collisions);
 * ``compiler`` — walks the paths, one operation → one :class:`CompiledTool`;
-* ``invoke`` (with ``calls``, ``serialize``, ``bodies``) — a call's arguments → :class:`OutgoingRequest`;
+* ``security`` — the document's security schemes, as credential kinds;
+* ``records`` — compiled tools as JSON records (what the database stores) and back;
+* ``invoke`` (with ``calls``, ``serialize``, ``bodies``, ``assemble``, ``codegen``) — a call's arguments →
+  :class:`OutgoingRequest`, through a builder generated per tool;
 * ``results`` — the HTTP response → ``CallToolResult``;
-* ``validation`` — arguments checked against ``inputSchema``, ``structuredContent`` against ``outputSchema``.
+* ``validation`` (with ``checks``) — arguments checked against ``inputSchema``, ``structuredContent``
+  against ``outputSchema``.
 """
 
 from .calls import ArgumentError, Credential, InvokeError, OutgoingRequest

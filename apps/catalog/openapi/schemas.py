@@ -16,10 +16,17 @@ MCP clients generally cannot follow ``$ref``, so every reference is inlined. Rul
   ``examples``, ``xml``, ``discriminator``, ``externalDocs``, ``x-*``) are dropped to keep tool
   schemas small. Literal values (``enum``, ``default``, ``const``...) are copied verbatim and never
   scanned for ``$ref``.
+* **Metaschema**: MCP clients check tool schemas against the 2020-12 metaschema (the official SDK refuses
+  a tool whose ``outputSchema`` fails ``check_schema``), so a keyword value of the wrong type is coerced
+  when the intent is clear (``maximum: "50"`` → ``50``, ``deprecated: "true"`` → ``true``) and dropped
+  otherwise (a ``pattern`` Python's ``re`` cannot compile, an empty ``enum``...), each with a warning.
 """
 
 from __future__ import annotations
 
+import math
+import re
+from functools import lru_cache
 from typing import Any
 
 from .diagnostics import Diagnostics, join
@@ -31,6 +38,7 @@ _ONE_KEYWORDS = frozenset({
     "unevaluatedItems", "unevaluatedProperties", "additionalItems",
 })
 _LIST_KEYWORDS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SUBSCHEMAS = _MAP_KEYWORDS | _ONE_KEYWORDS | _LIST_KEYWORDS
 _DROPPED = frozenset({
     "example", "examples", "xml", "externalDocs", "discriminator", "nullable", "x-nullable", "$defs",
     "definitions", "$schema", "$id", "$anchor", "$dynamicAnchor", "$comment", "collectionFormat",
@@ -40,6 +48,26 @@ _DROPPED = frozenset({
 _ANNOTATIONS = frozenset({"description", "title", "default", "deprecated", "readOnly", "writeOnly"})
 _TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
 _INF = 1 << 30
+
+# Keywords whose value the 2020-12 metaschema types, by the kind of value expected (see _coerce).
+_KINDS = {
+    **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), "number"),
+    "multipleOf": "positive",
+    **dict.fromkeys(("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
+                     "minContains", "maxContains"), "count"),
+    **dict.fromkeys(("deprecated", "readOnly", "writeOnly", "uniqueItems", "nullable", "x-nullable"), "flag"),
+    **dict.fromkeys(("format", "title", "description", "contentEncoding", "contentMediaType"), "text"),
+    "pattern": "pattern", "required": "names", "enum": "enum", "dependentRequired": "dependencies",
+}
+_EXPECTED = {"number": "a number", "positive": "a number above 0", "count": "a non-negative integer",
+             "flag": "a boolean", "text": "a string", "names": "an array of property names",
+             "enum": "a non-empty array", "dependencies": "an object of property-name arrays"}
+# The type a valid value of each kind usually has: such values need no closer look.
+_USUAL = {"number": int, "count": int, "flag": bool, "text": str}
+_EXCLUSIVE = {"exclusiveMinimum": "minimum", "exclusiveMaximum": "maximum"}
+_NUMERIC = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_FLAGS = {"true": True, "false": False}
+_DROP = object()  # _coerce's verdict for a value that cannot be kept
 
 
 class SchemaBudgetExceeded(Exception):
@@ -114,9 +142,14 @@ class SchemaConverter:
         siblings = {k: v for k, v in node.items() if k != "$ref"}
         if not siblings:
             return base, cut, height
-        nullable = siblings.get("nullable") is True or siblings.get("x-nullable") is True
+        nullable = self._nullable(siblings, pointer)
         if self._legacy:
-            extra = {k: v for k, v in siblings.items() if k in _ANNOTATIONS}
+            extra = {}
+            for key, value in siblings.items():
+                if key in _ANNOTATIONS:
+                    value = self._typed(key, value, pointer) if key in _KINDS else value
+                    if value is not _DROP:
+                        extra[key] = value
             merged: Any = {**base, **extra} if isinstance(base, dict) and extra else base
         else:
             rest, rest_cut, rest_height = self._convert_object(siblings, pointer, depth)
@@ -133,9 +166,28 @@ class SchemaConverter:
 
     def _convert_object(self, node: dict[str, Any], pointer: str, depth: int) -> tuple[dict[str, Any], int, int]:
         out: dict[str, Any] = {}
+        exclusive: dict[str, bool] = {}  # the 2.0/3.0 boolean exclusiveMinimum/exclusiveMaximum
         cut, height = _INF, 0
         for key, value in node.items():
             if key in _DROPPED or key.startswith("x-") or key == "$ref":
+                continue
+            # Leaf keywords first, without building their pointer: they are most keys, and rarely wrong.
+            kind = _KINDS.get(key)
+            if kind is not None:
+                if type(value) is _USUAL.get(kind) and (kind != "count" or value >= 0):
+                    out[key] = value
+                    continue
+                value = self._typed(key, value, pointer)
+                if key in _EXCLUSIVE and isinstance(value, bool):
+                    exclusive[key] = value
+                elif value is not _DROP and (value or key != "required"):
+                    out[key] = value
+                continue
+            if key == "type":
+                self._put_type(out, value, pointer)
+                continue
+            if key not in _SUBSCHEMAS:
+                out[key] = value
                 continue
             where = join(pointer, key)
             if key in _MAP_KEYWORDS:
@@ -144,6 +196,9 @@ class SchemaConverter:
                     continue
                 converted: dict[str, Any] = {}
                 for name, sub in value.items():
+                    if key == "patternProperties" and (error := _regex_error(name)) is not None:
+                        self._diag.warning(join(where, name), f"not a valid regular expression ({error}); ignored")
+                        continue
                     converted[name], sub_cut, sub_height = self._convert(sub, join(where, name), depth + 1)
                     cut, height = min(cut, sub_cut), max(height, sub_height)
                 out[key] = converted
@@ -156,7 +211,7 @@ class SchemaConverter:
                                                        "additionalItems", "unevaluatedItems"):
                     out[key] = value
                     continue
-                if key == "items" and isinstance(value, list):
+                if key == "items" and isinstance(value, list) and value:
                     key, value = "prefixItems", value  # draft-4 tuple form
                     out[key], sub_cut, sub_height = self._convert_list(value, where, depth)
                 elif isinstance(value, (dict, bool)):
@@ -165,30 +220,16 @@ class SchemaConverter:
                     self._diag.warning(where, f"'{key}' must be a schema; ignored")
                     continue
                 cut, height = min(cut, sub_cut), max(height, sub_height)
-            elif key in _LIST_KEYWORDS:
-                if not isinstance(value, list):
-                    self._diag.warning(where, f"'{key}' must be an array of schemas; ignored")
+            else:
+                if not isinstance(value, list) or not value:  # the metaschema wants at least one schema
+                    self._diag.warning(where, f"'{key}' must be a non-empty array of schemas; ignored")
                     continue
                 out[key], sub_cut, sub_height = self._convert_list(value, where, depth)
                 cut, height = min(cut, sub_cut), max(height, sub_height)
-            elif key == "type":
-                self._put_type(out, value, where)
-            elif key == "required":
-                if isinstance(value, list) and all(isinstance(v, str) for v in value):
-                    if value:
-                        out[key] = value
-                else:
-                    self._diag.warning(where, "'required' must be an array of property names; ignored")
-            elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
-                bound = "minimum" if key == "exclusiveMinimum" else "maximum"
-                if value and isinstance(node.get(bound), (int, float)):
-                    out[key] = node[bound]
-            else:
-                out[key] = value
-        for key, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
-            if node.get(key) is True and bound in out:
-                del out[bound]  # now expressed by the numeric exclusive bound
-        if node.get("nullable") is True or node.get("x-nullable") is True:
+        for key, bound in _EXCLUSIVE.items():
+            if exclusive.get(key) and bound in out:
+                out[key] = out.pop(bound)  # the boolean form made the bound itself exclusive
+        if self._nullable(node, pointer):
             _make_nullable(out)
         return out, cut, height + 1
 
@@ -200,15 +241,123 @@ class SchemaConverter:
             cut, height = min(cut, sub_cut), max(height, sub_height)
         return result, cut, height + 1
 
-    def _put_type(self, out: dict[str, Any], value: Any, where: str) -> None:
+    def _put_type(self, out: dict[str, Any], value: Any, pointer: str) -> None:
+        if type(value) is str and value in _TYPES:
+            out["type"] = value
+            return
         if value == "file":  # Swagger 2.0 upload
             out["type"], out["format"] = "string", "binary"
-        elif isinstance(value, str) and value in _TYPES:
+            return
+        names = value if isinstance(value, list) else [value]
+        if names and all(isinstance(v, str) and v in _TYPES for v in names) and len(set(names)) == len(names):
             out["type"] = value
-        elif isinstance(value, list) and value and all(isinstance(v, str) and v in _TYPES for v in value):
-            out["type"] = value
+            return
+        # Case slips ("String") and repeated names are unambiguous; anything else is not.
+        fixed = list(dict.fromkeys(v.strip().lower() for v in names)) if all(isinstance(v, str) for v in names) else []
+        if fixed and all(v in _TYPES for v in fixed):
+            out["type"] = fixed if isinstance(value, list) and len(fixed) > 1 else fixed[0]
+            self._diag.warning(join(pointer, "type"), f"schema type {value!r} read as {out['type']!r}")
         else:
-            self._diag.warning(where, f"unknown schema type {value!r}; ignored")
+            self._diag.warning(join(pointer, "type"), f"unknown schema type {value!r}; ignored")
+
+    def _typed(self, key: str, value: Any, pointer: str) -> Any:
+        """``value`` of the keyword ``key`` of the schema at ``pointer``, made fit for the metaschema, or _DROP."""
+        fixed, problem = _coerce(key, value)
+        if problem is not None:
+            self._diag.warning(join(pointer, key), problem)
+        return fixed
+
+    def _nullable(self, node: dict[str, Any], pointer: str) -> bool:
+        """Whether OpenAPI 3.0 ``nullable`` or Swagger ``x-nullable`` is set (a string ``"true"`` too)."""
+        flags = (node.get(key) for key in ("nullable", "x-nullable"))
+        if not any(flag is not None and flag is not False for flag in flags):
+            return False  # the common case, without building pointers
+        return any(self._typed(key, node[key], pointer) is True
+                   for key in ("nullable", "x-nullable") if key in node)
+
+
+def _coerce(key: str, value: Any) -> tuple[Any, str | None]:
+    """``(value fit for the metaschema or _DROP, warning or None)`` for a keyword in :data:`_KINDS`.
+
+    A wrong value is coerced only when its intent is unambiguous: a numeric string for a number, ``"true"`` /
+    ``"false"`` for a boolean (``exclusiveMinimum`` too: the 3.0 form), a number for a text; else dropped."""
+    kind = _KINDS[key]
+    if kind in ("number", "positive", "count"):
+        if isinstance(value, bool) and key in _EXCLUSIVE:
+            return value, None  # the boolean form of 2.0/3.0, converted by the caller
+        number, coerced = value, isinstance(value, str)
+        if coerced:
+            text = value.strip()
+            if key in _EXCLUSIVE and text.lower() in _FLAGS:
+                return _FLAGS[text.lower()], f"'{key}' is the string {value!r}; read as a boolean"
+            number = _parse_number(text)
+            if kind == "count" and isinstance(number, float) and number.is_integer():
+                number = int(number)
+        if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number) and (
+                kind == "number" or (kind == "positive" and number > 0)
+                or (kind == "count" and number >= 0 and (isinstance(number, int) or number.is_integer()))):
+            return number, f"'{key}' is {_show(value)}; read as {number!r}" if coerced else None
+    elif kind == "flag":
+        if isinstance(value, bool):
+            return value, None
+        if isinstance(value, str) and value.strip().lower() in _FLAGS:
+            return _FLAGS[value.strip().lower()], f"'{key}' is the string {value!r}; read as a boolean"
+    elif kind == "text":
+        if isinstance(value, str):
+            return value, None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value), f"'{key}' is the number {value!r}; read as a string"
+    elif kind == "pattern":
+        if isinstance(value, str):
+            error = _regex_error(value)
+            if error is None:
+                return value, None
+            return _DROP, f"'pattern' {_show(value)} is not a valid regular expression ({error}); ignored"
+        return _DROP, f"'pattern' must be a string, not {_show(value)}; ignored"
+    elif kind == "names":
+        if _is_names(value):
+            unique = list(dict.fromkeys(value))
+            return (value, None) if len(unique) == len(value) else (unique, f"'{key}' lists a name twice; read once")
+    elif kind == "enum":
+        if isinstance(value, list) and value:
+            return value, None  # members are literal values: anything goes
+        if isinstance(value, list):  # nothing would be valid: a generator's slip, not a constraint
+            return _DROP, "'enum' is empty; ignored"
+    elif isinstance(value, dict) and all(_is_names(v) and len(set(v)) == len(v) for v in value.values()):
+        return value, None  # dependentRequired
+    return _DROP, f"'{key}' must be {_EXPECTED[kind]}, not {_show(value)}; ignored"
+
+
+def _parse_number(text: str) -> int | float | None:
+    """The JSON number ``text`` spells, or None (also for digits beyond what ``int()`` will read)."""
+    if not _NUMERIC.fullmatch(text):
+        return None
+    try:
+        return float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        return None
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _show(value: Any) -> str:
+    text = f"the string {value!r}" if isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+@lru_cache(maxsize=16_384)  # AWS documents repeat patterns across shapes and services (4,063 distinct in all)
+def _regex_error(pattern: str) -> str | None:
+    """Why Python's ``re`` (what jsonschema checks ``format: regex`` and ``pattern`` with) refuses
+    ``pattern``, or None. ECMA-only syntax such as ``\\p{L}`` is refused too."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return str(exc)
+    except (RecursionError, OverflowError, ValueError) as exc:
+        return type(exc).__name__
+    return None
 
 
 def _make_nullable(schema: dict[str, Any]) -> None:

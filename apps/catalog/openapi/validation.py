@@ -6,8 +6,9 @@ and MCP clients assume without ``$schema`` (the SDK's ``validator_for`` default)
 ``date-time`` on epoch numbers, vendor formats), and asserting them would refuse calls the API accepts.
 
 **Sanitising**: schemas keep only the keywords that affect validation; a keyword whose value the metaschema
-forbids (seen in the wild: ``maximum: "50"``), or a ``$ref`` (unresolvable once inlined), is ignored and
-listed in ``ignored`` rather than crash or mislead jsonschema.
+forbids (``maximum: "50"``), or a ``$ref`` (unresolvable once inlined), is ignored and listed in ``ignored``
+rather than crash or mislead jsonschema. The compiler already emits metaschema-valid schemas (``schemas``
+coerces or drops such values); this is the defence for schemas built anywhere else.
 
 **Null** follows ``build_request`` (absent for path/query/header/cookie arguments, missing for required
 ones): ``null`` for an optional non-body argument is accepted whatever its schema (clients that send
@@ -15,30 +16,27 @@ ones): ``null`` for an optional non-body argument is accepted whatever its schem
 argument it is a missing argument, for an optional body argument it is validated (it is sent).
 
 **Speed**: jsonschema costs ~10 µs an argument, so schemas are compiled into closures deciding exactly as
-jsonschema for the common keywords; a sub-schema with any other keyword is decided by jsonschema itself.
-Only rejected values go through jsonschema, for the messages; values of more than :data:`DETAIL_LIMIT`
+jsonschema for the common keywords (``checks``); a sub-schema with any other keyword is decided by jsonschema
+itself. Only rejected values go through jsonschema, for the messages; values of more than :data:`DETAIL_LIMIT`
 nodes are first narrowed down along the closures. Validators are cached by the tool's identity.
 """
 
 from __future__ import annotations
 
 import difflib
-import numbers
-import operator
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
 import orjson
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from .calls import ArgumentError
+from .checks import DIALECT, Accept, Node, compile_node, is_number
 from .model import CompiledTool
 
-DIALECT = Draft202012Validator
 #: Values with more JSON nodes than this are not given to jsonschema whole (it costs ~5-9 µs a node).
 DETAIL_LIMIT = 10_000
 #: Problems listed in an ArgumentError, and how many are counted at most.
@@ -47,8 +45,6 @@ _MAX_MESSAGE = 300
 _MAX_SCHEMA_DEPTH = 100  # bounds the recursion of sanitising, compiling and validating
 _FAILURES = (RecursionError, ValueError, TypeError, ArithmeticError)  # NaN, huge ints, deep values...
 
-Accept = Callable[[Any], bool]
-
 _ONE = frozenset({"additionalProperties", "items", "not", "if", "then", "else", "contains", "propertyNames",
                   "unevaluatedItems", "unevaluatedProperties"})
 _MAP = frozenset({"properties", "patternProperties", "dependentSchemas"})
@@ -56,10 +52,6 @@ _LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
 _COUNT = ("maxLength", "minLength", "maxItems", "minItems", "maxProperties", "minProperties", "maxContains",
           "minContains")
 _TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
-
-
-def _is_number(v: Any) -> bool:  # jsonschema's "number"
-    return type(v) in (int, float) or (isinstance(v, numbers.Number) and not isinstance(v, bool))
 
 
 def _compiles(pattern: Any) -> bool:
@@ -80,9 +72,9 @@ _VALUE_RULES: dict[str, Accept] = {
     "type": lambda v: _names(v if isinstance(v, list) and v else [v], _TYPES), "enum": lambda v: isinstance(v, list), "const": lambda v: True, "required": _names,
     "pattern": lambda v: isinstance(v, str) and _compiles(v), "uniqueItems": lambda v: isinstance(v, bool),
     "dependentRequired": lambda v: isinstance(v, dict) and all(map(_names, v.values())),
-    "multipleOf": lambda v: _is_number(v) and v > 0,
-    **dict.fromkeys(("maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"), _is_number),
-    **dict.fromkeys(_COUNT, lambda v: _is_number(v) and v >= 0 and (isinstance(v, int) or v.is_integer())),
+    "multipleOf": lambda v: is_number(v) and v > 0,
+    **dict.fromkeys(("maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"), is_number),
+    **dict.fromkeys(_COUNT, lambda v: is_number(v) and v >= 0 and (isinstance(v, int) or v.is_integer())),
 }
 #: Every keyword that affects 2020-12 validation, except ``format`` (not asserted) and the references.
 KEPT_KEYWORDS = _ONE | _MAP | _LIST | frozenset(_VALUE_RULES)
@@ -123,120 +115,6 @@ class _Sanitizer:
 
     def _ignore(self, where: str, why: str = "invalid value; ignored") -> None:
         self.ignored.append(f"{where}: {why}")
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Node:
-    """A sanitised schema with an exact acceptance test; the children let a failure be located cheaply."""
-
-    schema: Any
-    accept: Accept
-    properties: Mapping[str, Node] = field(default_factory=dict)
-    extra: Node | None = None  # additionalProperties, when not "any value"
-    items: Node | None = None
-    parts: tuple[Node, ...] = ()  # allOf
-
-
-ANY = Node(True, lambda v: True)
-_true = ANY.accept
-_FAST = frozenset({"type", "enum", "properties", "required", "additionalProperties", "minProperties",
-                   "maxProperties", "items", "minItems", "maxItems", "minLength", "maxLength", "pattern",
-                   "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "allOf", "anyOf", "uniqueItems"})
-_INF = float("inf")
-
-
-# Mirrors jsonschema's draft 2020-12 type checker exactly (1.0 is an integer, True is not a number).
-_TYPE_TESTS: dict[str, Accept] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
-    "number": _is_number,
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-}
-# The failing comparison of each numeric bound, as jsonschema writes it (so NaN passes, as it does there).
-_BOUNDS = {"minimum": operator.lt, "maximum": operator.gt, "exclusiveMinimum": operator.le,
-           "exclusiveMaximum": operator.ge}
-
-
-def _all(checks: list[Accept]) -> Accept:
-    if len(checks) == 1:
-        return checks[0]
-
-    def accept(v: Any) -> bool:
-        for check in checks:
-            if not check(v):
-                return False
-        return True
-    return accept
-
-
-def compile_node(schema: Any, memo: dict[int, Node]) -> Node:
-    """The :class:`Node` of a *sanitised* schema; ``memo`` shares the nodes of shared sub-schemas."""
-    if schema is True or schema == {}:
-        return ANY
-    if schema is False:
-        return Node(False, lambda v: False)
-    if id(schema) in memo:
-        return memo[id(schema)]
-    enum = schema.get("enum")
-    if not set(schema) <= _FAST or schema.get("uniqueItems") is True or (
-            enum is not None and not all(e is None or isinstance(e, str) for e in enum)):
-        memo[id(schema)] = node = Node(schema, DIALECT(schema).is_valid)  # jsonschema itself decides
-        return node
-    checks: list[Accept] = []
-    if "type" in schema:
-        tests = [_TYPE_TESTS[t] for t in ([schema["type"]] if isinstance(schema["type"], str) else schema["type"])]
-        checks.append(tests[0] if len(tests) == 1 else lambda v: any(t(v) for t in tests))
-    if enum is not None:  # jsonschema's equal(): a string matches by ==, None only matches None
-        strings, has_none = frozenset(e for e in enum if isinstance(e, str)), None in enum
-        checks.append(lambda v: v in strings if isinstance(v, str) else (v is None and has_none))
-    props = {name: compile_node(sub, memo) for name, sub in schema.get("properties", {}).items()}
-    extra = compile_node(schema.get("additionalProperties", True), memo)
-    extra = None if extra is ANY else extra
-    if props or extra or {"required", "minProperties", "maxProperties"} & set(schema):
-        checks.append(_object_check(schema, props, extra))
-    items = compile_node(schema["items"], memo) if "items" in schema else None
-    if items is not None or {"minItems", "maxItems"} & set(schema):
-        low, high, each = schema.get("minItems", 0), schema.get("maxItems", _INF), items and items.accept
-        checks.append(lambda v: not isinstance(v, list) or (
-            low <= len(v) <= high and (each is None or each is _true or all(map(each, v)))))
-    if {"minLength", "maxLength", "pattern"} & set(schema):
-        shortest, longest = schema.get("minLength", 0), schema.get("maxLength", _INF)
-        search = re.compile(schema["pattern"]).search if "pattern" in schema else None  # jsonschema: re.search
-        checks.append(lambda v: not isinstance(v, str) or (
-            shortest <= len(v) <= longest and (search is None or search(v) is not None)))
-    bounds = [(fails, schema[key]) for key, fails in _BOUNDS.items() if key in schema]
-    if bounds:
-        checks.append(lambda v: not _is_number(v) or not any(fails(v, bound) for fails, bound in bounds))
-    parts = tuple(compile_node(sub, memo) for sub in schema.get("allOf", ()))
-    if parts:
-        checks.append(_all([p.accept for p in parts]))
-    if "anyOf" in schema:
-        options = [compile_node(sub, memo).accept for sub in schema["anyOf"]]
-        checks.append(lambda v: any(option(v) for option in options))
-    memo[id(schema)] = node = Node(schema, _all(checks) if checks else _true, props, extra, items, parts)
-    return node
-
-
-def _object_check(schema: dict[str, Any], props: dict[str, Node], extra: Node | None) -> Accept:
-    required = tuple(schema.get("required", ()))
-    low, high = schema.get("minProperties", 0), schema.get("maxProperties", _INF)
-    subs = {name: node.accept for name, node in props.items()}
-    rest = extra.accept if extra is not None else None
-
-    def accept(v: Any) -> bool:
-        if not isinstance(v, dict):
-            return True
-        if not low <= len(v) <= high or any(name not in v for name in required):
-            return False
-        for name, value in v.items():
-            sub = subs.get(name, rest)
-            if sub is not None and not sub(value):
-                return False
-        return True
-    return accept
 
 
 def _safe(accept: Accept, value: Any) -> bool:

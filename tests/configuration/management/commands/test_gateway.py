@@ -123,6 +123,9 @@ def test_seed_demo_is_idempotent_and_reuses_its_files(tmp_path: Path) -> None:
     assert key.secret_hash == key_hash(secret) and key.team.slug == "default"
     host = VirtualHost.objects.get(tenant__slug="demo", slug="main")
     assert host.mounts.get(map_key="demo").backend.replicas.get().url == "http://127.0.0.1:9001/mcp"
+    rest = VirtualHost.objects.get(tenant__slug="demo", slug="rest").mounts.get(map_key="pets").backend
+    assert (rest.kind, rest.base_url) == ("openapi", "http://127.0.0.1:9001/rest")
+    assert rest.spec_versions.get().filename == "petstore.yaml"
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_superuser and admin.check_password(password)
 
