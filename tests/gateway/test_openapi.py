@@ -6,8 +6,8 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
