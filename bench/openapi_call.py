@@ -20,10 +20,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gatewaysite.settings.dev")
+django.setup()
+
 from apps.catalog.specs import spec_version_compile  # noqa: E402
 from apps.configuration.services import config_apply  # noqa: E402
 from apps.gateway.upstream.http import HttpPool, Target  # noqa: E402
-from bench.proxy_latency import Caller, calibrate, measure, percentile  # noqa: I001 - sets Django up
+from bench.proxy_latency import Caller, calibrate, measure, percentile  # noqa: E402
 from tests.backends.specs import as_json, service_spec  # noqa: E402
 from tests.processes import backend_argv, free_port, gateway_argv, running  # noqa: E402
 

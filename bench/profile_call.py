@@ -2,7 +2,10 @@
 while one client calls `tools/call` sequentially, and prints the gateway's CPU per call split by
 the part of the code it was spent in.
 
-    .venv/bin/python -m bench.profile_call [--era modern|legacy] [--calls N] [--raw FILE]"""
+    .venv/bin/python -m bench.profile_call [--era modern|legacy] [--target mcp|openapi] [--calls N] [--raw FILE]
+
+`--target openapi` calls the `getPet` tool of an OpenAPI backend (bench/openapi_call.py's setup)
+instead of the demo MCP server's `add`."""
 
 from __future__ import annotations
 
@@ -17,12 +20,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.proxy_latency import Caller, apply_config, cpu_seconds
+from bench import openapi_call
+from bench.proxy_latency import KEY, Caller, apply_config, cpu_seconds
 from tests.processes import backend_argv, free_port, gateway_argv, running
 
 # First matching marker wins: (label, substring of a frame in the stack).
 CATEGORIES = [
     ("audit writer (thread)", "audit_records_write"),
+    ("openapi: argument validation", "validate_arguments"),
+    ("openapi: request building", "build_request"),
+    ("openapi: result shaping", "shape_result"),
+    ("openapi: output schema check", "check_structured"),
     ("configuration snapshot", "SnapshotDirectory"),
     ("sessions (Redis)", "RedisSessionStore"),
     ("upstream HTTP client", "HttpPool"),
@@ -75,16 +83,26 @@ async def drive(caller: Caller, calls: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--era", choices=["modern", "legacy"], default="modern")
+    parser.add_argument("--target", choices=["mcp", "openapi"], default="mcp")
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--raw", type=Path, help="keep py-spy's raw samples here (for flame graphs)")
     args = parser.parse_args()
     demo_port, many_port, gateway_port = free_port(), free_port(), free_port()
-    apply_config(f"http://127.0.0.1:{demo_port}/mcp", f"http://127.0.0.1:{many_port}/mcp")
+    if args.target == "openapi":
+        backend = backend_argv("tests.backends.recording_service", demo_port)
+        with tempfile.TemporaryDirectory() as folder:
+            openapi_call.configure(f"http://127.0.0.1:{demo_port}", Path(folder))
+        path, key = "bench-rest/rest", openapi_call.KEY
+        params: dict[str, object] = {"name": "getPet", "arguments": openapi_call.ARGUMENTS}
+    else:
+        backend = backend_argv("scripts.demo_server", demo_port)
+        apply_config(f"http://127.0.0.1:{demo_port}/mcp", f"http://127.0.0.1:{many_port}/mcp")
+        path, key, params = "bench/demo", KEY, {"name": "add", "arguments": {"a": 1, "b": 2}}
     env = {"GATEWAY_INSTANCE_ID": "profile", "GATEWAY_LOG_LEVEL": "WARNING", "GATEWAY_DEBUG": "0"}
-    with running(backend_argv("scripts.demo_server", demo_port), demo_port, log_name="profile-demo"), \
+    with running(backend, demo_port, log_name="profile-backend"), \
          running([*gateway_argv(gateway_port), "-v", "0"], gateway_port, env=env, log_name="profile-gateway") as gateway:
-        caller = Caller(f"http://127.0.0.1:{gateway_port}/mcp/bench/demo", args.era, "tools/call",
-                        {"name": "add", "arguments": {"a": 1, "b": 2}}, auth=True)
+        caller = Caller(f"http://127.0.0.1:{gateway_port}/mcp/{path}", args.era, "tools/call", params, auth=True,
+                        key=key)
         with tempfile.TemporaryDirectory() as scratch:
             raw = Path(scratch) / "profile.txt"
             spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(gateway.pid), "-r", "1000", "-f", "raw", "-o", str(raw)],

@@ -19,6 +19,7 @@ import orjson
 from django.conf import settings
 
 from apps.catalog.models import Backend, EgressCredential
+from apps.catalog.selectors import tool_records_list
 from apps.catalog.openapi import (
     Credential,
     InvokeError,
@@ -225,8 +226,6 @@ def toolset_get(spec_version_id: int | None) -> ToolSet:
         return EMPTY_TOOLSET
     toolset = toolsets.get(spec_version_id)
     if toolset is None:
-        from apps.catalog.selectors import tool_records_list
-
         toolset = ToolSet.of([tool_from_record(r) for r in tool_records_list(spec_version_id=spec_version_id)])
         toolsets.put(spec_version_id, toolset)
     return toolset
