@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from apps.catalog.models import Backend, BackendReplica, ToolAlias, VirtualHost, VirtualHostBackend
+from apps.catalog.models import Backend, BackendReplica, SpecVersion, Tool, ToolAlias, VirtualHost, VirtualHostBackend
 from apps.common.admin import ConfigAdmin
 
 
@@ -11,9 +11,39 @@ class BackendReplicaInline(admin.TabularInline):
 
 @admin.register(Backend)
 class BackendAdmin(ConfigAdmin):
-    list_display = ["name", "tenant", "kind", "transport"]
+    list_display = ["name", "tenant", "kind", "transport", "base_url", "active_spec"]
     list_filter = ["tenant", "kind", "transport"]
     inlines = [BackendReplicaInline]
+    # Published by compiling a spec (the console's spec page), never picked by hand; compile
+    # options are changed where they trigger a recompile (the configuration file).
+    readonly_fields = ["active_spec", "tool_name_max_length", "include_deprecated"]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records the gateway writes itself: viewable, never edited here."""
+
+    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(SpecVersion)
+class SpecVersionAdmin(ReadOnlyAdmin):
+    list_display = ["backend", "number", "status", "tool_count", "filename", "created_at", "uploaded_by"]
+    list_filter = ["status", "backend__tenant"]
+    exclude = ["document"]  # megabytes of JSON; the REST API serves it
+
+
+@admin.register(Tool)
+class ToolAdmin(ReadOnlyAdmin):
+    list_display = ["name", "backend", "spec_version", "operation_id"]
+    list_filter = ["backend__tenant", "backend"]
+    search_fields = ["name", "description"]
 
 
 class VirtualHostBackendInline(admin.TabularInline):
