@@ -12,9 +12,10 @@ import logging
 import time
 from collections.abc import Iterable
 
+import orjson
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -26,11 +27,15 @@ from apps.common.secrets import secret_encrypt
 
 log = logging.getLogger(__name__)
 
-_TOOL_BATCH = 500
+
+
+def _clean(text: str) -> str:
+    """PostgreSQL's text and jsonb refuse NUL characters, which a hostile spec may carry."""
+    return text.replace("\x00", "\ufffd")
 
 
 def _problems(problems: Iterable[Problem]) -> list[dict[str, str]]:
-    return [{"pointer": p.pointer, "message": p.message} for p in problems]
+    return [{"pointer": _clean(p.pointer), "message": _clean(p.message)} for p in problems]
 
 
 def spec_upload(*, backend: Backend, document: bytes, filename: str = "", uploaded_by: str = "") -> SpecVersion:
@@ -90,8 +95,8 @@ def spec_version_compile(*, spec_version_id: int) -> SpecVersion | None:
         log.exception("compiling spec version %s failed", version.pk)
         result = None
         errors = [{"pointer": "", "message": f"internal compiler error: {type(exc).__name__}: {exc}"}]
-    version.title = result.title[:255] if result else ""
-    version.api_version = result.version[:64] if result else ""
+    version.title = _clean(result.title[:255]) if result else ""
+    version.api_version = _clean(result.version[:64]) if result else ""
     version.openapi_version = result.spec_version if result else ""
     version.warnings = _problems(result.warnings) if result else []
     version.compiled_at = timezone.now()
@@ -101,10 +106,16 @@ def spec_version_compile(*, spec_version_id: int) -> SpecVersion | None:
         version.save()
         return version
     version.security_schemes = [
-        {"name": s.name, "kind": s.kind, "parameter": s.parameter} for s in result.security
+        {"name": _clean(s.name), "kind": s.kind, "parameter": _clean(s.parameter)} for s in result.security
     ]
     records = [tool_record(tool) for tool in result.tools]
-    _publish(version, records)
+    try:
+        _publish(version, records)
+    except DatabaseError as exc:  # e.g. a value PostgreSQL cannot store: fail the version, keep serving
+        log.exception("publishing spec version %s failed", version.pk)
+        version.status = SpecVersion.Status.FAILED
+        version.errors = [{"pointer": "", "message": f"the tools could not be stored: {exc}"}]
+        version.save()
     return version
 
 
@@ -120,27 +131,11 @@ def _publish(version: SpecVersion, records: list[dict]) -> None:
         version.save()
         return
     before = dict(Tool.objects.filter(backend=backend).values_list("name", "fingerprint"))
-    tools = [
-        Tool(
-            backend=backend,
-            spec_version=version,
-            name=record["name"],
-            description=record["description"],
-            input_schema=record["input_schema"],
-            output_schema=record["output_schema"],
-            annotations=record["annotations"],
-            binding=record["binding"],
-            operation_id=record["operation_id"] or "",
-            pointer=record["pointer"],
-            fingerprint=tool_fingerprint(record),
-        )
-        for record in records
-    ]
-    after = {tool.name: tool.fingerprint for tool in tools}
+    after = {record["name"]: tool_fingerprint(record) for record in records}
     Tool.objects.filter(backend=backend).delete()
-    Tool.objects.bulk_create(tools, batch_size=_TOOL_BATCH)
+    _tools_insert(backend=backend, version=version, records=records, fingerprints=after)
     version.status = SpecVersion.Status.READY
-    version.tool_count = len(tools)
+    version.tool_count = len(records)
     version.changes = {
         "added": sorted(after.keys() - before.keys()),
         "removed": sorted(before.keys() - after.keys()),
@@ -150,6 +145,32 @@ def _publish(version: SpecVersion, records: list[dict]) -> None:
     backend.active_spec = version
     backend.save(update_fields=["active_spec", "updated_at"])
     config_version_bump(tenant_id=backend.tenant_id)
+
+
+_TOOL_COLUMNS = (
+    "backend_id", "spec_version_id", "name", "description", "input_schema", "output_schema", "annotations",
+    "binding", "operation_id", "pointer", "fingerprint",
+)
+
+
+def _tools_insert(
+    *, backend: Backend, version: SpecVersion, records: list[dict], fingerprints: dict[str, str]
+) -> None:
+    """Insert the tool rows with COPY: an ORM bulk insert quotes megabytes of schema JSON on the
+    client, ~3 s for EC2's 765 tools against a fraction of a second here."""
+    table = connection.ops.quote_name(Tool._meta.db_table)
+
+    def json_text(value: object) -> str | None:
+        return None if value is None else orjson.dumps(value).decode().replace("\\u0000", "\\ufffd")
+
+    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({', '.join(_TOOL_COLUMNS)}) FROM STDIN") as copy:
+        for record in records:
+            copy.write_row((
+                backend.pk, version.pk, _clean(record["name"]), _clean(record["description"]),
+                json_text(record["input_schema"]), json_text(record["output_schema"]),
+                json_text(record["annotations"]), json_text(record["binding"]),
+                _clean(record["operation_id"] or ""), _clean(record["pointer"]), fingerprints[record["name"]],
+            ))
 
 
 def egress_credential_set(

@@ -181,3 +181,35 @@ def test_changing_the_compile_options_compiles_the_active_spec_again(django_capt
     long_names = [name for name in tool_names(backend) if name.startswith("oldButStill")]
     assert len(long_names) == 1 and len(long_names[0]) == 20
     assert version.changes["added"] == long_names and version.changes["removed"] == []
+
+
+def test_nul_characters_in_a_spec_are_stored_safely(django_capture_on_commit_callbacks) -> None:
+    # PostgreSQL refuses NUL in text and jsonb; a spec may still carry them (JSON "\u0000").
+    backend = openapi_backend_factory()
+    spec = service_spec(title="Evil\u0000title")
+    spec["paths"]["/text"]["get"]["description"] = "before\u0000after"
+    spec["paths"]["/text"]["get"]["parameters"] = [
+        {"name": "q\u0000", "in": "query", "schema": {"type": "string", "description": "nul\u0000here"}}]
+    version = upload(backend, as_json(spec), django_capture_on_commit_callbacks)
+    assert version.status == SpecVersion.Status.READY, version.errors
+    assert version.title == "Evil\ufffdtitle"
+    tool = Tool.objects.get(backend=backend, name="getText")
+    assert "\u0000" not in tool.description and "before\ufffdafter" in tool.description
+    assert "nul\ufffdhere" in str(tool.input_schema)
+
+
+def test_a_publish_the_database_refuses_fails_the_version(django_capture_on_commit_callbacks, monkeypatch) -> None:
+    from django.db import DataError
+
+    from apps.catalog import specs
+
+    backend = openapi_backend_factory()
+    good = upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+
+    def refuse(**_: object) -> None:
+        raise DataError("value too long")
+
+    monkeypatch.setattr(specs, "_tools_insert", refuse)
+    bad = upload(backend, as_yaml(swagger_spec()), django_capture_on_commit_callbacks)
+    assert bad.status == SpecVersion.Status.FAILED and "could not be stored" in bad.errors[0]["message"]
+    assert backend.active_spec == good and len(tool_names(backend)) == 13
