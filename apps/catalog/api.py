@@ -1,4 +1,5 @@
-"""The catalog's REST API (DRF): OpenAPI spec uploads and their version history.
+"""The catalog's REST API (DRF): OpenAPI spec uploads, their version history, and the backend's
+egress credential (write-only: its secret is never answered).
 
 Views are thin: each reads the request, calls one service or selector and shapes the answer.
 Domain errors (Django `ValidationError`s from the services) answer 400 `{"detail": ...}`."""
@@ -13,6 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse
 from rest_framework import status
+from rest_framework.parsers import JSONParser
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,8 +22,14 @@ from rest_framework.views import APIView
 
 from apps.catalog import selectors
 from apps.catalog.models import Backend
-from apps.catalog.serializers import SpecVersionDetailSerializer, SpecVersionSummarySerializer, spec_version_path
-from apps.catalog.specs import spec_upload
+from apps.catalog.serializers import (
+    EgressCredentialInputSerializer,
+    EgressCredentialStateSerializer,
+    SpecVersionDetailSerializer,
+    SpecVersionSummarySerializer,
+    spec_version_path,
+)
+from apps.catalog.specs import egress_credential_clear, egress_credential_set, spec_upload
 
 # Content types whose body is the document itself; multipart carries it in the field `file`.
 RAW_SPEC_CONTENT_TYPES = ("application/json", "application/yaml", "application/x-yaml", "text/yaml", "text/plain")
@@ -153,3 +161,42 @@ class SpecVersionDocumentView(CatalogAPIView):
             # `inline`: a browser shows it; the name only matters when someone saves it.
             response["Content-Disposition"] = f"inline; filename*=UTF-8''{quote(filename, safe='')}"
         return response
+
+
+class EgressCredentialView(CatalogAPIView):
+    """`/api/v1/backends/<id>/credential`: how the gateway authenticates to an OpenAPI backend.
+
+    `PUT` a JSON object `{kind, name, username, secret}` (all strings; `kind` "" or absent = as the
+    spec's security scheme says) sets or replaces it and answers 200 with its state; `GET` answers
+    the state, 404 when there is none; `DELETE` removes it (204; 404 when there is none). The state
+    never holds the secret. 400 for what the service refuses (an MCP backend, an unknown kind, an
+    API key without a name, an empty secret)."""
+
+    parser_classes = [JSONParser]
+
+    def get(self, request: Request, backend_id: int) -> Response:
+        backend = _backend_or_404(backend_id)
+        state = selectors.egress_credential_state(backend=backend)
+        if state is None:
+            raise Http404(f"backend {backend.name!r} has no credential")
+        return Response(EgressCredentialStateSerializer(state).data)
+
+    def put(self, request: Request, backend_id: int) -> Response:
+        backend = _backend_or_404(backend_id)
+        given = EgressCredentialInputSerializer(data=request.data)
+        if not given.is_valid():
+            problems = [f"{field}: {message}" for field, messages in given.errors.items() for message in messages]
+            return _detail("; ".join(problems), status.HTTP_400_BAD_REQUEST)
+        try:
+            egress_credential_set(backend=backend, **given.validated_data)
+        except ValidationError as exc:
+            return _detail("; ".join(exc.messages), status.HTTP_400_BAD_REQUEST)
+        state = selectors.egress_credential_state(backend=backend)
+        return Response(EgressCredentialStateSerializer(state).data)
+
+    def delete(self, request: Request, backend_id: int) -> Response:
+        backend = _backend_or_404(backend_id)
+        if selectors.egress_credential_state(backend=backend) is None:
+            raise Http404(f"backend {backend.name!r} has no credential")
+        egress_credential_clear(backend=backend)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from django.db.models import Prefetch, QuerySet
 
-from apps.catalog.models import Backend, BackendReplica, SpecVersion, Tool, ToolAlias, VirtualHost, VirtualHostBackend
+from apps.catalog.models import (
+    Backend,
+    BackendReplica,
+    EgressCredential,
+    SpecVersion,
+    Tool,
+    ToolAlias,
+    VirtualHost,
+    VirtualHostBackend,
+)
 from apps.tenants.models import Tenant
 
 
@@ -73,3 +85,71 @@ def spec_version_document_get(*, backend: Backend, number: int) -> tuple[bytes, 
     """The stored document of version `number` and its filename, exactly as uploaded; None if there is none."""
     row = SpecVersion.objects.filter(backend=backend, number=number).values_list("document", "filename").first()
     return None if row is None else (bytes(row[0]), row[1])
+
+
+# --- Egress credentials (the API and the console; never the secret) ---------------------------------
+
+_PLACES = {"api_key_header": "header", "api_key_query": "query parameter", "api_key_cookie": "cookie"}
+
+
+def credential_kind_describe(kind: str, name: str = "", username: str = "") -> str:
+    """How a credential of that kind is sent, in words: "API key in header X-API-Key", "Bearer token"."""
+    if kind in _PLACES:
+        return f"API key in {_PLACES[kind]} {name}" if name else f"API key in a {_PLACES[kind]}"
+    if kind == "basic":
+        return f"HTTP basic as {username}" if username else "HTTP basic"
+    return "Bearer token" if kind == "bearer" else kind
+
+
+@dataclass(frozen=True)
+class EgressCredentialState:
+    """What is known about a backend's credential without its secret. `kind`, `name`, `username`
+    are as stored (`kind` "" = as the spec says); `applied_*` is what the gateway sends, resolved
+    from the active spec like `apps.gateway.openapi.egress_credential_resolve` does; `scheme` names
+    the spec's scheme followed ("" when the kind is explicit or the spec names none)."""
+
+    kind: str
+    name: str
+    username: str
+    applied_kind: str
+    applied_name: str
+    scheme: str
+    description: str
+    created_at: datetime
+    updated_at: datetime
+
+
+def egress_credential_state(*, backend: Backend) -> EgressCredentialState | None:
+    """The backend's credential as `EgressCredentialState`; None when it has none. The encrypted
+    secret is not even loaded: nothing here needs it."""
+    stored = EgressCredential.objects.filter(backend=backend).defer("secret").first()
+    if stored is None:
+        return None
+    kind, name, scheme = egress_credential_applied(
+        kind=stored.kind, name=stored.name, schemes=backend_security_schemes(backend=backend)
+    )
+    origin = ""
+    if not stored.kind:
+        origin = f" (from the spec's scheme {scheme!r})" if scheme else " (the spec names no supported scheme, so bearer)"
+    return EgressCredentialState(
+        kind=stored.kind, name=stored.name, username=stored.username, applied_kind=kind, applied_name=name,
+        scheme=scheme, description=credential_kind_describe(kind, name, stored.username) + origin,
+        created_at=stored.created_at, updated_at=stored.updated_at,
+    )
+
+
+def egress_credential_applied(*, kind: str, name: str, schemes: list[dict[str, str]]) -> tuple[str, str, str]:
+    """What the gateway sends for a stored credential: (kind, name, scheme). A kind left to the
+    spec takes its first supported security scheme (`schemes`, the preferred first) and that
+    scheme's parameter name unless `name` overrides it; with no such scheme, bearer."""
+    if kind:
+        return kind, name, ""
+    if not schemes:
+        return "bearer", name, ""
+    return schemes[0]["kind"], name or schemes[0]["parameter"], schemes[0]["name"]
+
+
+def backend_security_schemes(*, backend: Backend) -> list[dict[str, str]]:
+    """The supported security schemes of the backend's active spec version (`[{name, kind, parameter}]`,
+    the preferred first); empty when it serves no spec."""
+    return list(backend.active_spec.security_schemes) if backend.active_spec else []

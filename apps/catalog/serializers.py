@@ -1,11 +1,13 @@
-"""JSON shapes of the catalog's REST API. Read-only: writes go through the services."""
+"""JSON shapes of the catalog's REST API. Output shapes are read-only; the one input shape
+(`EgressCredentialInputSerializer`) only checks types and lengths: the rules are the services'."""
 
 from __future__ import annotations
 
 from django.urls import reverse
 from rest_framework import serializers
 
-from apps.catalog.models import SpecVersion
+from apps.catalog.models import EgressCredential, SpecVersion
+from apps.catalog.selectors import EgressCredentialState
 
 
 def spec_version_path(version: SpecVersion) -> str:
@@ -62,3 +64,35 @@ class SpecVersionDetailSerializer(SpecVersionSummarySerializer):
         )
         request = self.context.get("request")
         return request.build_absolute_uri(path) if request is not None else path
+
+
+_NAME_MAX = EgressCredential._meta.get_field("name").max_length
+_USERNAME_MAX = EgressCredential._meta.get_field("username").max_length
+
+
+class EgressCredentialInputSerializer(serializers.Serializer):
+    """The body of `PUT …/credential`. Whether a kind exists, needs a name or takes a secret is the
+    service's to say (one set of messages for the API and the console); lengths are checked here
+    because the database would refuse them with an error instead of a message."""
+
+    kind = serializers.CharField(required=False, allow_blank=True, default="")
+    name = serializers.CharField(required=False, allow_blank=True, default="", max_length=_NAME_MAX)
+    username = serializers.CharField(required=False, allow_blank=True, default="", max_length=_USERNAME_MAX)
+    # Taken exactly as sent: spaces may be part of a secret.
+    secret = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False, write_only=True)
+
+
+class EgressCredentialStateSerializer(serializers.Serializer):
+    """A credential as `selectors.egress_credential_state` describes it: never the secret. `applied`
+    is what the gateway sends (`kind` "" leaves it to the spec's scheme named in `applied.scheme`)."""
+
+    kind = serializers.CharField()
+    name = serializers.CharField()
+    username = serializers.CharField()
+    applied = serializers.SerializerMethodField()
+    description = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    def get_applied(self, state: EgressCredentialState) -> dict[str, str]:
+        return {"kind": state.applied_kind, "name": state.applied_name, "scheme": state.scheme}

@@ -20,6 +20,7 @@ api_urls = (
             api.SpecVersionDocumentView.as_view(),
             name="spec-version-document",
         ),
+        path("backends/<int:backend_id>/credential", api.EgressCredentialView.as_view(), name="credential"),
     ],
     "catalog-api",
 )
@@ -30,6 +31,8 @@ console_urls = (
         path("backends/", views.backend_list, name="backend-list"),
         path("backends/<int:backend_id>/spec/", views.backend_spec, name="backend-spec"),
         path("backends/<int:backend_id>/spec/history/", views.backend_spec_history, name="backend-spec-history"),
+        path("backends/<int:backend_id>/credential/", views.credential_set, name="credential-set"),
+        path("backends/<int:backend_id>/credential/remove/", views.credential_remove, name="credential-remove"),
     ],
     "catalog-console",
 )

@@ -17,12 +17,12 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.catalog import selectors
 from apps.catalog.api import may_manage_catalog
-from apps.catalog.models import Backend, SpecVersion
-from apps.catalog.specs import spec_upload
+from apps.catalog.models import Backend, EgressCredential, SpecVersion
+from apps.catalog.specs import egress_credential_clear, egress_credential_set, spec_upload
 
 View = Callable[..., HttpResponse]
 _IN_PROGRESS = {SpecVersion.Status.PENDING, SpecVersion.Status.COMPILING}
@@ -47,11 +47,59 @@ class SpecUploadForm(forms.Form):
     file = forms.FileField(label="OpenAPI document (JSON or YAML, OpenAPI 3.x or Swagger 2.0)")
 
 
+class EgressCredentialForm(forms.Form):
+    """The credential form. The secret is a password field that is never rendered with a value,
+    not even after a refused submission: a secret leaves the server only towards the backend."""
+
+    kind = forms.ChoiceField(label="Kind", choices=EgressCredential.Kind.choices, required=False)
+    name = forms.CharField(
+        label="Name", required=False, max_length=EgressCredential._meta.get_field("name").max_length,
+        help_text="The header, query parameter or cookie of an API key; empty takes the spec's.",
+    )
+    username = forms.CharField(
+        label="Username", required=False, max_length=EgressCredential._meta.get_field("username").max_length,
+        help_text="HTTP basic only.",
+    )
+    secret = forms.CharField(
+        label="Secret", strip=False,  # spaces may be part of a secret
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="The API key, token or password. Stored encrypted; it is never shown again.",
+    )
+
+
 def _backend_or_404(backend_id: int) -> Backend:
     backend = selectors.backend_get(backend_id=backend_id)
     if backend is None:
         raise Http404(f"no backend with id {backend_id}")
     return backend
+
+
+def _spec_page(
+    request: HttpRequest,
+    backend: Backend,
+    *,
+    form: SpecUploadForm | None = None,
+    credential_form: EgressCredentialForm | None = None,
+) -> HttpResponse:
+    """The spec page with its two forms; 400 when either carries errors (a refused submission).
+    A fresh credential form starts from the kind, name and username as set (never the secret)."""
+    credential = selectors.egress_credential_state(backend=backend)
+    form = form if form is not None else SpecUploadForm()
+    if credential_form is None:
+        initial = {"kind": credential.kind, "name": credential.name, "username": credential.username} if credential else {}
+        credential_form = EgressCredentialForm(initial=initial)
+    context = {
+        **_history_context(backend),
+        "form": form,
+        "credential_form": credential_form,
+        "credential": credential,
+        "security_schemes": [
+            {**scheme, "description": selectors.credential_kind_describe(scheme["kind"], scheme["parameter"])}
+            for scheme in selectors.backend_security_schemes(backend=backend)
+        ],
+    }
+    refused = bool(form.errors or credential_form.errors)
+    return render(request, "catalog/backend_spec.html", context, status=400 if refused else 200)
 
 
 def _history_context(backend: Backend) -> dict[str, Any]:
@@ -100,8 +148,7 @@ def backend_spec(request: HttpRequest, backend_id: int) -> HttpResponse:
                     request, f"Uploaded {version.filename or 'the document'} as version {version.number}."
                 )
                 return redirect("catalog-console:backend-spec", backend_id=backend.pk)
-    context = {**_history_context(backend), "form": form}
-    return render(request, "catalog/backend_spec.html", context, status=400 if form.errors else 200)
+    return _spec_page(request, backend, form=form)
 
 
 @require_GET
@@ -110,3 +157,33 @@ def backend_spec_history(request: HttpRequest, backend_id: int) -> HttpResponse:
     """The history fragment alone; it carries its own polling trigger while a version compiles."""
     backend = _backend_or_404(backend_id)
     return render(request, "catalog/_spec_history.html", _history_context(backend))
+
+
+@require_POST
+@console_view
+def credential_set(request: HttpRequest, backend_id: int) -> HttpResponse:
+    """Set or replace the backend's egress credential from the spec page's form: PRG with a message
+    when the service takes it; the page again with the form's errors (400) when it does not."""
+    backend = _backend_or_404(backend_id)
+    form = EgressCredentialForm(request.POST)
+    if form.is_valid():
+        try:
+            egress_credential_set(backend=backend, **form.cleaned_data)
+        except ValidationError as exc:
+            form.add_error(None, exc)  # messages the service keys by field go to that field
+        else:
+            messages.success(request, "Credential saved.")
+            return redirect("catalog-console:backend-spec", backend_id=backend.pk)
+    return _spec_page(request, backend, credential_form=form)
+
+
+@require_POST
+@console_view
+def credential_remove(request: HttpRequest, backend_id: int) -> HttpResponse:
+    backend = _backend_or_404(backend_id)
+    if selectors.egress_credential_state(backend=backend) is None:
+        messages.info(request, "There was no credential to remove.")
+    else:
+        egress_credential_clear(backend=backend)
+        messages.success(request, "Credential removed: requests to the backend now go without one.")
+    return redirect("catalog-console:backend-spec", backend_id=backend.pk)

@@ -19,7 +19,6 @@ import orjson
 from django.conf import settings
 
 from apps.catalog.models import Backend, EgressCredential
-from apps.catalog.selectors import tool_records_list
 from apps.catalog.openapi import (
     Credential,
     InvokeError,
@@ -31,6 +30,7 @@ from apps.catalog.openapi import (
 from apps.catalog.openapi.invoke import has_builder, prepare_builder
 from apps.catalog.openapi.model import CompiledTool
 from apps.catalog.openapi.records import tool_from_record
+from apps.catalog.selectors import backend_security_schemes, egress_credential_applied, tool_records_list
 from apps.common.secrets import SecretUnreadable, secret_decrypt
 from apps.gateway.pipeline.ports import UpstreamUnavailable
 from apps.gateway.pipeline.values import BackendInfo
@@ -243,11 +243,9 @@ def egress_credential_resolve(backend: Backend) -> Credential | None:
     except SecretUnreadable as exc:
         log.error("backend %s: %s", backend, exc)
         return None
-    kind, name = stored.kind, stored.name
-    if not kind:
-        schemes = backend.active_spec.security_schemes if backend.active_spec else []
-        scheme = schemes[0] if schemes else {"kind": "bearer", "parameter": ""}
-        kind, name = scheme["kind"], name or scheme["parameter"]
+    kind, name, _ = egress_credential_applied(
+        kind=stored.kind, name=stored.name, schemes=backend_security_schemes(backend=backend)
+    )
     try:
         return Credential(kind=kind, value=secret, name=name, username=stored.username)
     except ValueError as exc:

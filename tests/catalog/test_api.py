@@ -13,7 +13,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from apps.catalog.models import Backend, Tool
+from apps.catalog.models import Backend, EgressCredential, Tool
+from apps.catalog.specs import egress_credential_set
+from apps.common.secrets import secret_decrypt
 from tests.factories import backend_factory, openapi_backend_factory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -243,3 +245,148 @@ def test_anonymous_callers_are_refused(client: Client) -> None:
     backend = openapi_backend_factory()
     assert _upload(client, backend, PETS_V1).status_code in (401, 403)
     assert client.get(f"/api/v1/backends/{backend.pk}/specs").status_code in (401, 403)
+
+
+# --- The egress credential: write-only ---------------------------------------------------------------
+
+SECRET = "s3cr3t-Value with spaces "
+WITH_SCHEMES = json.dumps({
+    "openapi": "3.0.3", "info": {"title": "Keys", "version": "1"},
+    "components": {"securitySchemes": {
+        "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+        "token": {"type": "http", "scheme": "bearer"},
+    }},
+    "paths": {"/a": {"get": _op("getA")}},
+}).encode()
+
+
+def _credential_url(backend: Backend) -> str:
+    return f"/api/v1/backends/{backend.pk}/credential"
+
+
+def _put(client: Client, backend: Backend, body: Any):
+    return client.put(_credential_url(backend), data=json.dumps(body), content_type="application/json")
+
+
+def _stored(backend: Backend) -> EgressCredential:
+    return EgressCredential.objects.get(backend=backend)
+
+
+def test_credential_put_get_replace_delete_and_the_secret_is_never_answered(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    assert admin_client.get(_credential_url(backend)).status_code == 404
+
+    put = _put(admin_client, backend, {"kind": "api_key_header", "name": "X-Key", "secret": SECRET})
+    assert put.status_code == 200, put.content
+    body = put.json()
+    assert body["kind"] == "api_key_header" and body["name"] == "X-Key" and body["username"] == ""
+    assert body["applied"] == {"kind": "api_key_header", "name": "X-Key", "scheme": ""}
+    assert body["description"] == "API key in header X-Key"
+    assert {"created_at", "updated_at"} <= set(body) and "secret" not in body
+    assert admin_client.get(_credential_url(backend)).json() == body
+    # Stored encrypted, exactly as sent (spaces included).
+    token = _stored(backend).secret
+    assert SECRET not in token and secret_decrypt(token) == SECRET
+
+    replaced = _put(admin_client, backend, {"kind": "basic", "username": "alice", "secret": "pw2"})
+    assert replaced.status_code == 200
+    assert replaced.json()["description"] == "HTTP basic as alice" and replaced.json()["name"] == ""
+    assert EgressCredential.objects.filter(backend=backend).count() == 1
+    assert secret_decrypt(_stored(backend).secret) == "pw2"
+
+    for response in (put, replaced, admin_client.get(_credential_url(backend))):
+        text = response.content.decode()
+        assert SECRET not in text and "pw2" not in text and _stored(backend).secret not in text
+
+    deleted = admin_client.delete(_credential_url(backend))
+    assert deleted.status_code == 204 and deleted.content == b""
+    assert not EgressCredential.objects.filter(backend=backend).exists()
+    assert admin_client.get(_credential_url(backend)).json() == {"detail": f"backend {backend.name!r} has no credential"}
+    assert admin_client.delete(_credential_url(backend)).status_code == 404
+
+
+def test_a_credential_left_to_the_spec_follows_its_first_scheme(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    assert _upload(admin_client, backend, WITH_SCHEMES).json()["status"] == "ready"
+
+    body = _put(admin_client, backend, {"secret": "k"}).json()
+    assert body["kind"] == "" and body["name"] == ""
+    assert body["applied"] == {"kind": "api_key_header", "name": "X-API-Key", "scheme": "apiKey"}
+    assert body["description"] == "API key in header X-API-Key (from the spec's scheme 'apiKey')"
+
+    # A name overrides the scheme's parameter; the kind stays the spec's.
+    body = _put(admin_client, backend, {"kind": "", "name": "X-Other", "secret": "k"}).json()
+    assert body["applied"] == {"kind": "api_key_header", "name": "X-Other", "scheme": "apiKey"}
+
+
+def test_a_credential_left_to_a_spec_without_schemes_is_bearer(admin_client: Client) -> None:
+    body = _put(admin_client, openapi_backend_factory(), {"secret": "k"}).json()
+    assert body["applied"] == {"kind": "bearer", "name": "", "scheme": ""}
+    assert body["description"].startswith("Bearer token")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"kind": "oauth", "secret": "k"}, "unknown credential kind 'oauth'"),
+        ({"kind": "api_key_query", "secret": "k"}, "credential kind 'api_key_query' needs a name"),
+        ({"kind": "bearer", "secret": ""}, "the secret is empty"),
+        ({"kind": "bearer"}, "the secret is empty"),
+        ({"kind": "basic", "username": "a:b", "secret": "k"}, "a basic-auth username cannot contain ':'"),
+        ({"kind": "api_key_header", "name": "X-Key\r\nEvil: 1", "secret": "k"}, "without CR, LF or NUL"),
+        ({"kind": "bearer", "secret": "line\nbreak"}, "without CR, LF or NUL"),
+        ({"kind": "api_key_header", "name": "X" * 129, "secret": "k"}, "name: Ensure this field has no more than 128"),
+        ({"kind": "bearer", "secret": None}, "secret: This field may not be null."),
+        (["bearer", "k"], "Expected a dictionary"),
+    ],
+)
+def test_invalid_credentials_are_400_with_the_message_and_nothing_is_stored(
+    admin_client: Client, body: Any, message: str
+) -> None:
+    backend = openapi_backend_factory()
+    response = _put(admin_client, backend, body)
+    assert response.status_code == 400
+    assert message in response.json()["detail"]
+    assert not EgressCredential.objects.filter(backend=backend).exists()
+
+
+def test_a_credential_body_must_be_json(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    url = _credential_url(backend)
+    assert admin_client.put(url, data="{not json", content_type="application/json").status_code == 400
+    assert admin_client.put(url, data="secret=k", content_type="application/x-www-form-urlencoded").status_code == 415
+    assert not EgressCredential.objects.filter(backend=backend).exists()
+
+
+def test_an_mcp_backend_takes_no_credential(admin_client: Client) -> None:
+    response = _put(admin_client, backend_factory(), {"kind": "bearer", "secret": "k"})
+    assert response.status_code == 400
+    assert response.json() == {"detail": "egress credentials are set on OpenAPI backends"}
+
+
+def test_credential_of_an_unknown_backend_is_404(admin_client: Client) -> None:
+    url = _credential_url(Backend(pk=987654))
+    assert admin_client.get(url).status_code == 404
+    assert _put(admin_client, Backend(pk=987654), {"kind": "bearer", "secret": "k"}).status_code == 404
+    assert admin_client.delete(url).status_code == 404
+
+
+def test_only_staff_may_touch_credentials(client: Client, django_user_model: Any) -> None:
+    backend = openapi_backend_factory()
+    egress_credential_set(backend=backend, kind="bearer", secret="k")
+    for who in ("anonymous", "non-staff"):
+        if who == "non-staff":
+            client.force_login(django_user_model.objects.create_user(username="someone", password="pw"))
+        assert client.get(_credential_url(backend)).status_code in (401, 403)
+        assert _put(client, backend, {"kind": "bearer", "secret": "other"}).status_code in (401, 403)
+        assert client.delete(_credential_url(backend)).status_code in (401, 403)
+    assert secret_decrypt(_stored(backend).secret) == "k"
+
+
+def test_a_session_put_needs_the_csrf_token(admin_user: Any) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin_user)
+    backend = openapi_backend_factory()
+    response = _put(client, backend, {"kind": "bearer", "secret": "k"})
+    assert response.status_code == 403 and "CSRF" in response.json()["detail"]
+    assert not EgressCredential.objects.filter(backend=backend).exists()

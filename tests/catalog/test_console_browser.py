@@ -1,5 +1,6 @@
-"""The spec upload page in headless Chromium, as an admin uses it: upload the real EC2 spec, see its
-tools, and call one through the gateway with the official SDK client."""
+"""The spec page in headless Chromium, as an admin uses it: upload the real EC2 spec, see its tools,
+and call one through the gateway with the official SDK client; set the backend's credential and see
+the service receive it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from apps.catalog.models import Backend
+from apps.catalog.specs import spec_upload
 from tests import factories
 from tests.browser import admin_login, screenshot, superuser_factory
 from tests.conftest import mcp_client
@@ -76,3 +78,45 @@ def test_an_admin_uploads_ec2_in_the_browser_and_an_agent_calls_its_tools(
     (sent,) = httpx.get(f"{service_url}/__recorded").json()
     assert (sent["method"], sent["path"]) == ("POST", "/ec2/DescribeVpcs")
     assert json.loads(base64.b64decode(sent["body"])) == {"VpcIds": ["vpc-1"], "MaxResults": 5}
+
+
+def test_an_admin_sets_a_bearer_credential_in_the_browser_and_the_service_receives_it(
+    transactional_db: None, gateway_url: str, service_url: str, page: Page
+) -> None:
+    tenant = factories.tenant_factory()
+    issued = factories.api_key_factory(tenant=tenant)
+    backend = factories.openapi_backend_factory(tenant=tenant, name="things", base_url=service_url)
+    host = factories.virtual_host_factory(tenant=tenant, mounts={"things": backend})
+    document = {
+        "openapi": "3.0.3", "info": {"title": "Things", "version": "1"},
+        "components": {"securitySchemes": {"token": {"type": "http", "scheme": "bearer"}}},
+        "paths": {"/things": {"get": {"operationId": "listThings", "responses": {"200": {"description": "ok"}}}}},
+    }
+    # Celery is eager and there is no transaction around the test: this compiles before it returns.
+    spec_upload(backend=backend, document=json.dumps(document).encode(), filename="things.json")
+    admin_login(page, gateway_url, superuser_factory())
+    secret = "tok-3f9a7c1e-only-the-service-may-see-this"
+
+    page.goto(f"{gateway_url}/console/backends/{backend.pk}/spec/")
+    expect(page.locator("#credential-state")).to_contain_text("none")
+    expect(page.locator("#security-schemes")).to_contain_text("token: Bearer token")
+    page.get_by_label("Kind", exact=True).select_option(label="Bearer token")
+    page.get_by_label("Secret").fill(secret)
+    page.get_by_role("button", name="Save credential").click()
+    expect(page.get_by_role("status")).to_have_text("Credential saved.")
+    expect(page.locator("#credential-state")).to_contain_text("Bearer token, set")
+    expect(page.get_by_label("Secret")).to_have_value("")
+    screenshot(page, "console-credential")
+    assert secret not in page.content()
+
+    async def agent() -> object:
+        async with mcp_client(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, "legacy") as client:
+            return await client.call_tool("listThings", {})
+
+    httpx.post(f"{service_url}/__reset")
+    result = asyncio.run(agent())
+    assert result.is_error is False, result
+    (sent,) = httpx.get(f"{service_url}/__recorded").json()
+    assert (sent["method"], sent["path"]) == ("GET", "/things")
+    authorization = [value for name, value in sent["headers"] if name.lower() == "authorization"]
+    assert authorization == [f"Bearer {secret}"]  # the agent's own key stays at the gateway

@@ -9,8 +9,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from apps.catalog.models import Backend
-from apps.catalog.specs import spec_upload, spec_version_compile
+from apps.catalog.models import Backend, EgressCredential
+from apps.catalog.specs import egress_credential_set, spec_upload, spec_version_compile
+from apps.common.secrets import secret_decrypt
 from tests.factories import backend_factory, openapi_backend_factory
 
 
@@ -142,3 +143,137 @@ def test_the_history_fragment_polls_while_a_version_is_in_progress(admin_client:
     spec_version_compile(spec_version_id=version.pk)
     html = admin_client.get(_history(backend)).content.decode()
     assert 'class="status ready"' in html and "hx-trigger" not in html
+
+
+# --- The credential section: write-only --------------------------------------------------------------
+
+SECRET = "hunter2-the-secret"
+KEYED = json.dumps({
+    "openapi": "3.0.3", "info": {"title": "Keys", "version": "1"},
+    "components": {"securitySchemes": {"apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}}},
+    "paths": {"/a": {"get": {"operationId": "getA", "responses": {"200": {"description": "ok"}}}}},
+}).encode()
+
+
+def _credential(backend: Backend) -> str:
+    return f"/console/backends/{backend.pk}/credential/"
+
+
+def _remove(backend: Backend) -> str:
+    return f"/console/backends/{backend.pk}/credential/remove/"
+
+
+@pytest.mark.django_db
+def test_the_credential_section_shows_none_the_schemes_state_and_a_write_only_form(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    html = admin_client.get(_page(backend)).content.decode()
+    assert 'id="credential-heading"' in html and "none: requests go to the backend without credentials" in html
+    assert "no version is served yet" in html
+    assert f'action="{_credential(backend)}"' in html and f'action="{_remove(backend)}"' not in html
+    assert '<option value="" selected>as the spec&#x27;s security scheme says</option>' in html
+    assert 'type="password" name="secret" autocomplete="new-password"' in html
+
+    version = spec_upload(backend=backend, document=KEYED, filename="keys.json")
+    spec_version_compile(spec_version_id=version.pk)
+    egress_credential_set(backend=backend, secret=SECRET)
+    html = admin_client.get(_page(backend)).content.decode()
+    assert "API key in header X-API-Key (from the spec&#x27;s scheme &#x27;apiKey&#x27;), set" in html
+    assert "<code>apiKey</code>: API key in header X-API-Key" in html
+    assert f'action="{_remove(backend)}"' in html and "Remove credential" in html
+    assert SECRET not in html and EgressCredential.objects.get(backend=backend).secret not in html
+
+
+@pytest.mark.django_db
+def test_setting_a_credential_through_the_form_redirects_with_a_message(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    form = {"kind": "api_key_query", "name": "api_key", "username": "", "secret": SECRET}
+    response = admin_client.post(_credential(backend), form)
+    assert response.status_code == 302 and response["Location"] == _page(backend)
+
+    stored = EgressCredential.objects.get(backend=backend)
+    assert (stored.kind, stored.name) == ("api_key_query", "api_key") and secret_decrypt(stored.secret) == SECRET
+    html = admin_client.get(_page(backend)).content.decode()
+    assert "Credential saved." in html and "API key in query parameter api_key, set" in html
+    assert '<option value="api_key_query" selected>' in html and 'value="api_key"' in html
+    assert SECRET not in html and stored.secret not in html
+
+    # Replacing keeps one credential: the new one.
+    admin_client.post(_credential(backend), {"kind": "basic", "username": "alice", "secret": "pw2"})
+    stored = EgressCredential.objects.get(backend=backend)
+    assert (stored.kind, stored.username, secret_decrypt(stored.secret)) == ("basic", "alice", "pw2")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ({"kind": "api_key_header", "secret": SECRET}, "credential kind &#x27;api_key_header&#x27; needs a name"),
+        ({"kind": "oauth", "secret": SECRET}, "Kind: Select a valid choice."),
+        ({"kind": "bearer", "secret": ""}, "Secret: This field is required."),
+        ({"kind": "bearer", "secret": "a\nb" + SECRET}, "without CR, LF or NUL"),
+        ({"kind": "basic", "username": "a:b", "secret": SECRET}, "cannot contain &#x27;:&#x27;"),
+    ],
+)
+def test_a_refused_credential_shows_why_and_never_echoes_the_secret(
+    admin_client: Client, form: dict[str, str], message: str
+) -> None:
+    backend = openapi_backend_factory()
+    response = admin_client.post(_credential(backend), form)
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "The credential was refused:" in html and message in html
+    assert SECRET not in html
+    assert not EgressCredential.objects.filter(backend=backend).exists()
+
+
+@pytest.mark.django_db
+def test_an_mcp_backend_has_no_credential_section_and_takes_no_credential(admin_client: Client) -> None:
+    backend = backend_factory()
+    assert 'id="credential-heading"' not in admin_client.get(_page(backend)).content.decode()
+    response = admin_client.post(_credential(backend), {"kind": "bearer", "secret": SECRET})
+    assert response.status_code == 400
+    assert "egress credentials are set on OpenAPI backends" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_removing_the_credential(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    egress_credential_set(backend=backend, kind="bearer", secret=SECRET)
+    response = admin_client.post(_remove(backend))
+    assert response.status_code == 302 and response["Location"] == _page(backend)
+    assert not EgressCredential.objects.filter(backend=backend).exists()
+    html = admin_client.get(_page(backend)).content.decode()
+    assert "Credential removed" in html and "none: requests go to the backend without credentials" in html
+
+    admin_client.post(_remove(backend))
+    assert "There was no credential to remove." in admin_client.get(_page(backend)).content.decode()
+
+
+@pytest.mark.django_db
+def test_credential_urls_take_only_post_from_staff(admin_client: Client, client: Client, django_user_model: Any) -> None:
+    backend = openapi_backend_factory()
+    assert admin_client.get(_credential(backend)).status_code == 405
+    assert admin_client.get(_remove(backend)).status_code == 405
+    assert client.post(_credential(backend), {"kind": "bearer", "secret": SECRET}).status_code == 302  # to login
+    client.force_login(django_user_model.objects.create_user(username="someone", password="pw"))
+    assert client.post(_credential(backend), {"kind": "bearer", "secret": SECRET}).status_code == 403
+    assert not EgressCredential.objects.filter(backend=backend).exists()
+
+
+@pytest.mark.django_db
+def test_the_credential_forms_enforce_csrf(admin_user: Any) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin_user)
+    backend = openapi_backend_factory()
+    egress_credential_set(backend=backend, kind="bearer", secret=SECRET)
+
+    assert client.post(_credential(backend), {"kind": "bearer", "secret": "other"}).status_code == 403
+    assert client.post(_remove(backend)).status_code == 403
+    assert secret_decrypt(EgressCredential.objects.get(backend=backend).secret) == SECRET
+
+    # With the page's token (and its cookie) the same post goes through.
+    client.get(_page(backend))
+    token = client.cookies["csrftoken"].value
+    response = client.post(_credential(backend), {"kind": "bearer", "secret": "other", "csrfmiddlewaretoken": token})
+    assert response.status_code == 302
+    assert secret_decrypt(EgressCredential.objects.get(backend=backend).secret) == "other"
