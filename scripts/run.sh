@@ -24,7 +24,7 @@ cleanup() {
 trap cleanup INT TERM EXIT
 
 python scripts/demo_server.py --port "$DEMO_PORT" >var/log/demo-backend.log 2>&1 & pids+=($!)
-celery -A gatewaysite worker --pool=solo --loglevel=WARNING >var/log/celery.log 2>&1 & pids+=($!)
+celery -A gatewaysite worker --beat --schedule var/celerybeat-schedule --pool=solo --loglevel=WARNING >var/log/celery.log 2>&1 & pids+=($!)
 daphne -b 127.0.0.1 -p "$PORT" gatewaysite.asgi:application >var/log/gateway.log 2>&1 & pids+=($!)
 
 for _ in $(seq 300); do

@@ -167,6 +167,7 @@ class SpecVersion(models.Model):
     size = models.PositiveIntegerField()
     uploaded_by = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When a worker claimed it for compiling.")
     compiled_at = models.DateTimeField(null=True, blank=True)
     title = models.CharField(max_length=255, blank=True)
     api_version = models.CharField(max_length=64, blank=True)

@@ -7,6 +7,7 @@ publishes nothing and the previous version keeps serving."""
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import logging
 import time
@@ -15,17 +16,21 @@ from collections.abc import Iterable
 import orjson
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import DatabaseError, connection, transaction
-from django.db.models import Max
+from django.db import connection, transaction
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from apps.catalog.models import Backend, EgressCredential, SpecVersion, Tool
 from apps.catalog.openapi import CompileOptions, Credential, Problem, compile_spec
-from apps.catalog.openapi.records import tool_fingerprint, tool_record
+from apps.catalog.openapi.records import json_safe, tool_fingerprint, tool_record
 from apps.common.config_version import config_version_bump
 from apps.common.secrets import secret_encrypt
 
 log = logging.getLogger(__name__)
+
+#: A version `compiling` for longer than this is taken to belong to a worker that died (EC2's
+#: 765 tools compile and publish in about a second).
+COMPILE_STALE_SECONDS = 600
 
 
 
@@ -49,8 +54,6 @@ def spec_upload(*, backend: Backend, document: bytes, filename: str = "", upload
     limit = settings.GATEWAY_SPEC_MAX_BYTES
     if len(document) > limit:
         raise ValidationError(f"the document has {len(document):,} bytes; the limit is {limit:,}")
-    from apps.catalog.tasks import spec_compile  # the task module imports this one
-
     with transaction.atomic():
         # Numbers are per backend: lock it so two uploads cannot take the same one.
         Backend.objects.select_for_update().filter(pk=backend.pk).first()
@@ -64,7 +67,7 @@ def spec_upload(*, backend: Backend, document: bytes, filename: str = "", upload
             size=len(document),
             uploaded_by=uploaded_by[:200],
         )
-        transaction.on_commit(lambda: spec_compile.delay(version.pk))
+        transaction.on_commit(lambda: _queue(version.pk))
     return version
 
 
@@ -78,45 +81,82 @@ def spec_recompile(*, backend: Backend, reason: str) -> SpecVersion | None:
 
 
 def spec_version_compile(*, spec_version_id: int) -> SpecVersion | None:
-    """Compile a pending spec version and publish its tools, or record why it failed. Idempotent:
-    a version that is already `ready` or `failed` is returned as it is. None if it is gone."""
+    """Compile a spec version and publish its tools, or record why it failed. Exactly one worker
+    compiles a version: it claims it while `pending` (or `compiling` for longer than
+    COMPILE_STALE_SECONDS, after a worker died); any other call returns the version as it is.
+    Whatever goes wrong ends in `failed` with a message, never in `compiling` for good. None if
+    the version is gone."""
+    now = timezone.now()
+    stale = now - datetime.timedelta(seconds=COMPILE_STALE_SECONDS)
+    claimed = (
+        SpecVersion.objects.filter(pk=spec_version_id)
+        .filter(Q(status=SpecVersion.Status.PENDING) | Q(status=SpecVersion.Status.COMPILING, started_at__lt=stale))
+        .update(status=SpecVersion.Status.COMPILING, started_at=now)
+    )
     version = SpecVersion.objects.filter(pk=spec_version_id).select_related("backend").first()
-    if version is None or version.status in (SpecVersion.Status.READY, SpecVersion.Status.FAILED):
+    if not claimed or version is None:
         return version
-    SpecVersion.objects.filter(pk=version.pk).update(status=SpecVersion.Status.COMPILING)
     try:
-        options = CompileOptions(
-            max_bytes=settings.GATEWAY_SPEC_MAX_BYTES,
-            max_name_length=version.backend.tool_name_max_length,
-            include_deprecated=version.backend.include_deprecated,
-        )
-        result = compile_spec(bytes(version.document), options=options)
-    except Exception as exc:  # a compiler bug must not leave the version `compiling` forever
+        _compile(version)
+    except Exception as exc:  # a bug or a value the database refuses: fail the version, keep serving
         log.exception("compiling spec version %s failed", version.pk)
-        result = None
-        errors = [{"pointer": "", "message": f"internal compiler error: {type(exc).__name__}: {exc}"}]
-    version.title = _clean(result.title[:255]) if result else ""
-    version.api_version = _clean(result.version[:64]) if result else ""
-    version.openapi_version = result.spec_version if result else ""
-    version.warnings = _problems(result.warnings) if result else []
-    version.compiled_at = timezone.now()
-    if result is None or result.errors:
         version.status = SpecVersion.Status.FAILED
-        version.errors = errors if result is None else _problems(result.errors)
+        version.errors = [{"pointer": "", "message": f"internal error: {type(exc).__name__}: {_clean(str(exc))}"}]
+        version.compiled_at = timezone.now()
         version.save()
-        return version
+    return version
+
+
+def _compile(version: SpecVersion) -> None:
+    options = CompileOptions(
+        max_bytes=settings.GATEWAY_SPEC_MAX_BYTES,
+        max_name_length=version.backend.tool_name_max_length,
+        include_deprecated=version.backend.include_deprecated,
+    )
+    result = compile_spec(bytes(version.document), options=options)
+    version.title = _clean(result.title[:255])
+    version.api_version = _clean(result.version[:64])
+    version.openapi_version = result.spec_version
+    version.warnings = _problems(result.warnings)
+    version.compiled_at = timezone.now()
+    if result.errors:
+        version.status = SpecVersion.Status.FAILED
+        version.errors = _problems(result.errors)
+        version.save()
+        return
     version.security_schemes = [
         {"name": _clean(s.name), "kind": s.kind, "parameter": _clean(s.parameter)} for s in result.security
     ]
     records = [tool_record(tool) for tool in result.tools]
     try:
         _publish(version, records)
-    except DatabaseError as exc:  # e.g. a value PostgreSQL cannot store: fail the version, keep serving
-        log.exception("publishing spec version %s failed", version.pk)
-        version.status = SpecVersion.Status.FAILED
-        version.errors = [{"pointer": "", "message": f"the tools could not be stored: {exc}"}]
-        version.save()
-    return version
+    except orjson.JSONEncodeError:  # orjson refuses integers beyond 64 bits, which YAML documents can carry
+        version.warnings.append({"pointer": "", "message": "integers beyond 64 bits were stored as floating point"})
+        _publish(version, json_safe(records))
+
+
+def spec_versions_requeue() -> int:
+    """Queue the compilation of every version left behind: `pending` for over a minute (the
+    queueing failed, or no worker ran) or `compiling` past COMPILE_STALE_SECONDS (its worker
+    died). Returns how many were queued. Run periodically (Celery beat)."""
+    now = timezone.now()
+    stuck = SpecVersion.objects.filter(
+        Q(status=SpecVersion.Status.PENDING, created_at__lt=now - datetime.timedelta(seconds=60))
+        | Q(status=SpecVersion.Status.COMPILING, started_at__lt=now - datetime.timedelta(seconds=COMPILE_STALE_SECONDS))
+    ).values_list("pk", flat=True)
+    ids = list(stuck)
+    for version_id in ids:
+        _queue(version_id)
+    return len(ids)
+
+
+def _queue(spec_version_id: int) -> None:
+    from apps.catalog.tasks import spec_compile  # the task module imports this one
+
+    try:
+        spec_compile.delay(spec_version_id)
+    except Exception:  # the broker is down: the upload stands, the periodic sweep queues it later
+        log.warning("could not queue the compilation of spec version %s", spec_version_id, exc_info=True)
 
 
 @transaction.atomic

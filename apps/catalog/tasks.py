@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from apps.catalog.specs import spec_version_compile
+from apps.catalog.specs import spec_version_compile, spec_versions_requeue
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def spec_compile(spec_version_id: int) -> None:
     spec_version_compile(spec_version_id=spec_version_id)
+
+
+@shared_task(ignore_result=True)
+def spec_compile_requeue() -> None:
+    """Periodic (Celery beat): uploads whose compilation was never queued or whose worker died."""
+    spec_versions_requeue()

@@ -49,13 +49,15 @@ class TenantSpec:
 @dataclass(frozen=True)
 class CredentialSpec:
     """An OpenAPI backend's egress credential. The secret is written in the file or named by an
-    environment variable (`secret_env`), read when the document is applied."""
+    environment variable (`secret_env`), read when the document is applied. `remove`: the file
+    says `credential: null`, so the stored credential goes."""
 
     kind: str = ""
     name: str = ""
     username: str = ""
     secret: str | None = None
     secret_env: str | None = None
+    remove: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class BackendSpec:
     base_url: str = ""
     # OpenAPI: the spec file as written (relative to the configuration file); None leaves it alone.
     spec: str | None = None
+    # None leaves the stored credential as it is (exports carry none: they hold no secrets).
     credential: CredentialSpec | None = None
     tool_name_max_length: int = 64
     include_deprecated: bool = False

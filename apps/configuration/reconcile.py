@@ -235,21 +235,21 @@ class Reconciler:
                 document = file.read_bytes()
             except OSError as error:
                 raise ValidationError({"spec": f"cannot read {str(file)!r}: {error.strerror}"}) from None
-            latest = backend.spec_versions.order_by("-number").first()
-            if latest is None or latest.sha256 != hashlib.sha256(document).hexdigest():
+            latest = backend.spec_versions.order_by("-number").values_list("sha256", flat=True).first()
+            if latest != hashlib.sha256(document).hexdigest():
                 version = spec_upload(backend=backend, document=document, filename=file.name, uploaded_by="config")
                 self.uploaded.append(version.pk)
                 details.append(f"spec v{version.number} uploaded")
-        if spec.credential is not None:
-            if self._credential_differs(backend, spec.credential):
-                egress_credential_set(
-                    backend=backend, secret=self._secret(spec.credential), kind=spec.credential.kind,
-                    name=spec.credential.name, username=spec.credential.username,
-                )
-                details.append("credential")
-        elif spec.kind == Backend.Kind.OPENAPI and hasattr(backend, "credential") and self.prune:
-            egress_credential_clear(backend=backend)
-            details.append("credential removed")
+        if spec.credential is not None and spec.credential.remove:
+            if hasattr(backend, "credential"):
+                egress_credential_clear(backend=backend)
+                details.append("credential removed")
+        elif spec.credential is not None and self._credential_differs(backend, spec.credential):
+            egress_credential_set(
+                backend=backend, secret=self._secret(spec.credential), kind=spec.credential.kind,
+                name=spec.credential.name, username=spec.credential.username,
+            )
+            details.append("credential")
         return details
 
     def _secret(self, credential: CredentialSpec) -> str:

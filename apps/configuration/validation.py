@@ -7,12 +7,10 @@ passes never fails on a field rule when it is applied."""
 from __future__ import annotations
 
 import math
-from datetime import date, datetime
 from typing import Any
 
 import yaml
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
 
 from apps.catalog.models import Backend, EgressCredential, map_key_validator, name_validator, tool_name_validator
 from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX_LENGTH
@@ -29,6 +27,7 @@ from apps.configuration.document import (
     TenantSpec,
     VirtualHostSpec,
 )
+from apps.configuration.fields import FieldChecks
 from apps.tenants.keys import key_secret_problem
 from apps.tenants.models import slug_validator
 
@@ -94,101 +93,8 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _first_message(error: ValidationError) -> str:
-    message = error.messages[0]
-    return message[:1].lower() + message[1:]
-
-
-class _Checker:
+class _Checker(FieldChecks):
     """Walks the raw document once, collecting problems and building specs as it goes."""
-
-    def __init__(self) -> None:
-        self.problems: list[Problem] = []
-
-    def add(self, path: str, message: str) -> None:
-        self.problems.append(Problem(path, message))
-
-    # --- shapes ------------------------------------------------------------------------------
-    def mapping(
-        self, value: Any, path: str, *, fields: tuple[str, ...], required: tuple[str, ...]
-    ) -> dict[str, Any] | None:
-        if not isinstance(value, dict):
-            self.add(path, "must be a mapping")
-            return None
-        for key in value:
-            if key not in fields:
-                self.add(f"{path}.{key}", f"unknown field (expected one of: {', '.join(fields)})")
-        for key in required:
-            if key not in value:
-                self.add(f"{path}.{key}", "is required")
-        return value
-
-    def items(self, value: Any, path: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            self.add(path, "must be a list")
-            return []
-        return value
-
-    def pairs(self, value: Any, path: str) -> list[tuple[str, Any]]:
-        """A mapping with string keys, as (key, value) pairs in document order."""
-        if value is None:
-            return []
-        if not isinstance(value, dict):
-            self.add(path, "must be a mapping")
-            return []
-        pairs = []
-        for key, item in value.items():
-            if not isinstance(key, str):
-                self.add(f"{path}.{key}", "keys must be strings")
-                continue
-            pairs.append((key, item))
-        return pairs
-
-    def text(
-        self, value: Any, path: str, *, max_length: int, validator: RegexValidator | None = None, what: str = ""
-    ) -> str:
-        if not isinstance(value, str) or not value:
-            self.add(path, "must be a non-empty string")
-            return ""
-        if len(value) > max_length:
-            self.add(path, f"must be at most {max_length} characters")
-            return value
-        if validator is not None:
-            try:
-                validator(value)
-            except ValidationError as error:
-                self.add(path, f"invalid {what} {value!r}: {_first_message(error)}")
-        return value
-
-    def flag(self, value: Any, path: str) -> bool:
-        if not isinstance(value, bool):
-            self.add(path, "must be true or false")
-            return False
-        return value
-
-    def choice(self, value: Any, path: str, choices: list[str]) -> str:
-        if value not in choices:
-            self.add(path, f"must be one of: {', '.join(choices)}")
-            return ""
-        return value
-
-    def timestamp(self, value: Any, path: str) -> datetime | None:
-        if isinstance(value, str):
-            try:
-                value = datetime.fromisoformat(value)
-            except ValueError:
-                self.add(path, "must be an ISO 8601 timestamp, e.g. 2030-01-31T00:00:00Z")
-                return None
-        if not isinstance(value, datetime):
-            kind = "a date without a time" if isinstance(value, date) else "not a timestamp"
-            self.add(path, f"must be an ISO 8601 timestamp with a timezone, e.g. 2030-01-31T00:00:00Z ({kind})")
-            return None
-        if value.tzinfo is None:
-            self.add(path, "must include a timezone, e.g. 2030-01-31T00:00:00Z")
-            return None
-        return value
 
     # --- the document ------------------------------------------------------------------------
     def document(self, raw: Any) -> ConfigDocument:
@@ -328,8 +234,10 @@ class _Checker:
         spec_file = None
         if "spec" in fields:
             spec_file = self.text(fields["spec"], f"{path}.spec", max_length=1000) or None
-        credential = None
-        if "credential" in fields:
+        credential: CredentialSpec | None = None
+        if fields.get("credential", ...) is None:  # `credential: null` removes the stored one
+            credential = CredentialSpec(remove=True)
+        elif "credential" in fields:
             raw = self.mapping(fields["credential"], f"{path}.credential", fields=_CREDENTIAL_FIELDS, required=())
             if raw is not None:
                 where = f"{path}.credential"

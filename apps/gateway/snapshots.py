@@ -10,10 +10,11 @@ from types import MappingProxyType
 
 import redis.asyncio
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db.models import Prefetch
 from django.utils import timezone
 
-from apps.catalog.models import Backend, VirtualHost
+from apps.catalog.models import Backend, SpecVersion, VirtualHost
 from apps.common.config_version import CONFIG_VERSION_KEY
 from apps.gateway.openapi import OpenApiHttp, openapi_server_build
 from apps.gateway.pipeline.ports import StoreUnavailable
@@ -24,6 +25,8 @@ from apps.tenants.models import ApiKey, Tenant
 
 log = logging.getLogger(__name__)
 
+#: What a snapshot needs of a backend's active spec version.
+_SPEC_FIELDS = ("id", "backend_id", "title", "api_version", "security_schemes")
 #: How many missing tenant slugs an instance remembers between configuration changes.
 _MAX_UNKNOWN = 1000
 
@@ -68,7 +71,14 @@ def tenant_snapshot_load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
     cannot be reached is StoreUnavailable."""
     close_old_connections()
     try:
-        return _load(slug, http)
+        outermost = not connection.in_atomic_block
+        with transaction.atomic():
+            if outermost:  # (the level can only be chosen by a transaction's first statement)
+                # One consistent view: a spec published meanwhile must not delete the tool rows
+                # of the version this snapshot names before they are read.
+                with connection.cursor() as cursor:
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            return _load(slug, http)
     except DatabaseError as exc:
         connection.close()
         raise StoreUnavailable(f"database: {type(exc).__name__}") from None
@@ -109,7 +119,11 @@ def _load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
     vhosts: dict[str, VirtualHostView] = {}
     views: dict[int, BackendView] = {}  # one per backend, however many hosts mount it
     vhost_rows = VirtualHost.objects.filter(tenant=tenant).prefetch_related(
-        "mounts__backend__replicas", "mounts__backend__credential", "mounts__backend__active_spec", "tool_aliases"
+        "mounts__backend__replicas",
+        "mounts__backend__credential",
+        # Not the document: megabytes per backend, and every configuration change reloads snapshots.
+        Prefetch("mounts__backend__active_spec", queryset=SpecVersion.objects.only(*_SPEC_FIELDS)),
+        "tool_aliases",
     )
     for vhost in vhost_rows:
         mounts = {}

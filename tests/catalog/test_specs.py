@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import copy
+import datetime
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection
+from django.utils import timezone
 
 from apps.catalog.models import Backend, EgressCredential, SpecVersion, Tool
 from apps.catalog.services import backend_update
-from apps.catalog.specs import egress_credential_set, spec_upload, spec_version_compile
+from apps.catalog.specs import (
+    COMPILE_STALE_SECONDS,
+    egress_credential_set,
+    spec_upload,
+    spec_version_compile,
+    spec_versions_requeue,
+)
 from apps.common.secrets import secret_decrypt
 from apps.gateway.openapi import egress_credential_resolve
 from tests.backends.specs import as_json, as_yaml, service_spec, swagger_spec
@@ -211,5 +219,50 @@ def test_a_publish_the_database_refuses_fails_the_version(django_capture_on_comm
 
     monkeypatch.setattr(specs, "_tools_insert", refuse)
     bad = upload(backend, as_yaml(swagger_spec()), django_capture_on_commit_callbacks)
-    assert bad.status == SpecVersion.Status.FAILED and "could not be stored" in bad.errors[0]["message"]
+    assert bad.status == SpecVersion.Status.FAILED and "DataError: value too long" in bad.errors[0]["message"]
     assert backend.active_spec == good and len(tool_names(backend)) == 13
+
+
+def test_integers_beyond_64_bits_compile_as_floats_with_a_warning(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    spec = swagger_spec()
+    spec["paths"]["/items"]["get"]["parameters"][0]["maximum"] = 2**70
+    version = upload(backend, as_yaml(spec), django_capture_on_commit_callbacks)
+    assert version.status == SpecVersion.Status.READY, version.errors
+    assert any("64 bits" in w["message"] for w in version.warnings)
+    assert tool_names(backend) == ["getItem", "listItems"]
+
+
+def test_a_version_is_compiled_by_one_worker_only(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    first = upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+    second = spec_upload(backend=backend, document=as_yaml(swagger_spec()))
+    SpecVersion.objects.filter(pk=second.pk).update(status=SpecVersion.Status.COMPILING, started_at=timezone.now())
+    # Another worker got the same message (a redelivery): it must leave the claimed version alone.
+    assert spec_version_compile(spec_version_id=second.pk).status == SpecVersion.Status.COMPILING
+    backend.refresh_from_db()
+    assert backend.active_spec == first
+    # The claiming worker died: once stale, the version is compiled again.
+    SpecVersion.objects.filter(pk=second.pk).update(
+        started_at=timezone.now() - datetime.timedelta(seconds=COMPILE_STALE_SECONDS + 1))
+    again = spec_version_compile(spec_version_id=second.pk)
+    assert again.status == SpecVersion.Status.READY
+    assert again.changes["added"] == ["getItem", "listItems"] and len(again.changes["removed"]) == 13
+
+
+def test_left_behind_versions_are_queued_again(django_capture_on_commit_callbacks, monkeypatch) -> None:
+    from apps.catalog import tasks
+
+    def broker_down(*_: object) -> None:
+        raise ConnectionError("broker unreachable")
+
+    backend = openapi_backend_factory()
+    monkeypatch.setattr(tasks.spec_compile, "delay", broker_down)
+    version = upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+    assert version.status == SpecVersion.Status.PENDING  # the upload stands
+    monkeypatch.undo()
+    assert spec_versions_requeue() == 0  # not yet a minute old
+    SpecVersion.objects.filter(pk=version.pk).update(created_at=timezone.now() - datetime.timedelta(minutes=2))
+    assert spec_versions_requeue() == 1  # eager in tests: compiled right here
+    version.refresh_from_db()
+    assert version.status == SpecVersion.Status.READY

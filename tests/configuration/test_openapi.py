@@ -143,3 +143,14 @@ def test_compile_options_apply_and_export(folder: Path, django_capture_on_commit
     with pytest.raises(ConfigInvalid, match="from 1 to 128"):
         config_apply(document=document.replace("tool_name_max_length: 8", "tool_name_max_length: 129"),
                      prune=False, base_dir=folder)
+
+
+def test_an_export_applied_with_prune_keeps_the_credential_and_null_removes_it(folder: Path) -> None:
+    config_apply(document=DOCUMENT, prune=False, base_dir=folder)
+    report = config_apply(document=config_export(), prune=True)
+    assert not report.changed
+    assert Backend.objects.get(name="pets").credential.kind == "bearer"
+    removed = config_apply(document=DOCUMENT.replace("{kind: bearer, secret_env: PETS_TOKEN}", "null"),
+                           prune=False, base_dir=folder)
+    assert [c.detail for c in removed.changes if c.kind == "backend"] == ["credential removed"]
+    assert not hasattr(Backend.objects.get(name="pets"), "credential")

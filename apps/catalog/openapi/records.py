@@ -81,3 +81,21 @@ def tool_fingerprint(record: dict[str, Any]) -> str:
     """A digest of the record without its source pointer (moving an operation in the file is no change)."""
     seen = {key: value for key, value in record.items() if key != "pointer"}
     return hashlib.blake2b(orjson.dumps(seen, option=orjson.OPT_SORT_KEYS), digest_size=16).hexdigest()
+
+
+_INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1  # what orjson encodes
+_FLOAT_MAX = 1.7976931348623157e308
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every integer orjson cannot encode (beyond 64 bits) as the nearest float."""
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT_MIN <= value <= _UINT_MAX:
+        try:
+            return float(value)
+        except OverflowError:
+            return _FLOAT_MAX if value > 0 else -_FLOAT_MAX
+    return value

@@ -76,6 +76,10 @@ _VALUE_RULES: dict[str, Accept] = {
     **dict.fromkeys(("maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"), is_number),
     **dict.fromkeys(_COUNT, lambda v: is_number(v) and v >= 0 and (isinstance(v, int) or v.is_integer())),
 }
+#: A spec's regular expressions never run on what callers or services send: Python's ``re`` can
+#: backtrack for ages on crafted input (ReDoS) and has no timeout. The service checks its own input.
+_REGEX_KEYWORDS = frozenset({"pattern", "patternProperties"})
+_REGEX_WHY = "not enforced: a spec's regular expression could backtrack catastrophically; the service checks it"
 #: Every keyword that affects 2020-12 validation, except ``format`` (not asserted) and the references.
 KEPT_KEYWORDS = _ONE | _MAP | _LIST | frozenset(_VALUE_RULES)
 
@@ -99,7 +103,9 @@ class _Sanitizer:
         out: dict[str, Any] = {}
         for key, value in schema.items():
             at = f"{where}/{key}"
-            if key in _ONE:
+            if key in _REGEX_KEYWORDS:
+                self._ignore(at, _REGEX_WHY)
+            elif key in _ONE:
                 out[key] = self.clean(value, at, depth + 1)
             elif key in _MAP and isinstance(value, dict):
                 out[key] = {name: self.clean(sub, f"{at}/{name}", depth + 1) for name, sub in value.items()
@@ -110,6 +116,11 @@ class _Sanitizer:
                 out[key] = value
             elif key in KEPT_KEYWORDS or key in ("$ref", "$dynamicRef"):
                 self._ignore(at)
+        if "patternProperties" in schema:
+            # Without the pattern-matched properties, these would refuse names the spec allows.
+            for key in ("additionalProperties", "unevaluatedProperties"):
+                if out.pop(key, None) is not None:
+                    self._ignore(f"{where}/{key}", "not enforced beside patternProperties (see pattern)")
         self._memo[id(schema)] = out
         return out
 

@@ -143,7 +143,8 @@ class LegacyEra:
         if backend.server is not None:
             return await self._local.handle(
                 call, backend.server, request.headers, modern=False,
-                sse="application/json" not in request.headers.get("accept", "*/*"), headers=session_header,
+                sse=wants_sse and "application/json" not in request.headers.get("accept", "*/*"),
+                headers=session_header,
             )
         try:
             info = await self._backends.info(backend)

@@ -75,7 +75,7 @@ class ModernEra:
         if backend.server is not None:
             return await self._local.handle(
                 call, backend.server, request.headers, modern=True,
-                sse="application/json" not in request.headers.get("accept", "*/*"),
+                sse=wants_sse and "application/json" not in request.headers.get("accept", "*/*"),
             )
         try:
             info = await self._backends.info(backend)
