@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import orjson
@@ -46,13 +49,46 @@ _RESERVED_HEADERS = frozenset({
     "proxy-authorization", "proxy-connection", "expect",
 })
 _MAX_TOOLSETS = 64
+_ACCEPT = ("Accept", "application/json, */*;q=0.8")
 
 
 def _tool_result(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
-@dataclass(frozen=True, slots=True)
+def _latin1(text: str) -> bool:
+    """Whether HTTP/1.1 can carry `text` in its head (as the client encodes it: ISO-8859-1)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _wire_headers(
+    built: Sequence[tuple[str, str]], added: Sequence[tuple[str, str]]
+) -> list[tuple[str, str]] | str:
+    """The headers to send, each name once: those the invoker built (the last of a name wins: the
+    body's Content-Type and the Cookie of the cookie parameters come after header arguments of that
+    name), then the gateway's `added` ones for names still missing. Reserved names are dropped.
+    A string is the problem that keeps the request from being sent."""
+    chosen: dict[str, tuple[str, str]] = {}
+    for name, value in built:
+        key = name.lower()
+        if key in _RESERVED_HEADERS:
+            continue
+        if not (_latin1(name) and _latin1(value)):
+            return (f"The header {name!r} holds characters an HTTP header cannot carry (only ISO-8859-1 text "
+                    "can be sent); nothing was sent.")
+        chosen[key] = (name, value)
+    for name, value in added:
+        chosen.setdefault(name.lower(), (name, value))
+    return list(chosen.values())
+
+
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class ToolSet:
     """The tools of one spec version: compiled (for the invoker) and as `tools/list` entries."""
 
@@ -78,25 +114,36 @@ EMPTY_TOOLSET = ToolSet({}, b"[]")
 
 
 class ToolSetCache:
-    """Tool sets by spec version id, shared by every snapshot of the process (bounded, LRU)."""
+    """Tool sets by spec version id, shared by every snapshot of the process: every set still in
+    use somewhere (snapshots hold theirs), plus the `size` most recently used ones, so that a
+    version dropped and taken up again soon is not loaded twice."""
 
     def __init__(self, size: int = _MAX_TOOLSETS) -> None:
         self._size = size
-        self._sets: OrderedDict[int, ToolSet] = OrderedDict()
+        self._recent: OrderedDict[int, ToolSet] = OrderedDict()
+        # However many versions are in use, each is loaded once while any snapshot holds it.
+        self._alive: weakref.WeakValueDictionary[int, ToolSet] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()  # snapshots are built in worker threads
 
     def get(self, version_id: int) -> ToolSet | None:
         with self._lock:
-            found = self._sets.get(version_id)
+            found = self._recent.get(version_id)
+            if found is None:
+                found = self._alive.get(version_id)
             if found is not None:
-                self._sets.move_to_end(version_id)
+                self._remember(version_id, found)
             return found
 
     def put(self, version_id: int, toolset: ToolSet) -> None:
         with self._lock:
-            self._sets[version_id] = toolset
-            while len(self._sets) > self._size:
-                self._sets.popitem(last=False)
+            self._alive[version_id] = toolset
+            self._remember(version_id, toolset)
+
+    def _remember(self, version_id: int, toolset: ToolSet) -> None:
+        self._recent[version_id] = toolset
+        self._recent.move_to_end(version_id)
+        while len(self._recent) > self._size:
+            self._recent.popitem(last=False)
 
 
 toolsets = ToolSetCache()
@@ -124,6 +171,18 @@ class OpenApiHttp:
 
 
 _preparing: set[int] = set()
+_codegen: ThreadPoolExecutor | None = None
+_codegen_lock = threading.Lock()
+
+
+def _codegen_executor() -> ThreadPoolExecutor:
+    """One thread of its own: builder generation must not queue up in front of (or behind) the
+    snapshot loads that use the loop's default executor."""
+    global _codegen
+    with _codegen_lock:
+        if _codegen is None:
+            _codegen = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openapi-codegen")
+        return _codegen
 
 
 def _prepare_soon(tool: CompiledTool) -> None:
@@ -132,8 +191,18 @@ def _prepare_soon(tool: CompiledTool) -> None:
     if id(tool) in _preparing:
         return
     _preparing.add(id(tool))
-    future = asyncio.get_running_loop().run_in_executor(None, prepare_builder, tool)
-    future.add_done_callback(lambda _: _preparing.discard(id(tool)))
+    future = asyncio.get_running_loop().run_in_executor(_codegen_executor(), prepare_builder, tool)
+    future.add_done_callback(partial(_prepared, tool))
+
+
+def _prepared(tool: CompiledTool, future: asyncio.Future[None]) -> None:
+    _preparing.discard(id(tool))
+    if future.cancelled():
+        return
+    if (error := future.exception()) is not None:
+        # The tool keeps the generic builder (it is settled, so this is logged once per tool).
+        log.warning("tool %s: generating its request builder failed, the generic one is used: %r", tool.name, error,
+                    exc_info=error)
 
 
 class OpenApiServer:
@@ -154,6 +223,7 @@ class OpenApiServer:
         api_version: str = "",
     ) -> None:
         self._backend_id = backend_id
+        self._name = name
         self._toolset = toolset
         self._base_url = base_url
         self._credential = credential
@@ -189,10 +259,20 @@ class OpenApiServer:
             return _tool_result("the arguments hold text that cannot be encoded as UTF-8")
         if not has_builder(tool):
             _prepare_soon(tool)
-        wire_headers = [(k, v) for k, v in request.headers if k.lower() not in _RESERVED_HEADERS]
-        wire_headers.append(("Accept", "application/json, */*;q=0.8"))
-        wire_headers.extend(headers)
-        pool, target = self._http.pool(self._backend_id, request.url)
+        wire_headers = _wire_headers(request.headers, (_ACCEPT, *headers))
+        if isinstance(wire_headers, str):
+            return _tool_result(wire_headers)
+        try:
+            if not _latin1(request.url):  # e.g. a server URL with a non-ASCII host or path in the spec
+                raise ValueError("characters outside ISO-8859-1")
+            pool, target = self._http.pool(self._backend_id, request.url)
+        except ValueError as exc:
+            # From the spec's servers or the backend's base URL, not from the arguments. The
+            # message names no address: callers of a tool need not know where its service runs.
+            log.warning("backend %s: unusable service URL: %s", self._name, exc)  # the URL may hold a key
+            return _tool_result("The service URL of this tool is not usable (it needs http or https, a host, "
+                                "a valid port and ISO-8859-1 text); the backend's base URL or the spec's "
+                                "servers need fixing.")
         try:
             async with asyncio.timeout(self._timeout):
                 response = await pool.request(request.method, target, wire_headers, request.body, timeout=self._timeout)

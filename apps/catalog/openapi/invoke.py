@@ -98,6 +98,9 @@ class Plan:
     header_names: frozenset[str]  # lower-cased names of the header parameters
     build: Builder  # generated for this tool (codegen), or the generic walk
     generated: bool = False
+    #: No builder will be generated: it was (``generated``), or the tool keeps the generic walk for good
+    #: (generation failed, or the tool's bindings do not allow it).
+    settled: bool = False
 
 
 def _not_generated(*_: Any) -> OutgoingRequest:
@@ -154,8 +157,8 @@ def make_plan(tool: CompiledTool, *, generated: bool = False) -> Plan:
     if not generated or len(draft.arguments) < len(entries):
         # Two bindings of one argument (the compiler never makes them): the generated builders
         # count on unique names, so such a hand-made tool keeps the generic walk.
-        return replace(draft, build=partial(_build_generic, draft))
-    return replace(draft, build=generate(draft, binding.arguments, tool.name), generated=True)
+        return replace(draft, build=partial(_build_generic, draft), settled=generated)
+    return replace(draft, build=generate(draft, binding.arguments, tool.name), generated=True, settled=True)
 
 
 _PLANS: dict[int, tuple[CompiledTool, Plan]] = {}
@@ -181,16 +184,27 @@ def plan_for(tool: CompiledTool) -> Plan:
 
 
 def has_builder(tool: CompiledTool) -> bool:
-    """Whether ``tool``'s requests are built by generated code already."""
+    """Whether ``tool``'s builder is settled: generated already, or the generic walk for good (the
+    generation failed or cannot apply), so :func:`prepare_builder` has nothing left to do."""
     plan = _cached(tool)
-    return plan is not None and plan.generated
+    return plan is not None and plan.settled
 
 
 def prepare_builder(tool: CompiledTool) -> None:
     """Generate and cache ``tool``'s builder (~0.4 ms per argument): meant to run off the request
-    path, e.g. in a worker thread after a tool's first call. Idempotent and safe to race."""
-    if not has_builder(tool):
-        _store(tool, make_plan(tool, generated=True))
+    path, e.g. in a worker thread after a tool's first call. Idempotent and safe to race.
+
+    If the generation fails, the tool keeps the generic walk (the reference the generated builders
+    are tested against), marked settled so that it is not tried again on every call, and the error
+    is raised for the caller to log."""
+    if has_builder(tool):
+        return
+    try:
+        plan = make_plan(tool, generated=True)
+    except Exception:
+        _store(tool, replace(plan_for(tool), settled=True))
+        raise
+    _store(tool, plan)
 
 
 # --------------------------------------------------------------------------- build_request

@@ -99,26 +99,38 @@ class Response:
         return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
     async def read(self, limit: int = MAX_BODY) -> bytes:
+        """The whole body; BodyTooLarge (the connection dropped) when it is over `limit` bytes,
+        known as soon as the head or a chunk size announces it, before anything is buffered."""
+        if self._remaining is not None and self._remaining > limit:
+            self.aclose()
+            raise BodyTooLarge(f"upstream response body over {limit} bytes")
         chunks: list[bytes] = []
         size = 0
-        async for chunk in self.iter_bytes():
+        async for chunk in self.iter_bytes(limit=limit):
             size += len(chunk)
-            if size > limit:
+            if size > limit:  # a body that ends with the connection announces no size
                 self.aclose()
                 raise BodyTooLarge(f"upstream response body over {limit} bytes")
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def iter_bytes(self) -> AsyncIterator[bytes]:
+    async def iter_bytes(self, *, limit: int | None = None) -> AsyncIterator[bytes]:
+        """The body as it arrives. With `limit`, a chunk announced beyond it is BodyTooLarge before
+        it is read (`read` checks the other framings)."""
         conn = self._conn
         if conn is None:
             return
         reader = conn.reader
+        budget = limit  # what the chunks may still hold
         try:
             if self._chunked:
                 while True:
                     size_line = await reader.readuntil(b"\r\n")
                     size = int(size_line.split(b";", 1)[0].strip(), 16)
+                    if budget is not None:
+                        if size > budget:
+                            raise BodyTooLarge(f"upstream response body over {limit} bytes")
+                        budget -= size
                     if size > _MAX_CHUNK:
                         raise ValueError(f"chunk of {size} bytes")
                     if size == 0:
@@ -219,7 +231,10 @@ class HttpPool:
             lines.append(f"{name}: {value}")
         if body or method in {"POST", "PUT", "PATCH"}:
             lines.append(f"Content-Length: {len(body)}")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        try:
+            head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        except UnicodeEncodeError:
+            raise UpstreamHttpError("refusing to send a request head with characters outside ISO-8859-1") from None
         payload = head + body
         # A request is sent once: after a connection failure nobody knows whether the backend
         # acted on it (a tools/call must not run twice), so there is no automatic retry.

@@ -232,3 +232,32 @@ def test_a_builder_is_generated_only_when_prepared():
     prepare_builder(tool)
     assert has_builder(tool) and not isinstance(plan_for(tool).build, partial)
     assert build_request(tool, arguments) == generic
+
+
+def test_a_failed_generation_settles_the_tool_on_the_generic_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    from apps.catalog.openapi import invoke
+
+    calls: list[str] = []
+
+    def broken(plan: Any, arguments: Any, name: str) -> Any:
+        calls.append(name)
+        raise RuntimeError("codegen bug")
+
+    monkeypatch.setattr(invoke, "generate", broken)
+    tool = _every_style_tool("none", None, False)
+    arguments = {"p_simple": "a", "p_simple_x": ["b", "c"], "q_required": 1}
+    expected = build_request_reference(tool, arguments)
+    with pytest.raises(RuntimeError, match="codegen bug"):
+        prepare_builder(tool)
+    # Settled: not queued again on every call, and requests are still built (by the generic walk).
+    assert has_builder(tool) and isinstance(plan_for(tool).build, partial)
+    prepare_builder(tool)
+    assert calls == ["every_style"]
+    assert build_request(tool, arguments) == expected
+
+
+def test_duplicate_names_settle_on_the_generic_walk() -> None:
+    twice = ToolBinding("GET", "/x", ("https://h",), (_binding("a", "query", "a"), _binding("a", "header", "A")))
+    duplicated = CompiledTool("dup", "", {}, None, {}, twice)
+    prepare_builder(duplicated)
+    assert has_builder(duplicated) and isinstance(plan_for(duplicated).build, partial)

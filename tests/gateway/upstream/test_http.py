@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from apps.gateway.upstream.http import HttpPool, Target, UpstreamHttpError
+from apps.gateway.upstream.http import BodyTooLarge, HttpPool, Target, UpstreamHttpError
 
 Script = Callable[[bytes], list[bytes]]  # request bytes -> what to send back ("CLOSE" closes)
 
@@ -45,7 +45,9 @@ class ScriptedServer:
                         return
                     writer.write(part)
                     await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            # Cancelled: the test's event loop ends while a pooled client connection is still open
+            # (re-raised, asyncio would log the handler's cancellation as an error).
             writer.close()
 
 
@@ -175,3 +177,63 @@ async def test_bodies_over_the_limit_are_refused() -> None:
         response = await HttpPool(Target.from_url(server.url)).request("POST", "/mcp", [], b"{}", timeout=5)
         with pytest.raises(UpstreamHttpError, match="over 100 bytes"):
             await response.read(limit=100)
+
+
+def _first_then_json(first: list[bytes]) -> Script:
+    """A script answering `first` to the first request and a small JSON body to the others."""
+    served: list[bytes] = []
+
+    def script(request: bytes) -> list[bytes]:
+        served.append(request)
+        return first if len(served) == 1 else _json(b"{}")
+
+    return script
+
+
+async def test_a_content_length_over_the_limit_is_refused_before_reading() -> None:
+    # The head announces a gigabyte and no body follows: the refusal cannot wait for the bytes.
+    huge = [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"]
+    async with ScriptedServer(_first_then_json(huge)) as server:
+        pool = HttpPool(Target.from_url(server.url))
+        response = await pool.request("POST", "/mcp", [], b"{}", timeout=5)
+        async with asyncio.timeout(2):
+            with pytest.raises(BodyTooLarge, match="over 100 bytes"):
+                await response.read(limit=100)
+        assert await _get(pool) == (200, b"{}")  # on a fresh connection: the refused one was dropped
+        assert server.connections == 2
+        pool.close()
+
+
+async def test_a_chunk_over_the_remaining_budget_is_refused_before_reading() -> None:
+    # 60 bytes fit; the next chunk announces 1 MiB and never comes: refused on its size line.
+    chunked = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"3c\r\n" + b"x" * 60 + b"\r\n",
+               b"100000\r\n"]
+    async with ScriptedServer(_first_then_json(chunked)) as server:
+        pool = HttpPool(Target.from_url(server.url))
+        response = await pool.request("POST", "/mcp", [], b"{}", timeout=5)
+        async with asyncio.timeout(2):
+            with pytest.raises(BodyTooLarge, match="over 100 bytes"):
+                await response.read(limit=100)
+        assert await _get(pool) == (200, b"{}")
+        assert server.connections == 2
+        pool.close()
+
+
+async def test_a_chunked_body_exactly_at_the_limit_is_read() -> None:
+    chunked = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"3c\r\n" + b"x" * 60 + b"\r\n",
+               b"28\r\n" + b"y" * 40 + b"\r\n", b"0\r\n\r\n"]
+    async with ScriptedServer(lambda request: chunked) as server:
+        pool = HttpPool(Target.from_url(server.url))
+        response = await pool.request("POST", "/mcp", [], b"{}", timeout=5)
+        assert await response.read(limit=100) == b"x" * 60 + b"y" * 40
+        assert await _get(pool) == (200, b"x" * 60 + b"y" * 40)
+        assert server.connections == 1
+        pool.close()
+
+
+async def test_a_head_that_is_not_latin_1_is_an_upstream_error() -> None:
+    async with ScriptedServer(lambda request: _json(b"{}")) as server:
+        pool = HttpPool(Target.from_url(server.url))
+        with pytest.raises(UpstreamHttpError, match="ISO-8859-1"):
+            await pool.request("GET", "/mcp", [("x-name", "日本")], timeout=5)
+        assert server.connections == 0

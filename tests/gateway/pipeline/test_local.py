@@ -1,0 +1,170 @@
+"""`LocalTools`, the MCP methods of a backend the gateway answers itself, with a fake tool server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from apps.gateway.pipeline.local import LocalTools
+from apps.gateway.pipeline.ports import UpstreamUnavailable
+from apps.gateway.pipeline.relay import Call, Relay
+from apps.gateway.pipeline.replies import Reply
+from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest
+from apps.gateway.protocol.jsonrpc import classify
+from tests.gateway.pipeline.test_gateway import PRINCIPAL, VHOST, Audit, DownUpstream
+
+LISTING = b'[{"name":"add","description":"Adds.","inputSchema":{"type":"object"}}]'
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+class FakeTools:
+    """A tool server with one tool, `add`, whose outcome each test sets."""
+
+    info = BackendInfo(None, {}, (), {}, {"name": "rest", "version": "1"}, None)
+
+    def __init__(self, answer: dict[str, Any] | BaseException | None = None) -> None:
+        self.answer = answer if answer is not None else {"content": [{"type": "text", "text": "3"}], "isError": False}
+        self.calls: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = []
+        self.started = asyncio.Event()
+
+    def tools_json(self) -> bytes:
+        return LISTING
+
+    def has_tool(self, name: str) -> bool:
+        return name == "add"
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any], *, headers: Sequence[tuple[str, str]] = ()
+    ) -> dict[str, Any]:
+        self.calls.append((name, dict(arguments), list(headers)))
+        self.started.set()
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+class Hanging(FakeTools):
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any], *, headers: Sequence[tuple[str, str]] = ()
+    ) -> dict[str, Any]:
+        self.started.set()
+        await asyncio.Event().wait()  # the service never answers
+        raise AssertionError("unreachable")
+
+
+async def _handle(
+    server: FakeTools, message: dict[str, Any], *, audit: Audit | None = None, modern: bool = False,
+    sse: bool = False,
+) -> Reply:
+    backend = BackendView(id=3, name="rest", transport="", urls=(), timeout=2, kind="openapi", server=server)
+    body = json.dumps(message).encode()
+    request = HttpRequest("POST", "acme", "main", {"traceparent": TRACEPARENT}, body)
+    call = Call.begin(request, VHOST, PRINCIPAL, backend, classify(message))
+    local = LocalTools(Relay(DownUpstream(), audit or Audit()))
+    return await local.handle(call, server, request.headers, modern=modern, sse=sse)
+
+
+def _request(method: str, params: dict[str, Any] | None = None, request_id: int = 1) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def _call(name: str = "add", arguments: Any = None) -> dict[str, Any]:
+    return _request("tools/call", {"name": name, "arguments": arguments})
+
+
+async def _message(server: FakeTools, message: dict[str, Any], **options: Any) -> dict[str, Any]:
+    reply = await _handle(server, message, **options)
+    assert reply.status == 200
+    return json.loads(reply.body)
+
+
+async def test_ping() -> None:
+    assert (await _message(FakeTools(), _request("ping")))["result"] == {}
+    assert (await _message(FakeTools(), _request("ping"), modern=True))["result"] == {"resultType": "complete"}
+
+
+async def test_tools_list_is_the_encoded_listing_as_is() -> None:
+    reply = await _handle(FakeTools(), _request("tools/list", request_id=7))
+    assert reply.body == b'{"jsonrpc":"2.0","id":7,"result":{"tools":' + LISTING + b"}}"
+    result = (await _message(FakeTools(), _request("tools/list"), modern=True))["result"]
+    assert result == {"resultType": "complete", "tools": json.loads(LISTING), "ttlMs": 0, "cacheScope": "private"}
+
+
+async def test_a_listing_cursor_is_invalid_params() -> None:
+    message = await _message(FakeTools(), _request("tools/list", {"cursor": "next"}))
+    assert message["error"]["code"] == -32602
+
+
+async def test_tools_call_with_null_arguments_and_the_trace_context() -> None:
+    server = FakeTools()
+    message = await _message(server, _call(arguments=None))
+    assert message["result"] == {"content": [{"type": "text", "text": "3"}], "isError": False}
+    assert server.calls == [("add", {}, [("traceparent", TRACEPARENT)])]
+    assert (await _message(server, _call(arguments={"a": 1}), modern=True))["result"]["resultType"] == "complete"
+
+
+@pytest.mark.parametrize(("call", "words"), [
+    (_call(arguments=[1, 2]), "'arguments' must be an object"),
+    (_call(name="nope", arguments={}), "Unknown tool: nope"),
+    (_request("tools/call", {"arguments": {}}), "needs the tool's 'name'"),
+])
+async def test_bad_tool_calls_are_invalid_params(call: dict[str, Any], words: str) -> None:
+    server = FakeTools()
+    message = await _message(server, call)
+    assert message["error"]["code"] == -32602 and words in message["error"]["message"]
+    assert server.calls == []
+
+
+async def test_notifications_are_accepted_and_other_methods_not_found() -> None:
+    reply = await _handle(FakeTools(), {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}})
+    assert (reply.status, reply.body) == (202, b"")
+    assert (await _message(FakeTools(), _request("prompts/list")))["error"]["code"] == -32601
+
+
+async def test_a_result_can_be_one_sse_event() -> None:
+    reply = await _handle(FakeTools(), _call(arguments={}), sse=True)
+    assert ("content-type", "text/event-stream") in reply.headers
+    assert reply.body.startswith(b"data: {") and b'"isError":false}}\n\n' in reply.body
+
+
+async def test_every_call_is_audited_with_its_outcome() -> None:
+    audit = Audit()
+    await _handle(FakeTools(), _call(arguments={}), audit=audit)
+    await _handle(FakeTools({"content": [], "isError": True}), _call(arguments={}), audit=audit)
+    await _handle(FakeTools(), _call(name="nope", arguments={}), audit=audit)
+    await _handle(FakeTools(), _request("tools/list"), audit=audit)  # not an audited method
+    assert [(e.backend_kind, e.backend, e.exposed_name, e.outcome, e.error_code) for e in audit.entries] == [
+        ("openapi", "rest", "add", "ok", None),
+        ("openapi", "rest", "add", "tool_error", None),
+        ("openapi", "rest", "nope", "error", -32602),
+    ]
+    assert all(e.trace_id == TRACEPARENT.split("-")[1] and e.bytes_out > 0 for e in audit.entries)
+
+
+async def test_a_cancelled_call_is_audited_as_cancelled() -> None:
+    audit = Audit()
+    server = Hanging()
+    task = asyncio.create_task(_handle(server, _call(arguments={}), audit=audit))
+    await server.started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [entry] = audit.entries
+    assert (entry.outcome, entry.error_code, entry.bytes_out, entry.backend_kind) == ("cancelled", None, 0, "openapi")
+
+
+@pytest.mark.parametrize("failure", [UpstreamUnavailable("cannot connect (ConnectionRefusedError)"), TimeoutError()])
+async def test_a_service_that_cannot_answer_is_32004(failure: BaseException) -> None:
+    audit = Audit()
+    message = await _message(FakeTools(failure), _call(arguments={}), audit=audit)
+    assert message["error"]["code"] == -32004 and message["error"]["data"] == {"backend": "rest"}
+    assert "unavailable" in message["error"]["message"]
+    [entry] = audit.entries
+    assert (entry.outcome, entry.error_code) == ("error", -32004)
