@@ -237,6 +237,7 @@ def egress_credential_set(
 
 
 def egress_credential_clear(*, backend: Backend) -> None:
+    """Remove the backend's credential (if any): requests go out unauthenticated from then on."""
     EgressCredential.objects.filter(backend=backend).delete()
     config_version_bump(tenant_id=backend.tenant_id)
 

@@ -300,7 +300,7 @@ class OpenApiServer:
         return result
 
 
-def toolset_get(spec_version_id: int | None) -> ToolSet:
+def toolset_get(*, spec_version_id: int | None) -> ToolSet:
     """The tools of a spec version, loaded from the database on first use (call from a thread)."""
     if spec_version_id is None:
         return EMPTY_TOOLSET
@@ -311,7 +311,7 @@ def toolset_get(spec_version_id: int | None) -> ToolSet:
     return toolset
 
 
-def egress_credential_resolve(backend: Backend) -> Credential | None:
+def egress_credential_resolve(*, backend: Backend) -> Credential | None:
     """The backend's credential as the invoker applies it; a kind left to the spec takes the
     spec's first supported security scheme (bearer when it names none). None if not set or
     unreadable (then logged: the service will answer 401 and the caller sees that)."""
@@ -333,15 +333,15 @@ def egress_credential_resolve(backend: Backend) -> Credential | None:
         return None
 
 
-def openapi_server_build(backend: Backend, http: OpenApiHttp) -> OpenApiServer:
+def openapi_server_build(*, backend: Backend, http: OpenApiHttp) -> OpenApiServer:
     """The tool server of an OpenAPI backend (its `active_spec` and `credential` fetched)."""
     spec = backend.active_spec
     return OpenApiServer(
         backend_id=backend.pk,
         name=backend.name,
-        toolset=toolset_get(spec.pk if spec else None),
+        toolset=toolset_get(spec_version_id=spec.pk if spec else None),
         base_url=backend.base_url or None,
-        credential=egress_credential_resolve(backend),
+        credential=egress_credential_resolve(backend=backend),
         timeout=backend.timeout_seconds,
         max_response_bytes=settings.GATEWAY_OPENAPI_MAX_RESPONSE_BYTES,
         http=http,

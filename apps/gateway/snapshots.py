@@ -65,7 +65,7 @@ class TenantSnapshot:
         return Principal(p.tenant_id, p.tenant_slug, p.key_id, p.key_name, p.team, anonymous=True)
 
 
-def tenant_snapshot_load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
+def tenant_snapshot_load(*, slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
     """Read one tenant's configuration (a handful of queries, off the request path). Runs in a
     worker thread outside any request cycle, so it recycles its connection itself; a database that
     cannot be reached is StoreUnavailable."""
@@ -88,7 +88,7 @@ def _backend_view(backend: Backend, http: OpenApiHttp) -> BackendView:
     if backend.kind == Backend.Kind.OPENAPI:
         return BackendView(
             id=backend.pk, name=backend.name, transport="", urls=(), timeout=backend.timeout_seconds,
-            kind=backend.kind, server=openapi_server_build(backend, http),
+            kind=backend.kind, server=openapi_server_build(backend=backend, http=http),
         )
     return BackendView(
         id=backend.pk,
@@ -181,7 +181,7 @@ class SnapshotDirectory:
 
     async def _load_into_cache(self, slug: str) -> TenantSnapshot | None:
         version = self._version
-        snapshot = await self._load(slug, self._http)
+        snapshot = await self._load(slug=slug, http=self._http)
         if version == self._version:  # else it may predate the change that moved the counter
             if snapshot is not None:
                 self._tenants[slug] = snapshot

@@ -142,7 +142,7 @@ def test_credentials_are_encrypted_at_rest_and_resolved_for_the_invoker(django_c
     assert "s3cret-token-value" not in stored
     assert secret_decrypt(stored) == "s3cret-token-value"
     backend = Backend.objects.select_related("credential", "active_spec").get(pk=backend.pk)
-    credential = egress_credential_resolve(backend)
+    credential = egress_credential_resolve(backend=backend)
     assert (credential.kind, credential.value) == ("bearer", "s3cret-token-value")
 
 
@@ -151,7 +151,7 @@ def test_a_credential_without_a_kind_follows_the_specs_security_scheme(django_ca
     upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
     egress_credential_set(backend=backend, secret="k-123")
     backend = Backend.objects.select_related("credential", "active_spec").get(pk=backend.pk)
-    credential = egress_credential_resolve(backend)
+    credential = egress_credential_resolve(backend=backend)
     assert (credential.kind, credential.name, credential.value) == ("api_key_header", "X-API-Key", "k-123")
 
 

@@ -250,3 +250,20 @@ async def test_the_make_run_demo_serves_the_pet_store_as_tools(
     assert missing.is_error and "HTTP 404 Not Found" in missing.content[0].text
     assert created.is_error is False
     assert {"id": 7, "name": "Nemo"} in listed.structured_content["result"]
+
+
+def test_batch_items_are_answered_as_json_whatever_the_accept_header(api: Api) -> None:
+    # A 2025-03-26 batch; `Accept: */*` lets the server pick SSE for a single request, but the
+    # items of a batch come back inside one JSON array.
+    session = open_session(api.url, api.key, "2025-03-26")
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "getText", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "answerStatus", "arguments": {"code": 418}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+    ]
+    response = post(api.url, batch, key=api.key, headers={
+        "mcp-session-id": session, "mcp-protocol-version": "2025-03-26", "accept": "*/*"})
+    by_id = {item["id"]: item for item in response.json()}
+    assert by_id[1]["result"]["content"][0]["text"] == "plain text ✓"
+    assert by_id[2]["result"]["isError"] is True and "HTTP 418" in by_id[2]["result"]["content"][0]["text"]
+    assert by_id[3]["result"] == {}
