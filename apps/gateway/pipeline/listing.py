@@ -1,0 +1,221 @@
+"""The list operations of a virtual host with several backends (ARCHITECTURE §6, issue 4): ask every
+backend at once, follow each one's pages to the end, merge into one deterministic list, and hand it
+out downstream in pages behind signed cursors (`cursors.py`).
+
+Pure: no I/O of its own. Callers pass the fetching as callables and log what is reported back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from bisect import bisect_right
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from apps.gateway.pipeline.cursors import CursorCodec, ListScope
+from apps.gateway.protocol.errors import InvalidParams
+
+X = TypeVar("X")
+R = TypeVar("R")
+
+#: List method -> kind, which is also the result's list field and the cursor's list kind.
+LIST_METHODS: Mapping[str, str] = {
+    "tools/list": "tools",
+    "prompts/list": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resourceTemplates",
+}
+#: The field that identifies an item of each kind: the sort key, and what must be unique. A
+#: resource is what `resources/read` takes, its URI; its `name` is only a label.
+IDENTITY: Mapping[str, str] = {"tools": "name", "prompts": "name", "resources": "uri", "resourceTemplates": "name"}
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """An item left out of a merged list: a duplicate of an identity `kept_from` another (or the
+    same) backend already supplied, or an item without a string identity (`kept_from` None)."""
+
+    map_key: str
+    identity: str | None
+    kept_from: str | None
+
+    @property
+    def reason(self) -> str:
+        if self.identity is None:
+            return "no identifying field"
+        return f"duplicate of {self.identity!r} from backend {self.kept_from!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class MergedList:
+    """One list of a virtual host, in its downstream order. `identities[i]` and `origins[i]` (map
+    key) belong to `items[i]`; `version` fingerprints the identities in order (cursors bind to it)."""
+
+    kind: str
+    items: tuple[Mapping[str, Any], ...]
+    identities: tuple[str, ...]
+    origins: tuple[str, ...]
+    version: bytes
+    dropped: tuple[Dropped, ...] = ()
+
+
+def merge_lists(kind: str, per_backend: Mapping[str, Sequence[Mapping[str, Any]]]) -> MergedList:
+    """Merge each backend's complete list (items already carrying their exposed names) into one.
+
+    Order: by identity (`IDENTITY[kind]`: name, or URI for resources), compared by code point — the
+    same on every instance and independent of the order backends answered in. Duplicate identities
+    keep the item of the first map key in sorted order (within one backend, its first occurrence);
+    the rest are reported in `dropped`, as are items without a string identity."""
+    field_name = IDENTITY[kind]
+    # Backends in map key order, each in its own order: the first occurrence of an identity wins.
+    chosen: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    dropped: list[Dropped] = []
+    for map_key in sorted(per_backend):
+        for item in per_backend[map_key]:
+            identity = item.get(field_name) if type(item) is dict or isinstance(item, Mapping) else None
+            if not isinstance(identity, str):
+                dropped.append(Dropped(map_key, None, None))
+            elif identity in chosen:
+                dropped.append(Dropped(map_key, identity, chosen[identity][0]))
+            else:
+                chosen[identity] = (map_key, item)
+    identities = sorted(chosen)  # identities are unique now, so no tie-break is needed
+    entries = [chosen[identity] for identity in identities]
+    return MergedList(
+        kind,
+        items=tuple(item for _, item in entries),
+        identities=tuple(identities),
+        origins=tuple(map_key for map_key, _ in entries),
+        version=list_version(identities),
+        dropped=tuple(dropped),
+    )
+
+
+def list_version(identities: Sequence[str]) -> bytes:
+    """8 bytes that change whenever an item is added, removed or renamed (not when it is edited)."""
+    return hashlib.blake2b("\x00".join(identities).encode(), digest_size=8).digest()
+
+
+def page(items: Sequence[R], start: int, page_size: int) -> tuple[Sequence[R], int | None]:
+    """The items from `start` on, at most `page_size` of them, and where the next page starts (None:
+    this page reaches the end)."""
+    if page_size < 1:
+        raise ValueError("page_size must be at least 1")
+    end = start + page_size
+    return items[start:end], (end if end < len(items) else None)
+
+
+def start_of(
+    cursor: object, merged: MergedList, codec: CursorCodec, tenant_id: int, vhost: str, *, resume_stale: bool = False
+) -> int:
+    """Where the page a request asks for starts: 0 without a cursor, else the cursor's position.
+    Raises InvalidParams for a refused cursor, including a stale one unless `resume_stale`, which
+    resumes after the last key the cursor carries (ARCHITECTURE §6, `cursors.py`)."""
+    if cursor is None:
+        return 0
+    position = codec.decode(cursor, ListScope(merged.kind, tenant_id, vhost, merged.version), allow_stale=resume_stale)
+    if position.stale:
+        if position.last is None:
+            raise InvalidParams(
+                f"Invalid params: cursor is stale: the {merged.kind} list changed since; list again without a cursor",
+                data={"cursor": "stale"},
+            )
+        return bisect_right(merged.identities, position.last)
+    offset = position.offset
+    # Same version, so the offset is exact; the last key guards against a fingerprint collision.
+    if offset > len(merged.items) or (
+        position.last is not None and (offset == 0 or merged.identities[offset - 1] != position.last)
+    ):
+        raise InvalidParams(
+            f"Invalid params: cursor does not fit the {merged.kind} list; list again without a cursor",
+            data={"cursor": "stale"},
+        )
+    return offset
+
+
+def list_result(
+    merged: MergedList,
+    cursor: object,
+    *,
+    codec: CursorCodec,
+    tenant_id: int,
+    vhost: str,
+    page_size: int,
+    resume_stale: bool = False,
+) -> dict[str, Any]:
+    """The MCP result for one page, e.g. `{"tools": [...], "nextCursor": "..."}` (no `nextCursor` on
+    the last page). Raises InvalidParams for a refused cursor (see `start_of`)."""
+    start = start_of(cursor, merged, codec, tenant_id, vhost, resume_stale=resume_stale)
+    items, next_start = page(merged.items, start, page_size)
+    result: dict[str, Any] = {merged.kind: list(items)}
+    if next_start is not None:
+        scope = ListScope(merged.kind, tenant_id, vhost, merged.version)
+        result["nextCursor"] = codec.encode(scope, next_start, merged.identities[next_start - 1])
+    return result
+
+
+class PaginationError(Exception):
+    """A backend's list cannot be followed to its end: a malformed page, a cursor it already gave
+    (a loop), or more pages than allowed. The caller logs it and omits the backend."""
+
+
+async def collect_all_pages(
+    fetch_page: Callable[[str | None], Awaitable[Mapping[str, Any]]], key: str, max_pages: int = 100
+) -> list[Any]:
+    """Every item of an upstream list: `fetch_page(None)`, then `fetch_page(nextCursor)` while a
+    page carries a non-empty `nextCursor`. `key` is the result's list field (`tools`, ...).
+    Raises PaginationError (and whatever `fetch_page` raises)."""
+    items: list[Any] = []
+    seen: set[str] = set()
+    cursor: str | None = None
+    for number in range(1, max_pages + 1):
+        result = await fetch_page(cursor)
+        entries = result.get(key) if isinstance(result, Mapping) else None
+        if not isinstance(entries, list):
+            raise PaginationError(f"page {number} has no {key!r} list")
+        items.extend(entries)
+        next_cursor = result.get("nextCursor")
+        # Absent, null and "" all end the list, as in the official SDKs' `while (cursor)` loops.
+        if next_cursor is None or next_cursor == "":
+            return items
+        if not isinstance(next_cursor, str):
+            raise PaginationError(f"page {number} has a nextCursor that is not a string")
+        if next_cursor in seen:
+            raise PaginationError(f"page {number} repeats an earlier cursor (a pagination loop)")
+        seen.add(next_cursor)
+        cursor = next_cursor
+    raise PaginationError(f"list has more than {max_pages} pages")
+
+
+async def fan_out(
+    backends: Mapping[str, X], fetch: Callable[[str, X], Awaitable[R]], timeout: float
+) -> tuple[dict[str, R], dict[str, str]]:
+    """`fetch(map_key, backend)` for every backend at once. Returns the results of those that
+    finished within `timeout` seconds, and for the others (map key -> reason) why they are omitted:
+    a timeout (the fetch is cancelled) or the exception they raised. One backend's failure never
+    fails the whole; if the caller is cancelled, so are all fetches."""
+    tasks = {map_key: asyncio.ensure_future(fetch(map_key, backend)) for map_key, backend in backends.items()}
+    results: dict[str, R] = {}
+    omitted: dict[str, str] = {}
+    if not tasks:
+        return results, omitted
+    try:
+        _, pending = await asyncio.wait(tasks.values(), timeout=timeout)
+    finally:
+        stragglers = [task for task in tasks.values() if not task.done()]
+        for task in stragglers:
+            task.cancel()
+        # Let the cancelled fetches unwind (close connections) before the caller goes on.
+        await asyncio.gather(*stragglers, return_exceptions=True)
+    for map_key, task in tasks.items():
+        if task in pending:
+            omitted[map_key] = f"no answer within {timeout:g} s"
+        elif task.cancelled():
+            omitted[map_key] = "cancelled"
+        elif (error := task.exception()) is not None:
+            omitted[map_key] = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        else:
+            results[map_key] = task.result()
+    return results, omitted

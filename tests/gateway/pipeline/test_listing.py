@@ -1,0 +1,312 @@
+"""Merging the lists of several backends, paging them downstream, following upstream pages, fan-out."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from apps.gateway.pipeline.cursors import CursorCodec
+from apps.gateway.pipeline.listing import (
+    Dropped,
+    MergedList,
+    PaginationError,
+    collect_all_pages,
+    fan_out,
+    list_result,
+    merge_lists,
+    page,
+    start_of,
+)
+from apps.gateway.protocol.errors import InvalidParams
+
+CODEC = CursorCodec(b"k" * 32)
+
+
+def tools(map_key: str, count: int) -> list[dict[str, Any]]:
+    return [{"name": f"{map_key}-tool{i:04d}", "description": f"Tool {i}."} for i in range(count)]
+
+
+def read_all(merged: MergedList, page_size: int, codec: CursorCodec = CODEC) -> list[Mapping[str, Any]]:
+    """What a client following `nextCursor` to the end receives."""
+    seen: list[Mapping[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        result = list_result(merged, cursor, codec=codec, tenant_id=1, vhost="main", page_size=page_size)
+        assert set(result) <= {merged.kind, "nextCursor"}
+        seen.extend(result[merged.kind])
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            return seen
+
+
+def test_merge_is_sorted_and_independent_of_backend_order() -> None:
+    per_backend = {"gateway-one": tools("gateway-one", 30), "gateway": tools("gateway", 30), "a": tools("a", 30)}
+    expected = merge_lists("tools", per_backend)
+    assert list(expected.identities) == sorted(item["name"] for items in per_backend.values() for item in items)
+    assert expected.origins[0] == "a" and expected.dropped == ()
+    rng = random.Random(4)
+    for _ in range(10):
+        keys = list(per_backend)
+        rng.shuffle(keys)
+        shuffled = {key: rng.sample(per_backend[key], len(per_backend[key])) for key in keys}
+        assert merge_lists("tools", shuffled) == expected
+
+
+def test_duplicates_keep_the_first_map_key_and_are_reported() -> None:
+    merged = merge_lists(
+        "tools",
+        {
+            "b": [{"name": "search", "from": "b"}, {"name": "b-only"}],
+            "a": [{"name": "search", "from": "a"}, {"name": "search", "from": "a again"}, {"title": "no name"}],
+            "c": [{"name": "search", "from": "c"}, {"name": 7}],
+        },
+    )
+    assert merged.identities == ("b-only", "search")
+    assert merged.items[1] == {"name": "search", "from": "a"}
+    assert merged.origins == ("b", "a")
+    assert set(merged.dropped) == {
+        Dropped("a", None, None),
+        Dropped("c", None, None),
+        Dropped("a", "search", "a"),
+        Dropped("b", "search", "a"),
+        Dropped("c", "search", "a"),
+    }
+    assert Dropped("b", "search", "a").reason == "duplicate of 'search' from backend 'a'"
+
+
+def test_resources_are_identified_by_uri() -> None:
+    merged = merge_lists(
+        "resources",
+        {
+            "x": [{"uri": "x-file:///b", "name": "Z"}, {"uri": "x-file:///a", "name": "Y"}],
+            "y": [{"uri": "x-file:///a", "name": "A"}],
+        },
+    )
+    assert merged.identities == ("x-file:///a", "x-file:///b")
+    assert merged.items[0]["name"] == "Y" and merged.dropped == (Dropped("y", "x-file:///a", "x"),)
+
+
+def test_version_follows_identities_only() -> None:
+    base = merge_lists("prompts", {"a": [{"name": "p1", "description": "one"}, {"name": "p2"}]})
+    edited = merge_lists("prompts", {"a": [{"name": "p1", "description": "edited"}, {"name": "p2"}]})
+    grown = merge_lists("prompts", {"a": [{"name": "p1"}, {"name": "p2"}, {"name": "p3"}]})
+    assert base.version == edited.version != grown.version
+
+
+def test_page() -> None:
+    items = list(range(5))
+    assert page(items, 0, 2) == ([0, 1], 2)
+    assert page(items, 4, 2) == ([4], None)
+    assert page(items, 3, 2) == ([3, 4], None)
+    assert page([], 0, 10) == ([], None)
+    with pytest.raises(ValueError):
+        page(items, 0, 0)
+
+
+@pytest.mark.parametrize("page_size", [1, 2, 7, 1000, 5000])
+def test_paging_yields_every_item_once_in_order(page_size: int) -> None:
+    merged = merge_lists("tools", {key: tools(key, 100) for key in "abcdefghij"})
+    assert len(merged.items) == 1000
+    assert read_all(merged, page_size) == list(merged.items)
+
+
+def test_single_page_has_no_cursor() -> None:
+    merged = merge_lists("prompts", {"a": [{"name": "p"}]})
+    assert list_result(merged, None, codec=CODEC, tenant_id=1, vhost="main", page_size=10) == {
+        "prompts": [{"name": "p"}]
+    }
+
+
+def test_a_cursor_from_another_gateway_instance_works() -> None:
+    merged = merge_lists("tools", {"a": tools("a", 10)})
+    first = list_result(merged, None, codec=CODEC, tenant_id=1, vhost="main", page_size=4)
+    other = CursorCodec(b"k" * 32)
+    second = list_result(merged, first["nextCursor"], codec=other, tenant_id=1, vhost="main", page_size=4)
+    assert [t["name"] for t in second["tools"]] == [f"a-tool{i:04d}" for i in range(4, 8)]
+
+
+def test_a_cursor_for_another_list_or_vhost_is_refused() -> None:
+    merged = merge_lists("tools", {"a": tools("a", 10)})
+    cursor = list_result(merged, None, codec=CODEC, tenant_id=1, vhost="main", page_size=4)["nextCursor"]
+    prompts = merge_lists("prompts", {"a": tools("a", 10)})
+    with pytest.raises(InvalidParams):
+        list_result(prompts, cursor, codec=CODEC, tenant_id=1, vhost="main", page_size=4)
+    with pytest.raises(InvalidParams):
+        list_result(merged, cursor, codec=CODEC, tenant_id=1, vhost="other", page_size=4)
+    with pytest.raises(InvalidParams):
+        list_result(merged, "tampered" + cursor, codec=CODEC, tenant_id=1, vhost="main", page_size=4)
+
+
+@pytest.mark.parametrize("change", ["insert_before", "insert_after", "remove_before", "remove_served"])
+def test_a_list_changed_between_pages(change: str) -> None:
+    """Default: the cursor is stale (-32602, the client lists again). With `resume_stale`, paging
+    resumes after the last item served: nothing served twice, no surviving item skipped."""
+    items = tools("a", 20)
+    before = merge_lists("tools", {"a": items})
+    first = list_result(before, None, codec=CODEC, tenant_id=1, vhost="main", page_size=8)
+    served = first["tools"]
+    changed = {
+        "insert_before": [*items, {"name": "a-tool0003x"}],
+        "insert_after": [*items, {"name": "a-tool0015x"}],
+        "remove_before": items[1:],
+        "remove_served": [item for item in items if item["name"] != "a-tool0007"],
+    }[change]
+    after = merge_lists("tools", {"a": changed})
+    with pytest.raises(InvalidParams) as caught:
+        list_result(after, first["nextCursor"], codec=CODEC, tenant_id=1, vhost="main", page_size=8)
+    assert caught.value.data == {"cursor": "stale"} and "changed" in caught.value.message
+
+    rest: list[Mapping[str, Any]] = []
+    cursor = first["nextCursor"]
+    while cursor is not None:
+        result = list_result(after, cursor, codec=CODEC, tenant_id=1, vhost="main", page_size=8, resume_stale=True)
+        rest.extend(result["tools"])
+        cursor = result.get("nextCursor")
+    names = [t["name"] for t in served + rest]
+    assert len(names) == len(set(names)) and names == sorted(names)
+    survivors = {t["name"] for t in changed}
+    assert survivors - {"a-tool0003x"} <= set(names)  # only an item inserted before the cursor is missed
+
+
+def test_start_of() -> None:
+    merged = merge_lists("tools", {"a": tools("a", 10)})
+    assert start_of(None, merged, CODEC, 1, "main") == 0
+    cursor = list_result(merged, None, codec=CODEC, tenant_id=1, vhost="main", page_size=3)["nextCursor"]
+    assert start_of(cursor, merged, CODEC, 1, "main") == 3
+
+
+class PagedServer:
+    """An upstream list served `size` items per page with opaque cursors."""
+
+    def __init__(self, items: Sequence[Any], size: int) -> None:
+        self.items = list(items)
+        self.size = size
+        self.requests: list[str | None] = []
+
+    async def fetch(self, cursor: str | None) -> dict[str, Any]:
+        self.requests.append(cursor)
+        start = int(cursor.removeprefix("at-")) if cursor else 0
+        result: dict[str, Any] = {"tools": self.items[start : start + self.size]}
+        if start + self.size < len(self.items):
+            result["nextCursor"] = f"at-{start + self.size}"
+        return result
+
+
+async def test_collect_all_pages_follows_every_page() -> None:
+    server = PagedServer([{"name": f"t{i}"} for i in range(5)], size=2)
+    assert await collect_all_pages(server.fetch, "tools") == server.items
+    assert server.requests == [None, "at-2", "at-4"]
+
+
+@pytest.mark.parametrize("last", [{}, {"nextCursor": None}, {"nextCursor": ""}])
+async def test_collect_all_pages_ends_without_a_cursor(last: dict[str, Any]) -> None:
+    pages = iter([{"prompts": [1], "nextCursor": "c"}, {"prompts": [2], **last}])
+
+    async def fetch(cursor: str | None) -> dict[str, Any]:
+        return next(pages)
+
+    assert await collect_all_pages(fetch, "prompts") == [1, 2]
+
+
+async def test_collect_all_pages_detects_a_loop() -> None:
+    async def fetch(cursor: str | None) -> dict[str, Any]:
+        return {"tools": [1], "nextCursor": {None: "c1", "c1": "c2", "c2": "c1"}[cursor]}
+
+    with pytest.raises(PaginationError, match="loop"):
+        await collect_all_pages(fetch, "tools")
+
+
+async def test_collect_all_pages_stops_after_max_pages() -> None:
+    server = PagedServer(list(range(100)), size=1)
+    with pytest.raises(PaginationError, match="more than 10 pages"):
+        await collect_all_pages(server.fetch, "tools", max_pages=10)
+    assert len(server.requests) == 10
+
+
+@pytest.mark.parametrize(
+    "result", [{}, {"tools": {"a": 1}}, {"tools": [], "nextCursor": 3}, ["not", "an", "object"]]
+)
+async def test_collect_all_pages_refuses_malformed_pages(result: Any) -> None:
+    async def fetch(cursor: str | None) -> Any:
+        return result
+
+    with pytest.raises(PaginationError):
+        await collect_all_pages(fetch, "tools")
+
+
+async def test_fan_out_omits_slow_and_failing_backends() -> None:
+    cancelled: list[str] = []
+
+    async def fetch(map_key: str, delay: float) -> list[str]:
+        try:
+            await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            cancelled.append(map_key)
+            raise
+        if map_key == "broken":
+            raise ConnectionError("connection refused")
+        if map_key == "bare":
+            raise RuntimeError
+        return [map_key]
+
+    backends = {"fast": 0.0, "slow": 10.0, "broken": 0.01, "bare": 0.0, "ok": 0.05}
+    started = time.perf_counter()
+    results, omitted = await fan_out(backends, fetch, timeout=0.2)
+    elapsed = time.perf_counter() - started
+    assert results == {"fast": ["fast"], "ok": ["ok"]}
+    assert omitted == {
+        "slow": "no answer within 0.2 s",
+        "broken": "ConnectionError: connection refused",
+        "bare": "RuntimeError",
+    }
+    assert cancelled == ["slow"]
+    assert 0.19 <= elapsed < 1.0  # the timeout, not the sum of the delays (10 s)
+
+
+async def test_fan_out_returns_early_when_all_answer() -> None:
+    async def fetch(map_key: str, delay: float) -> str:
+        await asyncio.sleep(delay)
+        return map_key
+
+    started = time.perf_counter()
+    results, omitted = await fan_out({"b": 0.02, "a": 0.01}, fetch, timeout=5)
+    assert results == {"b": "b", "a": "a"} and omitted == {}
+    assert time.perf_counter() - started < 1
+    assert await fan_out({}, fetch, timeout=1) == ({}, {})
+
+
+async def test_merge_does_not_depend_on_which_backend_answers_first() -> None:
+    lists = {key: tools(key, 5) for key in ("a", "b", "c")}
+
+    async def fetch(map_key: str, delay: float) -> list[dict[str, Any]]:
+        await asyncio.sleep(delay)
+        return lists[map_key]
+
+    one, _ = await fan_out({"a": 0.0, "b": 0.01, "c": 0.02}, fetch, timeout=1)
+    other, _ = await fan_out({"a": 0.02, "b": 0.01, "c": 0.0}, fetch, timeout=1)
+    assert merge_lists("tools", one) == merge_lists("tools", other)
+
+
+async def test_cancelling_fan_out_cancels_every_fetch() -> None:
+    cancelled: list[str] = []
+    started = asyncio.Event()
+
+    async def fetch(map_key: str, _: None) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.append(map_key)
+            raise
+
+    task = asyncio.ensure_future(fan_out({"a": None, "b": None}, fetch, timeout=10))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sorted(cancelled) == ["a", "b"]
