@@ -261,3 +261,31 @@ def test_duplicate_names_settle_on_the_generic_walk() -> None:
     duplicated = CompiledTool("dup", "", {}, None, {}, twice)
     prepare_builder(duplicated)
     assert has_builder(duplicated) and isinstance(plan_for(duplicated).build, partial)
+
+
+def test_list_and_object_key_memos_tell_values_apart():
+    # A list's query entry is memoised under its items joined by U+001F, with the item count; items that
+    # hold U+001F themselves, a full memo and object keys (memoised as "name[key]=") must not mix up.
+    tool = _every_style_tool("none", None, False)
+    prepare_builder(tool)
+    lists = [["a", "b"], ["a\x1fb"], ["a\x1f", "b"], ["a", "\x1fb"], ["a", "b", ""], ["", "a", "b"], [],
+             [""], ["a\x1fb", "c"], ["a", "b\x1fc"], ["a", "b"], [Text("a"), "b"], ["a", 1], ["a\x1f"]]
+    lists += [[f"item {n}", "x"] for n in range(300)]  # more than the memo keeps
+    keys = ["k", "k\x1f", "k]", "k[", "é", "x" * 300, *[f"key {n}" for n in range(300)]]
+    for n, items in enumerate(lists * 2):
+        item = {keys[n % len(keys)]: items[0] if items else n, "k": n}
+        arguments = {"p_simple": "a", "p_simple_x": "b", "q_required": items, "q_form_False": items,
+                     "q_spaceDelimited_False": items, "q_deepObject_True": item, "q_reserved": items,
+                     "q_reserved_flat": items, "h_simple": items[0] if items else n, "c_form": n}
+        _assert_same(tool, arguments, None, None)
+
+
+def test_null_and_unknown_arguments_with_a_matching_count():
+    # The builder counts the arguments it saw given; a null one or an unknown one must still be told.
+    tool = _every_style_tool("properties", "application/json", False)
+    prepare_builder(tool)
+    given = {"p_simple": "a", "p_simple_x": "b", "q_required": 1}
+    for extra in ({"zzz": 1}, {"h_simple": None}, {"h_simple": None, "zzz": 1}, {"b_one": None},
+                  {"b_one": None, "zzz": None}, {"q_form_True": None, "b_two": None}):
+        _assert_same(tool, {**given, **extra}, None, None)
+    assert _outcome(partial(build_request, tool, {**given, "h_simple": None, "zzz": 1}))[1] == "unknown argument: zzz"
