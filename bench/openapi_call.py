@@ -11,12 +11,10 @@ pooled connection and shapes the JSON answer into a tool result."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime
 import os
 import platform
-import sys
 import tempfile
 from pathlib import Path
 
@@ -28,7 +26,7 @@ django.setup()
 from apps.catalog.specs import spec_version_compile  # noqa: E402
 from apps.configuration.services import config_apply  # noqa: E402
 from apps.gateway.upstream.http import HttpPool, Target  # noqa: E402
-from bench.proxy_latency import Caller, calibrate, measure, percentile  # noqa: E402
+from bench.proxy_latency import Caller, Result, bench_main, calibrate, measure, summarise, table  # noqa: E402
 from tests.backends.specs import as_json, service_spec  # noqa: E402
 from tests.processes import backend_argv, free_port, gateway_argv, running  # noqa: E402
 
@@ -78,13 +76,13 @@ virtual_hosts:
         spec_version_compile(spec_version_id=version_id)
 
 
-def run(calls: int) -> tuple[list[tuple[str, int, float, float, float, float | None]], tuple[float, float]]:
+def run(calls: int) -> tuple[list[Result], tuple[float, float]]:
     service_port, gateway_port = free_port(), free_port()
     service_url = f"http://127.0.0.1:{service_port}"
     with tempfile.TemporaryDirectory() as folder:
         configure(service_url, Path(folder))
     env = {"GATEWAY_INSTANCE_ID": "bench", "GATEWAY_LOG_LEVEL": "WARNING", "GATEWAY_DEBUG": "0"}
-    rows = []
+    results: list[Result] = []
     before = calibrate()
     with running(backend_argv("tests.backends.recording_service", service_port), service_port, log_name="bench-rest"), \
          running([*gateway_argv(gateway_port), "-v", "0"], gateway_port, env=env, log_name="bench-gateway") as gateway:
@@ -96,17 +94,11 @@ def run(calls: int) -> tuple[list[tuple[str, int, float, float, float, float | N
             }
             rounds = max(count // 20, 1) if concurrency == 1 else 5
             measured = asyncio.run(measure(callers, concurrency, count, gateway.pid, rounds))  # type: ignore[arg-type]
-            for path, (latencies, busy, cpu) in measured.items():
-                row = (path, concurrency, percentile(latencies, 50), percentile(latencies, 99), len(latencies) / busy,
-                       cpu if path == "gateway" else None)
-                rows.append(row)
-                print(f"{path:8} C={concurrency:<3} p50={row[2]:7.2f} ms  p99={row[3]:7.2f} ms  {row[4]:8.0f}/s"
-                      + (f"  gateway CPU {cpu:.2f} ms/call" if path == "gateway" else ""), flush=True)
-    return rows, (before, calibrate())
+            results.extend(summarise("tools/call getPet [2026-07-28]", concurrency, measured))
+    return results, (before, calibrate())
 
 
-def markdown(rows: list[tuple[str, int, float, float, float, float | None]], speed: tuple[float, float],
-             calls: int) -> str:
+def markdown(results: list[Result], speed: tuple[float, float], calls: int) -> str:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         f"### OpenAPI tool call overhead — {now}",
@@ -116,31 +108,10 @@ def markdown(rows: list[tuple[str, int, float, float, float, float | None]], spe
         "connection; gateway: stateless `tools/call getPet` (argument validation, request building, credential, "
         f"result shaping). Machine speed (5M-iteration loop): {speed[0]:.3f} s before, {speed[1]:.3f} s after.",
         "",
-        "| C | direct p50 | gateway p50 | added p50 | direct p99 | gateway p99 | direct /s | gateway /s | gateway CPU/call |",
-        "|---|---|---|---|---|---|---|---|---|",
+        *table(results),
     ]
-    for direct, via in zip(rows[::2], rows[1::2], strict=True):
-        lines.append(
-            f"| {direct[1]} | {direct[2]:.2f} ms | {via[2]:.2f} ms | **{via[2] - direct[2]:+.2f} ms** "
-            f"({via[2] / direct[2]:.2f}×) | {direct[3]:.2f} ms | {via[3]:.2f} ms | {direct[4]:.0f} | {via[4]:.0f} | "
-            f"{via[5]:.2f} ms |"
-        )
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--output", type=Path, help="append the markdown table to this file")
-    args = parser.parse_args()
-    rows, speed = run(args.calls)
-    table = markdown(rows, speed, args.calls)
-    print()
-    print(table)
-    if args.output:
-        with args.output.open("a", encoding="utf-8") as handle:
-            handle.write("\n" + table)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    bench_main(__doc__ or "", lambda calls: markdown(*run(calls), calls))

@@ -18,6 +18,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +126,19 @@ async def measure(callers: dict[str, Caller], concurrency: int, calls: int, cpu_
     return {path: (lat, busy, cpu * 1000 / len(lat)) for path, (lat, busy, cpu) in measured.items()}
 
 
+def summarise(label: str, concurrency: int, measured: dict[str, tuple[list[float], float, float]]) -> list[Result]:
+    """One Result per path of a `measure` run, each printed as it is made."""
+    results = []
+    for path, (latencies, busy, cpu) in measured.items():
+        result = Result(label, path, concurrency, len(latencies), percentile(latencies, 50), percentile(latencies, 99),
+                        len(latencies) / busy, cpu if path == "gateway" else None)
+        results.append(result)
+        print(f"{label:48} {path:8} C={concurrency:<3} p50={result.p50_ms:7.2f} ms  p99={result.p99_ms:7.2f} ms  "
+              f"{result.per_second:8.0f}/s" + (f"  gateway CPU {cpu:.2f} ms/call" if path == "gateway" else ""),
+              flush=True)
+    return results
+
+
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))]
@@ -197,13 +211,7 @@ def run(calls: int) -> tuple[list[Result], dict[str, float]]:
             rounds = max(count // 20, 1) if concurrency == 1 else 5
             measured = asyncio.run(measure(callers, concurrency, count, gateway.pid, rounds))
             label = f"{name} [{'2026-07-28' if era == 'modern' else '2025-11-25 session'}]"
-            for path, (latencies, busy, cpu) in measured.items():
-                results.append(Result(label, path, concurrency, len(latencies), percentile(latencies, 50),
-                                      percentile(latencies, 99), len(latencies) / busy,
-                                      cpu if path == "gateway" else None))
-                print(f"{label:48} {path:8} C={concurrency:<3} p50={results[-1].p50_ms:7.2f} ms  "
-                      f"p99={results[-1].p99_ms:7.2f} ms  {results[-1].per_second:8.0f}/s"
-                      + (f"  gateway CPU {cpu:.2f} ms/call" if path == "gateway" else ""), flush=True)
+            results.extend(summarise(label, concurrency, measured))
     machine["calibration_after_s"] = calibrate()
     return results, machine
 
@@ -220,6 +228,14 @@ def markdown(results: list[Result], machine: dict[str, float], calls: int) -> st
         f"{machine['calibration_after_s']:.3f} s after the run. Daphne alone (a trivial ASGI app, `bench/floor_app.py`) "
         f"cost {machine['daphne_floor_cpu_ms']:.2f} ms of CPU per request in this run.",
         "",
+        *table(results),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def table(results: list[Result]) -> list[str]:
+    """Direct and gateway results, paired in the order measured, as markdown table lines."""
+    lines = [
         "| call | C | direct p50 | gateway p50 | added p50 | direct p99 | gateway p99 | direct /s | gateway /s | gateway CPU/call |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -229,22 +245,26 @@ def markdown(results: list[Result], machine: dict[str, float], calls: int) -> st
             f"**{via.p50_ms - direct.p50_ms:+.2f} ms** ({via.p50_ms / direct.p50_ms:.2f}×) | {direct.p99_ms:.2f} ms | "
             f"{via.p99_ms:.2f} ms | {direct.per_second:.0f} | {via.per_second:.0f} | {via.gateway_cpu_ms:.2f} ms |"
         )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def bench_main(description: str, run: Callable[[int], str]) -> None:
+    """The command line of a benchmark: `--calls N`, and `--output FILE` to append the markdown `run` returns."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--output", type=Path, help="append the markdown table to this file")
     args = parser.parse_args()
-    results, machine = run(args.calls)
-    table = markdown(results, machine, args.calls)
+    report = run(args.calls)
     print()
-    print(table)
+    print(report)
     if args.output:
-        with args.output.open("a") as out:
-            out.write("\n" + table)
+        with args.output.open("a", encoding="utf-8") as out:
+            out.write("\n" + report)
+
+
+def main() -> None:
+    bench_main(__doc__ or "", lambda calls: markdown(*run(calls), calls))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

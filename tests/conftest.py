@@ -33,6 +33,15 @@ def demo_backend_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def recording_service_url() -> Iterator[str]:
+    """The REST service that records every request (tests/backends/recording_service.py); tests
+    that read what it recorded POST `/__reset` first."""
+    port = free_port()
+    with running(backend_argv("tests.backends.recording_service", port), port, log_name="recording-service"):
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="session")
 def gateway_url(django_db_setup: None, django_db_blocker: object) -> Iterator[str]:
     """A gateway under Daphne, on the test database and the test Redis database."""
     port = free_port()

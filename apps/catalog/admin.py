@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from apps.catalog.models import Backend, BackendReplica, SpecVersion, Tool, ToolAlias, VirtualHost, VirtualHostBackend
-from apps.common.admin import ConfigAdmin
+from apps.common.admin import ConfigAdmin, ReadOnlyAdmin
 
 
 class BackendReplicaInline(admin.TabularInline):
@@ -17,19 +17,6 @@ class BackendAdmin(ConfigAdmin):
     # Published by compiling a spec (the console's spec page), never picked by hand; compile
     # options are changed where they trigger a recompile (the configuration file).
     readonly_fields = ["active_spec", "tool_name_max_length", "include_deprecated"]
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Records the gateway writes itself: viewable, never edited here."""
-
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
 
 
 @admin.register(SpecVersion)

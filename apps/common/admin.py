@@ -26,3 +26,16 @@ class ConfigAdmin(admin.ModelAdmin):
     def save_related(self, request, form, formsets, change) -> None:  # type: ignore[no-untyped-def]
         super().save_related(request, form, formsets, change)
         config_version_bump(tenant_id=self.tenant_id_of(form.instance))
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records the gateway writes itself (audit rows, compiled specs): viewable, never edited here."""
+
+    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False

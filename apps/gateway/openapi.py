@@ -157,7 +157,7 @@ class OpenApiHttp:
 
     def pool(self, backend_id: int, url: str) -> tuple[HttpPool, str]:
         scheme, _, rest = url.partition("://")
-        authority, slash, path = rest.partition("/")
+        authority, _, path = rest.partition("/")
         key = (backend_id, f"{scheme}://{authority}")
         pool = self._pools.get(key)
         if pool is None:

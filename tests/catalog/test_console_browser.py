@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -19,26 +18,18 @@ from apps.catalog.specs import spec_upload
 from tests import factories
 from tests.browser import admin_login, screenshot, superuser_factory
 from tests.conftest import mcp_client
-from tests.processes import backend_argv, free_port, running
 
 pytestmark = pytest.mark.slow
 
 CATALOG = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "catalog" / "openapi"
 
 
-@pytest.fixture(scope="module")
-def service_url() -> Iterator[str]:
-    port = free_port()
-    with running(backend_argv("tests.backends.recording_service", port), port, log_name="recording-service"):
-        yield f"http://127.0.0.1:{port}"
-
-
 def test_an_admin_uploads_ec2_in_the_browser_and_an_agent_calls_its_tools(
-    transactional_db: None, gateway_url: str, service_url: str, page: Page, tmp_path: Path
+    transactional_db: None, gateway_url: str, recording_service_url: str, page: Page, tmp_path: Path
 ) -> None:
     tenant = factories.tenant_factory()
     issued = factories.api_key_factory(tenant=tenant)
-    backend = factories.openapi_backend_factory(tenant=tenant, name="ec2", base_url=service_url)
+    backend = factories.openapi_backend_factory(tenant=tenant, name="ec2", base_url=recording_service_url)
     host = factories.virtual_host_factory(tenant=tenant, mounts={"ec2": backend})
     admin_login(page, gateway_url, superuser_factory())
 
@@ -71,21 +62,21 @@ def test_an_admin_uploads_ec2_in_the_browser_and_an_agent_calls_its_tools(
             result = await client.call_tool("DescribeVpcs", {"VpcIds": ["vpc-1"], "MaxResults": 5})
             return len(tools), result
 
-    httpx.post(f"{service_url}/__reset")
+    httpx.post(f"{recording_service_url}/__reset")
     count, result = asyncio.run(agent())
     assert count == 765
     assert result.is_error is False, result
-    (sent,) = httpx.get(f"{service_url}/__recorded").json()
+    (sent,) = httpx.get(f"{recording_service_url}/__recorded").json()
     assert (sent["method"], sent["path"]) == ("POST", "/ec2/DescribeVpcs")
     assert json.loads(base64.b64decode(sent["body"])) == {"VpcIds": ["vpc-1"], "MaxResults": 5}
 
 
 def test_an_admin_sets_a_bearer_credential_in_the_browser_and_the_service_receives_it(
-    transactional_db: None, gateway_url: str, service_url: str, page: Page
+    transactional_db: None, gateway_url: str, recording_service_url: str, page: Page
 ) -> None:
     tenant = factories.tenant_factory()
     issued = factories.api_key_factory(tenant=tenant)
-    backend = factories.openapi_backend_factory(tenant=tenant, name="things", base_url=service_url)
+    backend = factories.openapi_backend_factory(tenant=tenant, name="things", base_url=recording_service_url)
     host = factories.virtual_host_factory(tenant=tenant, mounts={"things": backend})
     document = {
         "openapi": "3.0.3", "info": {"title": "Things", "version": "1"},
@@ -113,10 +104,10 @@ def test_an_admin_sets_a_bearer_credential_in_the_browser_and_the_service_receiv
         async with mcp_client(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, "legacy") as client:
             return await client.call_tool("listThings", {})
 
-    httpx.post(f"{service_url}/__reset")
+    httpx.post(f"{recording_service_url}/__reset")
     result = asyncio.run(agent())
     assert result.is_error is False, result
-    (sent,) = httpx.get(f"{service_url}/__recorded").json()
+    (sent,) = httpx.get(f"{recording_service_url}/__recorded").json()
     assert (sent["method"], sent["path"]) == ("GET", "/things")
     authorization = [value for name, value in sent["headers"] if name.lower() == "authorization"]
     assert authorization == [f"Bearer {secret}"]  # the agent's own key stays at the gateway

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,16 +21,8 @@ from tests import factories
 from tests.backends.specs import as_json, service_spec
 from tests.conftest import mcp_client
 from tests.gateway.helpers import message_of, modern, open_session, post
-from tests.processes import backend_argv, free_port, running
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def service_url() -> Iterator[str]:
-    port = free_port()
-    with running(backend_argv("tests.backends.recording_service", port), port, log_name="recording-service"):
-        yield f"http://127.0.0.1:{port}"
 
 
 @dataclass(frozen=True)
@@ -54,26 +45,26 @@ class Api:
         return message_of(modern(self.url, "tools/call", {"name": name, "arguments": arguments}, key=self.key))
 
 
-def make_api(gateway_url: str, service_url: str, document: bytes | None = None) -> Api:
+def make_api(gateway_url: str, recording_service_url: str, document: bytes | None = None) -> Api:
     tenant = factories.tenant_factory()
     issued = factories.api_key_factory(tenant=tenant)
-    backend = factories.openapi_backend_factory(tenant=tenant, base_url=service_url)
+    backend = factories.openapi_backend_factory(tenant=tenant, base_url=recording_service_url)
     spec_upload(backend=backend, document=document or as_json(service_spec()), filename="service.json")
     host = factories.virtual_host_factory(tenant=tenant, mounts={"svc": backend})
-    httpx.post(f"{service_url}/__reset")
-    return Api(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, backend, service_url)
+    httpx.post(f"{recording_service_url}/__reset")
+    return Api(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, backend, recording_service_url)
 
 
 @pytest.fixture
-def api(transactional_db: None, gateway_url: str, service_url: str) -> Api:
-    return make_api(gateway_url, service_url)
+def api(transactional_db: None, gateway_url: str, recording_service_url: str) -> Api:
+    return make_api(gateway_url, recording_service_url)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_the_sdk_client_lists_and_calls_openapi_tools(
-    transactional_db: None, gateway_url: str, service_url: str, mode: str
+    transactional_db: None, gateway_url: str, recording_service_url: str, mode: str
 ) -> None:
-    api = await database_sync_to_async(make_api)(gateway_url, service_url)
+    api = await database_sync_to_async(make_api)(gateway_url, recording_service_url)
     async with mcp_client(api.url, api.key, mode) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert len(tools) == 13
