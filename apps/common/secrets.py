@@ -20,9 +20,12 @@ class SecretUnreadable(Exception):
     """A stored secret cannot be decrypted with the configured keys (they changed since)."""
 
 
-def _derived_key(secret_key: str) -> bytes:
-    hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"mcp-gateway egress credentials v1")
-    return base64.urlsafe_b64encode(hkdf.derive(secret_key.encode()))
+def derived_key(secret_key: str, purpose: bytes) -> bytes:
+    """32 bytes for one purpose (HKDF-SHA256 of the secret key): keys for different purposes are
+    unrelated, so one leaking reveals nothing about the others or the secret key."""
+    if not secret_key:
+        raise ImproperlyConfigured("GATEWAY_SECRET_KEY must be set")
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose).derive(secret_key.encode())
 
 
 @functools.cache
@@ -35,7 +38,8 @@ def _fernet() -> MultiFernet:
             raise ImproperlyConfigured(f"GATEWAY_ENCRYPTION_KEYS holds an invalid Fernet key: {exc}") from None
     if not settings.SECRET_KEY:
         raise ImproperlyConfigured("GATEWAY_SECRET_KEY must be set to store secrets")
-    return MultiFernet([Fernet(_derived_key(settings.SECRET_KEY))])
+    key = derived_key(settings.SECRET_KEY, b"mcp-gateway egress credentials v1")
+    return MultiFernet([Fernet(base64.urlsafe_b64encode(key))])
 
 
 def secret_encrypt(plaintext: str) -> str:

@@ -10,8 +10,10 @@ from django.conf import settings
 
 from apps.audit.writer import AuditWriter
 from apps.common.redis import async_redis_client
+from apps.common.secrets import derived_key
 from apps.gateway.openapi import OpenApiHttp
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
+from apps.gateway.pipeline.host_lists import ListSettings
 from apps.gateway.sessions import RedisSessionStore
 from apps.gateway.snapshots import SnapshotDirectory
 from apps.gateway.upstream.client import HttpUpstream
@@ -30,6 +32,12 @@ def gateway_settings() -> GatewaySettings:
         max_body_bytes=settings.GATEWAY_MAX_BODY_BYTES,
         allowed_origins=frozenset(settings.GATEWAY_ALLOWED_ORIGINS),
         allowed_hosts=frozenset() if "*" in settings.ALLOWED_HOSTS else hosts,
+        cursor_secret=derived_key(settings.SECRET_KEY, b"mcp-gateway list cursors v1"),
+        lists=ListSettings(
+            page_size=settings.GATEWAY_LIST_PAGE_SIZE,
+            timeout=settings.GATEWAY_LIST_TIMEOUT_SECONDS,
+            cache_seconds=settings.GATEWAY_LIST_CACHE_SECONDS,
+        ),
     )
 
 

@@ -144,6 +144,10 @@ GATEWAY_ALLOWED_ORIGINS = env_list("GATEWAY_ALLOWED_ORIGINS")
 GATEWAY_SESSION_TTL_SECONDS = int(os.environ.get("GATEWAY_SESSION_TTL_SECONDS", "3600"))
 # Seconds a forwarded request may wait for its backend before -32004.
 GATEWAY_UPSTREAM_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_UPSTREAM_TIMEOUT_SECONDS", "60"))
+# Lists of virtual hosts with several backends (docs/config.md, "Virtual hosts with several backends").
+GATEWAY_LIST_PAGE_SIZE = int(os.environ.get("GATEWAY_LIST_PAGE_SIZE", "1000"))
+GATEWAY_LIST_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_LIST_TIMEOUT_SECONDS", "5"))
+GATEWAY_LIST_CACHE_SECONDS = float(os.environ.get("GATEWAY_LIST_CACHE_SECONDS", "60"))
 # How often (seconds) an instance checks the configuration version counter in Redis.
 GATEWAY_SNAPSHOT_CHECK_SECONDS = float(os.environ.get("GATEWAY_SNAPSHOT_CHECK_SECONDS", "0.5"))
 # How often (seconds) queued audit rows are written.

@@ -4,11 +4,16 @@ resolve the virtual host, then hand the message to the era it belongs to."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+import secrets
+from dataclasses import dataclass, field, replace
 
 from apps.gateway.pipeline.backends import BackendCatalog
+from apps.gateway.pipeline.client import BackendClient
+from apps.gateway.pipeline.cursors import CursorCodec
+from apps.gateway.pipeline.host_lists import HostLists, ListSettings
 from apps.gateway.pipeline.legacy import LegacyEra
 from apps.gateway.pipeline.local import LocalTools
+from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.modern import ModernEra
 from apps.gateway.pipeline.ports import AuditSink, Directory, SessionStore, StoreUnavailable, TenantDirectory, Upstream
 from apps.gateway.pipeline.relay import Relay
@@ -29,6 +34,9 @@ class GatewaySettings:
     max_body_bytes: int
     allowed_origins: frozenset[str]
     allowed_hosts: frozenset[str]  # empty: any Host header
+    #: Signs list cursors; every instance of a deployment must have the same (>= 16 bytes).
+    cursor_secret: bytes = field(repr=False, default=b"")
+    lists: ListSettings = ListSettings()
 
 
 def _host_of(value: str) -> str:
@@ -66,10 +74,17 @@ class Gateway:
         self.settings = settings
         self.directory = directory
         self.backends = BackendCatalog(upstream)
+        self.counters = Counters()
         relay = Relay(upstream, audit)
         local = LocalTools(relay)
-        self.legacy = LegacyEra(sessions=sessions, upstream=upstream, backends=self.backends, relay=relay, local=local)
-        self.modern = ModernEra(upstream=upstream, backends=self.backends, relay=relay, local=local)
+        # Without a shared secret, cursors are valid on this instance only.
+        codec = CursorCodec(settings.cursor_secret or secrets.token_bytes(32))
+        lists = HostLists(BackendClient(upstream, self.backends), codec, settings.lists, self.counters)
+        self.lists = lists
+        self.legacy = LegacyEra(
+            sessions=sessions, upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists
+        )
+        self.modern = ModernEra(upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists)
 
     async def handle(self, request: HttpRequest) -> Reply:
         try:

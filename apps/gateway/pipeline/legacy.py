@@ -18,10 +18,12 @@ from apps.gateway.pipeline.backends import (
     close_session,
     open_session,
 )
+from apps.gateway.pipeline.host_lists import HostLists
+from apps.gateway.pipeline.legacy_composed import ComposedLegacy
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.mounts import merge_capabilities, pick_replica, single_backend
 from apps.gateway.pipeline.ports import SessionStore, Upstream, UpstreamReply, UpstreamUnavailable
-from apps.gateway.pipeline.relay import BackendSessionGone, Call, Relay
+from apps.gateway.pipeline.relay import BackendSessionGone, Call, Relay, Translate
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
 from apps.gateway.pipeline.tracing import trace_headers
 from apps.gateway.pipeline.values import (
@@ -51,7 +53,14 @@ log = logging.getLogger(__name__)
 
 class LegacyEra:
     def __init__(
-        self, *, sessions: SessionStore, upstream: Upstream, backends: BackendCatalog, relay: Relay, local: LocalTools
+        self,
+        *,
+        sessions: SessionStore,
+        upstream: Upstream,
+        backends: BackendCatalog,
+        relay: Relay,
+        local: LocalTools,
+        lists: HostLists,
     ):
         self._local = local
         self._sessions = sessions
@@ -59,6 +68,7 @@ class LegacyEra:
         self._backends = backends
         self._relay = relay
         self._opening: dict[tuple[str, str], asyncio.Lock] = {}
+        self._composed = ComposedLegacy(self, lists=lists, backends=backends)
 
     async def session_for(self, session_id: str, principal: Principal, vhost: VirtualHostView) -> SessionState:
         """The session, if it exists and belongs to this caller on this virtual host. Any other case
@@ -135,11 +145,35 @@ class LegacyEra:
             return result_reply(message.id, {}, headers=session_header)
         if message.kind is Kind.NOTIFICATION and message.method == "notifications/initialized":
             return accepted().with_headers(session_header)
+        if vhost.composed:
+            return await self._composed.handle(request, vhost, principal, state, message, wants_sse)
         try:
             map_key, backend = single_backend(vhost)
         except GatewayError as error:
             return error_reply(message.id, error, session_header)
+        return await self.to_backend(request, vhost, principal, state, map_key, message, request.body, wants_sse)
+
+    async def to_backend(
+        self,
+        request: HttpRequest,
+        vhost: VirtualHostView,
+        principal: Principal,
+        state: SessionState,
+        map_key: str,
+        message: Message,
+        body: bytes,
+        wants_sse: bool,
+        *,
+        translate: Translate | None = None,
+        exposed_name: str | None = None,
+    ) -> Reply:
+        """Send `message` (encoded as `body`) to the backend under `map_key` in this session's
+        backend session, and relay the answer; `translate` shows what comes back in client terms."""
+        session_header = (("mcp-session-id", state.id),)
+        backend = vhost.mounts[map_key]
         call = Call.begin(request, vhost, principal, backend, message, state.id)
+        call.translate = translate
+        call.exposed_name = exposed_name
         if backend.server is not None:
             return await self._local.handle(
                 call, backend.server, request.headers, modern=False,
@@ -152,14 +186,14 @@ class LegacyEra:
                 return await self._forward_to_modern(request, state, call, wants_sse)
             lost: BackendSession | None = None
             for _ in range(2):
-                session = await self._backend_session(state, map_key, backend, info, lost=lost)
+                session = await self.backend_session(state, map_key, backend, info, lost=lost)
                 headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", session.version)]
                 if session.session_id:
                     headers.append(("mcp-session-id", session.session_id))
                 headers.extend(trace_headers(request.headers))
                 try:
                     return await self._relay.forward(
-                        call, session.replica, headers, request.body, wants_sse=wants_sse,
+                        call, session.replica, headers, body, wants_sse=wants_sse,
                         reply_headers=session_header, in_session=session.session_id is not None,
                     )
                 except BackendSessionGone:
@@ -199,7 +233,7 @@ class LegacyEra:
             reply_headers=(("mcp-session-id", state.id),),
         )
 
-    async def _backend_session(
+    async def backend_session(
         self,
         state: SessionState,
         map_key: str,
@@ -264,26 +298,17 @@ class LegacyEra:
 
     async def open_stream(self, request: HttpRequest, vhost: VirtualHostView, state: SessionState) -> Reply:
         """The GET stream of a session: the backend's own stream, relayed event by event (ids kept,
-        so a client resuming with Last-Event-ID resumes at the backend)."""
+        so a client resuming with Last-Event-ID resumes at the backend). Hosts with several
+        backends merge theirs (`ComposedLegacy.open_stream`)."""
+        if vhost.composed:
+            return await self._composed.open_stream(request, vhost, state)
         session_header = (("mcp-session-id", state.id),)
         try:
             map_key, backend = single_backend(vhost)
             info = await self._backends.info(backend)
             if info.legacy_version is None or backend.server is not None:
                 raise HttpError(405, "Method Not Allowed: this backend has no server stream", headers=(("allow", "POST, DELETE"),))
-            lost: BackendSession | None = None
-            for _ in range(2):
-                session = await self._backend_session(state, map_key, backend, info, lost=lost)
-                headers = [("accept", "text/event-stream"), ("mcp-protocol-version", session.version)]
-                if session.session_id:
-                    headers.append(("mcp-session-id", session.session_id))
-                if last_event_id := request.headers.get("last-event-id"):
-                    headers.append(("last-event-id", last_event_id))
-                reply = await self._upstream.send(backend, session.replica, "GET", headers, timeout=backend.timeout)
-                if reply.status != 404 or not session.session_id:
-                    break
-                reply.close()  # the backend lost the session: open a new one and ask again
-                lost = session
+            reply = await self.backend_stream(state, map_key, backend, info, request.headers.get("last-event-id"))
         except (UpstreamUnavailable, BackendRefused, TimeoutError, GatewayError) as exc:
             raise HttpError(502, f"Bad Gateway: backend stream unavailable: {exc}") from None
         if reply.status == 200 and reply.content_type == "text/event-stream":
@@ -294,6 +319,26 @@ class LegacyEra:
             body = b""
         reply_headers = tuple((k, v) for k, v in reply.headers.items() if k in {"content-type", "allow"})
         return Reply(reply.status, reply_headers + session_header, body)
+
+    async def backend_stream(
+        self, state: SessionState, map_key: str, backend: BackendView, info: BackendInfo, last_event_id: str | None
+    ) -> UpstreamReply:
+        """The backend's answer to the GET of this session's backend session (re-opened once if the
+        backend has lost it)."""
+        lost: BackendSession | None = None
+        for _ in range(2):
+            session = await self.backend_session(state, map_key, backend, info, lost=lost)
+            headers = [("accept", "text/event-stream"), ("mcp-protocol-version", session.version)]
+            if session.session_id:
+                headers.append(("mcp-session-id", session.session_id))
+            if last_event_id:
+                headers.append(("last-event-id", last_event_id))
+            reply = await self._upstream.send(backend, session.replica, "GET", headers, timeout=backend.timeout)
+            if reply.status != 404 or not session.session_id:
+                return reply
+            reply.close()  # the backend lost the session: open a new one and ask again
+            lost = session
+        return reply
 
     async def terminate(self, state: SessionState, vhost: VirtualHostView) -> Reply:
         await self._sessions.delete(state.id)

@@ -17,15 +17,26 @@ from apps.gateway.pipeline.backends import (
     BackendRefused,
     open_session,
 )
+from apps.gateway.pipeline.compose import BackendMessages, chain, route
+from apps.gateway.pipeline.host_lists import HostLists
+from apps.gateway.pipeline.listing import LIST_METHODS
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
+from apps.gateway.pipeline.names import ROUTED_METHODS
 from apps.gateway.pipeline.ports import Upstream, UpstreamUnavailable
-from apps.gateway.pipeline.relay import BackendSessionGone, Call, Relay
+from apps.gateway.pipeline.relay import BackendSessionGone, Call, Relay, Translate
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
 from apps.gateway.pipeline.tracing import trace_headers
-from apps.gateway.pipeline.values import BackendSession, BackendView, HttpRequest, Principal, VirtualHostView
-from apps.gateway.protocol.envelope import ModernEnvelope, check_modern_request
-from apps.gateway.protocol.errors import GatewayError, InvalidRequest
+from apps.gateway.pipeline.values import (
+    BackendInfo,
+    BackendSession,
+    BackendView,
+    HttpRequest,
+    Principal,
+    VirtualHostView,
+)
+from apps.gateway.protocol.envelope import NAME_BEARING, ModernEnvelope, check_modern_request, encode_header_value
+from apps.gateway.protocol.errors import GatewayError, InvalidRequest, MethodNotFound
 from apps.gateway.protocol.jsonrpc import Kind, Message, dumps
 from apps.gateway.protocol.versions import (
     LATEST_LEGACY,
@@ -48,8 +59,11 @@ _FORWARDED = ("mcp-protocol-version", "mcp-method", "mcp-name")
 
 
 class ModernEra:
-    def __init__(self, *, upstream: Upstream, backends: BackendCatalog, relay: Relay, local: LocalTools) -> None:
+    def __init__(
+        self, *, upstream: Upstream, backends: BackendCatalog, relay: Relay, local: LocalTools, lists: HostLists
+    ) -> None:
         self._local = local
+        self._lists = lists
         self._upstream = upstream
         self._backends = backends
         self._relay = relay
@@ -68,24 +82,73 @@ class ModernEra:
             envelope = check_modern_request(message, request.headers)
             if message.method == "server/discover":
                 return await self._discover(vhost, message)
+            if vhost.composed:
+                return await self._composed(request, vhost, principal, envelope, message, wants_sse)
             _, backend = single_backend(vhost)
         except GatewayError as error:
             return error_reply(message.id, error)
+        return await self._to_backend(request, vhost, principal, envelope, backend, message, request.body, wants_sse)
+
+    async def _composed(
+        self,
+        request: HttpRequest,
+        vhost: VirtualHostView,
+        principal: Principal,
+        envelope: ModernEnvelope,
+        message: Message,
+        wants_sse: bool,
+    ) -> Reply:
+        """A host whose names are rewritten: lists merged, routed requests to one backend."""
+        method = message.method or ""
+        if method in LIST_METHODS:
+            result = await self._lists.result(vhost, method, message.params, modern=True)
+            return result_reply(message.id, result, sse=_sse_only(request, wants_sse))
+        if method not in ROUTED_METHODS:
+            raise MethodNotFound(f"Method not found: {method}", http_status=404)
+        routed = route(vhost, message, modern=True)
+        backend_id = routed.backend.id
+        translate = BackendMessages(vhost.naming, routed.map_key, lambda m: self._lists.invalidate(backend_id, m))
+        return await self._to_backend(
+            request, vhost, principal, envelope, routed.backend, routed.message, routed.body, wants_sse,
+            translate=translate, exposed_name=routed.exposed_name,
+        )
+
+    async def _to_backend(
+        self,
+        request: HttpRequest,
+        vhost: VirtualHostView,
+        principal: Principal,
+        envelope: ModernEnvelope,
+        backend: BackendView,
+        message: Message,
+        body: bytes,
+        wants_sse: bool,
+        *,
+        translate: Translate | None = None,
+        exposed_name: str | None = None,
+    ) -> Reply:
+        """Send `message` (encoded as `body`) to `backend` and relay the answer."""
         call = Call.begin(request, vhost, principal, backend, message)
+        call.translate = translate
+        call.exposed_name = exposed_name
         if backend.server is not None:
-            return await self._local.handle(
-                call, backend.server, request.headers, modern=True,
-                sse=wants_sse and "application/json" not in request.headers.get("accept", "*/*"),
-            )
+            return await self._local.handle(call, backend.server, request.headers, modern=True,
+                                            sse=_sse_only(request, wants_sse))
         try:
             info = await self._backends.info(backend)
             if info.modern_versions:
                 headers = [CONTENT_JSON, ("accept", request.headers.get("accept", "application/json, text/event-stream"))]
                 headers.extend((name, request.headers[name]) for name in _FORWARDED if name in request.headers)
+                if exposed_name is not None:  # the backend knows the target by its own name
+                    field = NAME_BEARING.get(message.method or "")
+                    value = message.params.get(field) if field else None
+                    headers = [h for h in headers if h[0] != "mcp-name"]
+                    if isinstance(value, str):
+                        headers.append(("mcp-name", encode_header_value(value)))
                 headers.extend((name, value) for name, value in request.headers.items() if name.startswith("mcp-param-"))
                 headers.extend(trace_headers(request.headers))
                 replica = random.choice(backend.urls)  # stateless: any replica will do
-                return await self._relay.forward(call, replica, headers, request.body, wants_sse=wants_sse)
+                return await self._relay.forward(call, replica, headers, body, wants_sse=wants_sse)
             return await self._forward_to_legacy(request, principal, envelope, call, wants_sse)
         except (UpstreamUnavailable, BackendRefused) as exc:
             return self._relay.fail(call, str(exc))
@@ -93,12 +156,10 @@ class ModernEra:
             return self._relay.fail(call, "timed out")
 
     async def _discover(self, vhost: VirtualHostView, message: Message) -> Reply:
-        infos = []
-        for backend in vhost.mounts.values():
-            try:
-                infos.append(await self._backends.info(backend))
-            except (UpstreamUnavailable, BackendRefused, TimeoutError):
-                continue
+        found = await asyncio.gather(
+            *(self._backends.info(backend) for backend in vhost.mounts.values()), return_exceptions=True
+        )
+        infos = [info for info in found if isinstance(info, BackendInfo)]
         capabilities = merge_capabilities(
             info.modern_capabilities if info.modern_versions else info.legacy_capabilities for info in infos
         )
@@ -123,7 +184,9 @@ class ModernEra:
         # gateway's own there, so two callers' `id: 1` never meet, and are restored on the way back.
         upstream_id = f"gw-{next(_upstream_ids)}"
         call.upstream_id = upstream_id
-        call.translate = _Restore(call.message, upstream_id, cacheable=call.message.method in _CACHEABLE)
+        call.translate = chain(
+            call.translate, _Restore(call.message, upstream_id, cacheable=call.message.method in _CACHEABLE)
+        )
         body = _without_envelope(call.message, upstream_id)
         for _ in range(2):
             session = await self._held_session(backend, principal, envelope)
@@ -155,6 +218,11 @@ class ModernEra:
                 )
                 self._held[key] = session
         return session
+
+
+def _sse_only(request: HttpRequest, wants_sse: bool) -> bool:
+    """Whether a locally made answer goes as SSE: the client accepts it and not JSON."""
+    return wants_sse and "application/json" not in request.headers.get("accept", "*/*")
 
 
 def _without_envelope(message: Message, upstream_id: str) -> bytes:

@@ -55,9 +55,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from apps.gateway.pipeline.values import VirtualHostView
+if TYPE_CHECKING:
+    from apps.gateway.pipeline.values import VirtualHostView
 
 Target = tuple[str, str]  # (map key, upstream name or URI)
 
@@ -105,7 +106,7 @@ def _deeper(prefixes: Mapping[str, str]) -> dict[str, Deeper]:
     return {head: tuple(sorted(found[head], key=lambda entry: -len(entry[1]))) for head in found}
 
 
-@dataclass(frozen=True, slots=True, eq=False)  # compared and hashed by identity: it is a lookup table
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)  # compared and hashed by identity
 class Naming:
     """The naming contract of one virtual host; build it with `Naming.build` or `Naming.of`."""
 
@@ -143,6 +144,11 @@ class Naming:
             uri_routes=uri_routes,
             deeper_uri_prefixes=_deeper(uri_routes),
         )
+
+    @property
+    def composed(self) -> bool:
+        """Whether any identifier is rewritten (several backends, or an alias of a mounted backend)."""
+        return self.single_key is None or bool(self.alias_routes)
 
     # --- names -----------------------------------------------------------------------------------
 

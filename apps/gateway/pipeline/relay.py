@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 AUDITED = {"tools/call": "name", "resources/read": "uri", "prompts/get": "name"}
 
 
+#: Shows a message from a backend in the client's terms; None leaves it out.
+Translate = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+
 class BackendSessionGone(Exception):
     """The backend answered 404 to a request in a session: it no longer knows the session."""
 
@@ -45,7 +49,9 @@ class Call:
     #: Era bridging: the id the request carries upstream (when the gateway had to change it), and
     #: what every message coming back goes through before the client sees it.
     upstream_id: RequestId | None = None
-    translate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    translate: Translate | None = None
+    #: The name the client used, when the backend knows the target by another (multi-backend hosts).
+    exposed_name: str | None = None
 
     @classmethod
     def begin(
@@ -105,7 +111,7 @@ class Relay:
                 virtual_host=call.virtual_host,
                 backend=call.backend.name,
                 method=call.message.method or "",
-                exposed_name=name,
+                exposed_name=name if call.exposed_name is None else call.exposed_name,
                 upstream_name=name,
                 outcome=outcome,
                 error_code=code,
@@ -188,7 +194,7 @@ class Relay:
                 # The stream carries the response and nothing else (the common case): answer in
                 # one piece instead of relaying a stream.
                 await _drain(reply, events)
-                first = _translated(call, first)
+                first = _translated(call, first) or first
                 self.record(call, *outcome_of(response), len(first.data))
                 if wants_sse:
                     return Reply(reply.status, SSE_HEADERS + reply_headers, encode_event(first))
@@ -222,7 +228,9 @@ class Relay:
             try:
                 response = jsonrpc.loads(payload)
                 if call.translate and isinstance(response, dict):
-                    payload = jsonrpc.dumps(call.translate(response))
+                    translated = call.translate(response)
+                    if translated is not response and translated is not None:
+                        payload = jsonrpc.dumps(translated)
                 self.record(call, *outcome_of(response), len(payload))
             except (ValueError, AttributeError):
                 self.record(call, "error", None, len(payload))
@@ -253,8 +261,10 @@ class Relay:
                 async for event in _chain(first, events):
                     if outcome is None and (call.audited or call.translate) and (response := self._response_in(call, event)):
                         outcome = outcome_of(response)
-                    event = _translated(call, event)
-                    chunk = encode_event(event)
+                    translated = _translated(call, event)
+                    if translated is None:
+                        continue
+                    chunk = encode_event(translated)
                     sent += len(chunk)
                     yield chunk
             except UpstreamUnavailable as exc:
@@ -273,7 +283,7 @@ class Relay:
         try:
             async for event in _chain(first, events):
                 if (response := self._response_in(call, event)) is not None:
-                    body = _translated(call, event).data
+                    body = (_translated(call, event) or event).data
                     self.record(call, *outcome_of(response), len(body))
                     return Reply(200, (JSON, *reply_headers), body)
         except UpstreamUnavailable as exc:
@@ -285,8 +295,13 @@ class Relay:
         return Reply(202, reply_headers)
 
 
-def _translated(call: Call, event: SseEvent) -> SseEvent:
-    if call.translate is None or not event.data:
+def _translated(call: Call, event: SseEvent) -> SseEvent | None:
+    return event if call.translate is None else translate_event(call.translate, event)
+
+
+def translate_event(translate: Translate, event: SseEvent) -> SseEvent | None:
+    """The event as the client must see it; None to leave it out."""
+    if not event.data:
         return event
     try:
         message = jsonrpc.loads(event.data)
@@ -294,7 +309,12 @@ def _translated(call: Call, event: SseEvent) -> SseEvent:
         return event
     if not isinstance(message, dict):
         return event
-    return SseEvent(jsonrpc.dumps(call.translate(message)), event.event, event.id, event.retry)
+    translated = translate(message)
+    if translated is None:
+        return None
+    if translated is message:
+        return event
+    return SseEvent(jsonrpc.dumps(translated), event.event, event.id, event.retry)
 
 
 async def _chain(first: SseEvent, rest: AsyncIterator[SseEvent]) -> AsyncIterator[SseEvent]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from apps.gateway.pipeline.names import Naming
     from apps.gateway.pipeline.ports import ToolServer
 
 
@@ -49,6 +50,20 @@ class VirtualHostView:
     mounts: Mapping[str, BackendView]  # map key -> backend
     aliases: Mapping[str, tuple[str, str]]  # exposed alias -> (map key, upstream name)
     anonymous_key_id: int | None = None
+    #: The naming contract (`names.Naming`), built from `mounts` and `aliases` when not given.
+    naming: Naming = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.naming is None:
+            from apps.gateway.pipeline.names import Naming  # names imports this module
+
+            object.__setattr__(self, "naming", Naming.build(self.mounts, self.aliases))
+
+    @property
+    def composed(self) -> bool:
+        """Whether names are rewritten: several backends, or aliases. Otherwise every message
+        passes through to the one backend unchanged."""
+        return self.naming.composed
 
 
 @dataclass(frozen=True, slots=True)

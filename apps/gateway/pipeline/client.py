@@ -1,0 +1,117 @@
+"""The gateway as an MCP client of its backends, for requests it makes on its own behalf — the
+list pages it merges for multi-backend virtual hosts — rather than on behalf of one caller.
+
+A backend that speaks the stateless era gets each request with the gateway's own envelope. One that
+speaks only the handshake era gets it in a session this process opens once per backend and keeps
+(re-opened when the backend forgets it). A backend the gateway answers itself (`ToolServer`) is
+asked directly."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+from apps.gateway.pipeline.backends import (
+    ACCEPT,
+    CONTENT_JSON,
+    GATEWAY_INFO,
+    BackendCatalog,
+    BackendRefused,
+    first_response,
+    open_session,
+)
+from apps.gateway.pipeline.ports import Upstream
+from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView
+from apps.gateway.protocol import jsonrpc
+from apps.gateway.protocol.versions import (
+    LATEST_LEGACY,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    MODERN_VERSIONS,
+)
+
+_ids = itertools.count(1)
+#: The capability each list needs the backend to declare (`initialize` or `server/discover`).
+LIST_CAPABILITY = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources",
+                   "resources/templates/list": "resources"}
+
+
+class RemoteError(BackendRefused):
+    """The backend answered the request with a JSON-RPC error."""
+
+    def __init__(self, method: str, error: object) -> None:
+        code = error.get("code") if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        super().__init__(f"{method} failed: {code} {message}")
+        self.code = code
+
+
+def offers(info: BackendInfo, method: str) -> bool:
+    """Whether the backend declared the capability a list method belongs to."""
+    capabilities = info.modern_capabilities if info.modern_versions else info.legacy_capabilities
+    return LIST_CAPABILITY.get(method, "") in capabilities
+
+
+class BackendClient:
+    def __init__(self, upstream: Upstream, backends: BackendCatalog) -> None:
+        self._upstream = upstream
+        self._backends = backends
+        self._sessions: dict[tuple[int, tuple[str, ...]], BackendSession] = {}
+        self._opening: dict[tuple[int, tuple[str, ...]], asyncio.Lock] = {}
+
+    async def info(self, backend: BackendView) -> BackendInfo:
+        return await self._backends.info(backend)
+
+    async def request(self, backend: BackendView, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The result of `method`; raises RemoteError for a JSON-RPC error, BackendRefused for an
+        answer that is not one, UpstreamUnavailable or TimeoutError when there is no answer."""
+        info = await self._backends.info(backend)
+        if info.modern_versions:
+            version = next(v for v in reversed(MODERN_VERSIONS) if v in info.modern_versions)
+            envelope = {META_PROTOCOL_VERSION: version, META_CLIENT_CAPABILITIES: {}, META_CLIENT_INFO: GATEWAY_INFO}
+            body = {"jsonrpc": "2.0", "id": f"gw-own-{next(_ids)}", "method": method,
+                    "params": {**params, "_meta": envelope}}
+            headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", version), ("mcp-method", method)]
+            reply = await self._upstream.send(
+                backend, backend.urls[0], "POST", headers, jsonrpc.dumps(body), timeout=backend.timeout
+            )
+            return _result(method, await first_response(reply))
+        body = {"jsonrpc": "2.0", "id": f"gw-own-{next(_ids)}", "method": method, "params": params}
+        for _ in range(2):
+            session = await self._session(backend)
+            headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", session.version)]
+            if session.session_id:
+                headers.append(("mcp-session-id", session.session_id))
+            reply = await self._upstream.send(
+                backend, session.replica, "POST", headers, jsonrpc.dumps(body), timeout=backend.timeout
+            )
+            if reply.status == 404 and session.session_id:
+                reply.close()  # the backend forgot the session (restarted, idle expiry): open another
+                self._sessions.pop((backend.id, backend.urls), None)
+                continue
+            return _result(method, await first_response(reply))
+        raise BackendRefused("the backend keeps losing the gateway's session")
+
+    async def _session(self, backend: BackendView) -> BackendSession:
+        key = (backend.id, backend.urls)
+        session = self._sessions.get(key)
+        if session is not None:
+            return session
+        async with self._opening.setdefault(key, asyncio.Lock()):
+            session = self._sessions.get(key)
+            if session is None:
+                session, _ = await open_session(
+                    self._upstream, backend, backend.urls[0], version=LATEST_LEGACY,
+                    capabilities={}, client_info=GATEWAY_INFO,
+                )
+                self._sessions[key] = session
+        return session
+
+
+def _result(method: str, message: dict[str, Any]) -> dict[str, Any]:
+    result = message.get("result")
+    if isinstance(result, dict):
+        return result
+    raise RemoteError(method, message.get("error"))

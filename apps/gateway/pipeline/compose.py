@@ -1,0 +1,176 @@
+"""Messages of a virtual host whose names are rewritten (`VirtualHostView.composed`), on their way to
+one backend and back (ARCHITECTURE §6, issue 4 §4).
+
+- A routed request (`names.ROUTED_METHODS`) reaches exactly one backend, with its identifier in the
+  backend's own terms; an identifier that names nothing is -32602 (a resource: -32002 before 2026).
+- Everything a backend sends back is shown in the client's terms (`BackendMessages`): resource URIs in
+  results and in `notifications/resources/updated`, and the ids of the backend's own requests to the
+  client (sampling, elicitation, roots), which become `gw/<map key>/<JSON of the id>` so two
+  backends' `id: 0` never meet and the client's answer finds the backend that asked
+  (`backend_request_of`). Client request ids and progress tokens go to a backend unchanged: the
+  client keeps them unique within its session, and each backend session serves one client session.
+- `list_changed` notifications make the backend's cached lists stale (`host_lists.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from apps.gateway.pipeline.names import Naming
+from apps.gateway.pipeline.values import BackendView, VirtualHostView
+from apps.gateway.protocol import jsonrpc
+from apps.gateway.protocol.errors import GatewayError, InvalidParams
+from apps.gateway.protocol.jsonrpc import Kind, Message, RequestId
+
+RESOURCE_NOT_FOUND = -32002  # handshake-era revisions; 2026-07-28 uses -32602 (SEP-2164)
+_SERVER_ID_PREFIX = "gw/"
+_NAMED = {"tools/call": ("name", "tool"), "prompts/get": ("name", "prompt"), "resources/read": ("uri", "resource"),
+          "resources/subscribe": ("uri", "resource"), "resources/unsubscribe": ("uri", "resource")}
+
+
+class ResourceNotFound(GatewayError):
+    code = RESOURCE_NOT_FOUND
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """A request on its way to one backend: `message` in the backend's terms."""
+
+    map_key: str
+    backend: BackendView
+    message: Message
+    exposed_name: str
+
+    @property
+    def body(self) -> bytes:
+        return jsonrpc.dumps(self.message.raw)
+
+
+def route(vhost: VirtualHostView, message: Message, *, modern: bool) -> Routed:
+    """Where a routed request goes; raises InvalidParams (or ResourceNotFound) when it names nothing."""
+    method = message.method or ""
+    params = message.params
+    target = vhost.naming.route_request(method, params)
+    field, what = _NAMED.get(method, ("ref", "completion reference"))
+    value = params.get(field)
+    if target is None or target[0] not in vhost.mounts:
+        shown = value if isinstance(value, str) else jsonrpc.dumps(value).decode() if value is not None else ""
+        if what == "resource" and not modern and isinstance(value, str):
+            raise ResourceNotFound(f"Resource not found: {value}", data={"uri": value})
+        if value is None:
+            raise InvalidParams(f"Invalid params: {method} needs '{field}'")
+        raise InvalidParams(f"Unknown {what}: {shown}", data={field: value})
+    map_key, upstream_params = target
+    raw = {**message.raw, "params": upstream_params}
+    return Routed(map_key, vhost.mounts[map_key], Message(Kind.REQUEST, raw, method=method, id=message.id),
+                  value if isinstance(value, str) else "")
+
+
+def client_request_id(map_key: str, backend_id: RequestId) -> str:
+    """The id a backend's request to the client carries downstream."""
+    return f"{_SERVER_ID_PREFIX}{map_key}/{jsonrpc.dumps(backend_id).decode()}"
+
+
+def backend_request_of(client_id: object) -> tuple[str, RequestId] | None:
+    """(map key, the backend's own id) for the id of a client's answer; None if no backend made it."""
+    if not isinstance(client_id, str) or not client_id.startswith(_SERVER_ID_PREFIX):
+        return None
+    map_key, slash, encoded = client_id[len(_SERVER_ID_PREFIX) :].partition("/")
+    if not slash:
+        return None
+    try:
+        backend_id = jsonrpc.loads(encoded)
+    except ValueError:
+        return None
+    if isinstance(backend_id, bool) or not isinstance(backend_id, str | int):
+        return None
+    return map_key, backend_id
+
+
+class BackendMessages:
+    """Messages from the backend under `map_key` as the client must see them (see the module
+    docstring). Returns the message (the same object when nothing changed), or None to drop it."""
+
+    def __init__(
+        self, naming: Naming, map_key: str, on_list_changed: Callable[[str], object], *, drop_list_changed: bool = False
+    ) -> None:
+        """`on_list_changed(method)` hears every `list_changed`; with `drop_list_changed` the
+        notification itself is left out (a merged stream gets it from `host_lists.ListChanges`)."""
+        self._naming = naming
+        self._drop_list_changed = drop_list_changed
+        self._map_key = map_key
+        self._on_list_changed = on_list_changed
+        self._rewrite_uris = naming.single_key is None
+
+    def __call__(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        method = message.get("method")
+        if isinstance(method, str):
+            if "id" in message:  # the backend's request to the client
+                return {**message, "id": client_request_id(self._map_key, message["id"])}
+            if method.endswith("/list_changed"):
+                self._on_list_changed(method)
+                return None if self._drop_list_changed else message
+            params = message.get("params")
+            if isinstance(params, Mapping) and method == "notifications/resources/updated":
+                exposed = self._naming.expose_notification(self._map_key, method, params)
+                return None if exposed is None else message if exposed is params else {**message, "params": exposed}
+            return message
+        result = message.get("result")
+        if self._rewrite_uris and isinstance(result, dict):
+            exposed_result = self._result(result)
+            if exposed_result is not result:
+                return {**message, "result": exposed_result}
+        return message
+
+    def _result(self, result: dict[str, Any]) -> dict[str, Any]:
+        """URIs a result shows: `contents` of `resources/read`, and resource links and embedded
+        resources in tool results (`content`) and prompt messages (`messages[].content`)."""
+        changed = False
+        out = dict(result)
+        for field in ("contents", "content"):
+            items = result.get(field)
+            if isinstance(items, list):
+                exposed = [self._item(item) for item in items]
+                if any(a is not b for a, b in zip(exposed, items, strict=True)):
+                    out[field] = exposed
+                    changed = True
+        messages = result.get("messages")
+        if isinstance(messages, list):
+            exposed_messages = [
+                {**m, "content": c} if isinstance(m, dict) and (c := self._item(m.get("content"))) is not m.get("content") else m
+                for m in messages
+            ]
+            if any(a is not b for a, b in zip(exposed_messages, messages, strict=True)):
+                out["messages"] = exposed_messages
+                changed = True
+        return out if changed else result
+
+    def _item(self, item: Any) -> Any:
+        if not isinstance(item, dict):
+            return item
+        if isinstance(item.get("resource"), dict):  # an embedded resource
+            inner = self._item(item["resource"])
+            return item if inner is item["resource"] else {**item, "resource": inner}
+        uri = item.get("uri")
+        if isinstance(uri, str):
+            exposed = self._naming.expose_uri(self._map_key, uri)
+            if exposed is not None and exposed != uri:
+                return {**item, "uri": exposed}
+        return item
+
+
+def chain(
+    first: Callable[[dict[str, Any]], dict[str, Any] | None] | None,
+    then: Callable[[dict[str, Any]], dict[str, Any] | None] | None,
+) -> Callable[[dict[str, Any]], dict[str, Any] | None] | None:
+    """`then` applied to what `first` returns (a dropped message stays dropped)."""
+    if first is None or then is None:
+        return first or then
+
+    def both(message: dict[str, Any]) -> dict[str, Any] | None:
+        step = first(message)
+        return None if step is None else then(step)
+
+    return both

@@ -1,0 +1,236 @@
+"""The lists of a virtual host whose names are rewritten (several backends, or aliases): every
+backend's complete list, fetched concurrently and cached per backend, exposed under the host's
+naming contract (`names.py`), merged (`listing.py`) and handed out in signed pages (`cursors.py`).
+
+Caching (issue 4 §3). A backend's complete list is kept until the first of:
+- its lifetime ends: `cache_seconds`, shortened to the backend's own `ttlMs` when it sends one;
+- the backend sends `notifications/{tools,prompts,resources}/list_changed` on any stream this
+  process relays (`invalidate`);
+- the backend's configuration changes (the entry is keyed by the backend's configured values, and
+  by the very `ToolServer` object of an OpenAPI backend, which a new spec version replaces).
+A backend that fails or is too slow is left out, logged and counted; the failure is remembered for
+`retry_seconds` so a host with a dead backend still lists fast. The merged list of a host is kept
+while every backend entry it was made from is still the current one."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.gateway.pipeline.client import BackendClient, offers
+from apps.gateway.pipeline.cursors import CursorCodec
+from apps.gateway.pipeline.listing import LIST_METHODS, MergedList, collect_all_pages, list_result, merge_lists
+from apps.gateway.pipeline.metrics import Counters
+from apps.gateway.pipeline.names import Naming
+from apps.gateway.pipeline.singleflight import SingleFlight
+from apps.gateway.pipeline.values import BackendView, VirtualHostView
+from apps.gateway.protocol import jsonrpc
+
+log = logging.getLogger(__name__)
+
+#: `notifications/<x>/list_changed` -> the list methods it makes stale.
+CHANGED_LISTS: Mapping[str, tuple[str, ...]] = {
+    "notifications/tools/list_changed": ("tools/list",),
+    "notifications/prompts/list_changed": ("prompts/list",),
+    "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BackendList:
+    """One backend's complete list (upstream names), or why it could not be had (`failure`)."""
+
+    items: tuple[Mapping[str, Any], ...]
+    expires: float  # monotonic
+    failure: str | None = None
+    source: object = field(default=None, compare=False)  # the ToolServer it came from, if any
+
+
+@dataclass(frozen=True, slots=True)
+class _Merged:
+    parts: tuple[BackendList, ...]
+    merged: MergedList
+    expires: float
+
+
+@dataclass(frozen=True, slots=True)
+class ListSettings:
+    page_size: int = 1000
+    timeout: float = 5.0  # per backend, and never longer than the backend's own timeout
+    cache_seconds: float = 60.0
+    retry_seconds: float = 5.0
+
+
+class HostLists:
+    def __init__(
+        self,
+        client: BackendClient,
+        codec: CursorCodec,
+        settings: ListSettings,
+        counters: Counters,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._codec = codec
+        self._settings = settings
+        self._counters = counters
+        self._clock = clock
+        self._lists: dict[tuple[BackendView, str], BackendList] = {}
+        self._flights: SingleFlight[BackendList] = SingleFlight()
+        self._merged: weakref.WeakKeyDictionary[Naming, dict[str, _Merged]] = weakref.WeakKeyDictionary()
+        self.changes = ListChanges()
+
+    def invalidate(self, backend_id: int, notification: str) -> bool:
+        """Forget what a backend's `list_changed` notification makes stale, and tell every merged
+        stream of a host mounting that backend; False for other methods."""
+        methods = CHANGED_LISTS.get(notification)
+        if methods is None:
+            return False
+        for key in [key for key in self._lists if key[0].id == backend_id and key[1] in methods]:
+            del self._lists[key]
+        self.changes.publish(backend_id, notification)
+        return True
+
+    async def result(self, vhost: VirtualHostView, method: str, params: Mapping[str, Any], *, modern: bool) -> dict[str, Any]:
+        """The result of a list request on `vhost`; raises InvalidParams for a refused cursor."""
+        merged, expires = await self.merged(vhost, method)
+        result = list_result(
+            merged, params.get("cursor"), codec=self._codec, tenant_id=vhost.tenant_id, vhost=vhost.slug,
+            page_size=self._settings.page_size,
+        )
+        if modern:
+            ttl_ms = max(0, int((expires - self._clock()) * 1000))
+            # Public only when anyone may list it; else within this tenant's credentials only.
+            scope = "public" if vhost.anonymous_key_id is not None else "private"
+            result = {"resultType": "complete", **result, "ttlMs": ttl_ms, "cacheScope": scope}
+        return result
+
+    async def merged(self, vhost: VirtualHostView, method: str) -> tuple[MergedList, float]:
+        """The host's merged list and until when (monotonic) it may be reused."""
+        now = self._clock()
+        per_host = self._merged.get(vhost.naming)
+        cached = per_host.get(method) if per_host is not None else None
+        if cached is not None and cached.expires > now and all(
+            self._lists.get((backend, method)) is part
+            for backend, part in zip(vhost.mounts.values(), cached.parts, strict=True)
+        ):
+            return cached.merged, cached.expires
+        parts = await asyncio.gather(*(self._backend_list(backend, method) for backend in vhost.mounts.values()))
+        kind = LIST_METHODS[method]
+        naming = vhost.naming
+        per_backend: dict[str, list[Any]] = {}
+        # Said once per configuration (a new one brings a new `Naming`), not on every refresh.
+        level = logging.WARNING if cached is None else logging.DEBUG
+        for map_key, part in zip(vhost.mounts, parts, strict=True):
+            shown, dropped = _expose(naming, kind, map_key, part.items)
+            per_backend[map_key] = shown
+            for item in dropped:
+                log.log(level, "%s of %s/%s: %s %r left out: %s", method, vhost.tenant_slug, vhost.slug,
+                        item.kind, item.name, item.reason)
+        merged = merge_lists(kind, per_backend)
+        for duplicate in merged.dropped:
+            log.log(level, "%s of %s/%s: from %s: %s", method, vhost.tenant_slug, vhost.slug, duplicate.map_key,
+                    duplicate.reason)
+        expires = min((part.expires for part in parts), default=now + self._settings.cache_seconds)
+        self._merged.setdefault(naming, {})[method] = _Merged(tuple(parts), merged, expires)
+        return merged, expires
+
+    async def _backend_list(self, backend: BackendView, method: str) -> BackendList:
+        cached = self._lists.get((backend, method))
+        if cached is not None and cached.expires > self._clock() and cached.source is backend.server:
+            return cached
+        return await self._flights.run((backend, method), lambda: self._fetch(backend, method))
+
+    async def _fetch(self, backend: BackendView, method: str) -> BackendList:
+        kind = LIST_METHODS[method]
+        timeout = min(self._settings.timeout, backend.timeout)
+        started = self._clock()
+        try:
+            async with asyncio.timeout(timeout):
+                items, ttl_ms = await self._fetch_items(backend, method, kind)
+        except Exception as exc:  # noqa: BLE001 - any failure of one backend only leaves it out
+            reason = f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError) else (
+                f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+            log.warning("%s: backend %s left out: %s", method, backend.name, reason)
+            self._counters.increment("list_backend_omitted", method=method, backend=backend.name)
+            entry = BackendList((), started + self._settings.retry_seconds, reason, backend.server)
+        else:
+            lifetime = self._settings.cache_seconds if ttl_ms is None else min(self._settings.cache_seconds, ttl_ms / 1000)
+            entry = BackendList(tuple(items), started + lifetime, None, backend.server)
+        self._lists[(backend, method)] = entry
+        return entry
+
+    async def _fetch_items(self, backend: BackendView, method: str, kind: str) -> tuple[list[Any], int | None]:
+        if backend.server is not None:
+            return (jsonrpc.loads(backend.server.tools_json()) if method == "tools/list" else []), None
+        if not offers(await self._client.info(backend), method):
+            return [], None
+        ttl_ms: int | None = None
+
+        async def page(cursor: str | None) -> Mapping[str, Any]:
+            nonlocal ttl_ms
+            result = await self._client.request(backend, method, {"cursor": cursor} if cursor else {})
+            hint = result.get("ttlMs")
+            if isinstance(hint, int) and not isinstance(hint, bool) and hint >= 0:
+                ttl_ms = hint if ttl_ms is None else min(ttl_ms, hint)
+            return result
+
+        return await collect_all_pages(page, kind), ttl_ms
+
+
+def _expose(naming: Naming, kind: str, map_key: str, items: tuple[Mapping[str, Any], ...]) -> tuple[list[Any], list[Any]]:
+    if kind == "tools":
+        return naming.expose_tools(map_key, items)
+    if kind == "prompts":
+        return naming.expose_prompts(map_key, items)
+    if kind == "resources":
+        return naming.expose_resources(map_key, items)
+    return naming.expose_resource_templates(map_key, items)
+
+
+class ListChanges:
+    """Fan-in of `list_changed`: a backend's notification, seen on any stream this process relays,
+    reaches every open merged stream of a host that mounts the backend, once."""
+
+    def __init__(self) -> None:
+        self._subscribers: set[ChangeSubscription] = set()
+
+    def publish(self, backend_id: int, notification: str) -> None:
+        for subscriber in self._subscribers:
+            if backend_id in subscriber.backend_ids:
+                subscriber.add(notification)
+
+    def subscribe(self, backend_ids: frozenset[int]) -> ChangeSubscription:
+        subscription = ChangeSubscription(backend_ids, self._subscribers.discard)
+        self._subscribers.add(subscription)
+        return subscription
+
+
+class ChangeSubscription:
+    """Notifications not yet taken, in order; one that is already waiting is not queued twice."""
+
+    def __init__(self, backend_ids: frozenset[int], on_close: Callable[[ChangeSubscription], None]) -> None:
+        self.backend_ids = backend_ids
+        self._pending: dict[str, None] = {}
+        self._ready = asyncio.Event()
+        self._on_close = on_close
+
+    def add(self, notification: str) -> None:
+        self._pending[notification] = None
+        self._ready.set()
+
+    async def next(self) -> str:
+        while not self._pending:
+            self._ready.clear()
+            await self._ready.wait()
+        notification = next(iter(self._pending))
+        del self._pending[notification]
+        return notification
+
+    def close(self) -> None:
+        self._on_close(self)

@@ -1,0 +1,253 @@
+"""Handshake-era sessions on a virtual host whose names are rewritten (several backends, or aliases):
+lists merged from every backend, routed requests to one, the client's answers and notifications to
+the backends they concern, and the backends' GET streams merged into one (ARCHITECTURE §6).
+
+The session holds one backend session per map key, opened on first use (`LegacyEra.backend_session`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
+from apps.gateway.pipeline.compose import BackendMessages, backend_request_of, route
+from apps.gateway.pipeline.host_lists import HostLists
+from apps.gateway.pipeline.listing import LIST_METHODS
+from apps.gateway.pipeline.names import ROUTED_METHODS
+from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.relay import translate_event
+from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
+from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, SessionState, VirtualHostView
+from apps.gateway.protocol import jsonrpc
+from apps.gateway.protocol.errors import GatewayError, HttpError, MethodNotFound
+from apps.gateway.protocol.jsonrpc import Kind, Message
+from apps.gateway.protocol.sse import SseEvent, encode_event
+
+if TYPE_CHECKING:
+    from apps.gateway.pipeline.legacy import LegacyEra
+
+log = logging.getLogger(__name__)
+
+_EVENT_ID_PREFIX = "gw1."
+#: How many (session, request id) -> map key entries are remembered for routing cancellations.
+_IN_FLIGHT = 10_000
+
+
+class ComposedLegacy:
+    def __init__(self, era: LegacyEra, *, lists: HostLists, backends: BackendCatalog) -> None:
+        self._era = era
+        self._lists = lists
+        self._backends = backends
+        self._in_flight: OrderedDict[tuple[str, str], str] = OrderedDict()
+
+    def messages(self, vhost: VirtualHostView, map_key: str, *, via_hub: bool = False) -> BackendMessages:
+        backend_id = vhost.mounts[map_key].id
+        return BackendMessages(
+            vhost.naming, map_key, lambda method: self._lists.invalidate(backend_id, method), drop_list_changed=via_hub
+        )
+
+    async def handle(
+        self,
+        request: HttpRequest,
+        vhost: VirtualHostView,
+        principal: Principal,
+        state: SessionState,
+        message: Message,
+        wants_sse: bool,
+    ) -> Reply:
+        headers = (("mcp-session-id", state.id),)
+        try:
+            if message.kind is Kind.REQUEST:
+                return await self._request(request, vhost, principal, state, message, wants_sse)
+            if message.kind is Kind.RESPONSE:
+                return await self._answer(request, vhost, principal, state, message)
+            return await self._notification(request, vhost, principal, state, message)
+        except GatewayError as error:
+            return error_reply(message.id, error, headers)
+
+    async def _request(
+        self,
+        request: HttpRequest,
+        vhost: VirtualHostView,
+        principal: Principal,
+        state: SessionState,
+        message: Message,
+        wants_sse: bool,
+    ) -> Reply:
+        method = message.method or ""
+        headers = (("mcp-session-id", state.id),)
+        sse = wants_sse and "application/json" not in request.headers.get("accept", "*/*")
+        if method in LIST_METHODS:
+            result = await self._lists.result(vhost, method, message.params, modern=False)
+            return result_reply(message.id, result, sse=sse, headers=headers)
+        if method == "logging/setLevel":
+            # Every backend that logs gets the level; the client asked the gateway, which answers.
+            await asyncio.gather(*(
+                self._era.to_backend(request, vhost, principal, state, map_key, message, request.body, False)
+                for map_key in await self._with_capability(vhost, "logging")
+            ))
+            return result_reply(message.id, {}, sse=sse, headers=headers)
+        if method not in ROUTED_METHODS:
+            raise MethodNotFound(f"Method not found: {method}")
+        routed = route(vhost, message, modern=False)
+        self._remember(state.id, message.id, routed.map_key)
+        return await self._era.to_backend(
+            request, vhost, principal, state, routed.map_key, routed.message, routed.body, wants_sse,
+            translate=self.messages(vhost, routed.map_key), exposed_name=routed.exposed_name,
+        )
+
+    async def _answer(
+        self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, state: SessionState, message: Message
+    ) -> Reply:
+        """The client's answer to a backend's request goes to that backend, with the backend's own id."""
+        target = backend_request_of(message.id)
+        if target is None or target[0] not in vhost.mounts:
+            log.info("session %s answered request %r, which no backend made", state.id, message.id)
+            return accepted().with_headers((("mcp-session-id", state.id),))
+        map_key, backend_id = target
+        raw = {**message.raw, "id": backend_id}
+        answer = Message(Kind.RESPONSE, raw, id=backend_id)
+        return await self._era.to_backend(
+            request, vhost, principal, state, map_key, answer, jsonrpc.dumps(raw), False
+        )
+
+    async def _notification(
+        self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, state: SessionState, message: Message
+    ) -> Reply:
+        """A cancellation goes to the backend that has the request; other notifications (roots
+        changed, ...) to every backend this session has a backend session with."""
+        if message.method == "notifications/cancelled":
+            request_id = message.params.get("requestId")
+            map_key = self._in_flight.get((state.id, jsonrpc.dumps(request_id).decode()))
+            if map_key is not None and map_key in vhost.mounts:
+                return await self._era.to_backend(
+                    request, vhost, principal, state, map_key, message, request.body, False
+                )
+        await asyncio.gather(*(
+            self._era.to_backend(request, vhost, principal, state, map_key, message, request.body, False)
+            for map_key in vhost.mounts
+            if map_key in state.backends
+        ))
+        return accepted().with_headers((("mcp-session-id", state.id),))
+
+    def _remember(self, session_id: str, request_id: object, map_key: str) -> None:
+        self._in_flight[(session_id, jsonrpc.dumps(request_id).decode())] = map_key
+        if len(self._in_flight) > _IN_FLIGHT:
+            self._in_flight.popitem(last=False)
+
+    async def _with_capability(self, vhost: VirtualHostView, capability: str) -> list[str]:
+        """Map keys of the MCP backends that declared `capability` (unreachable ones left out)."""
+        found = []
+        for map_key, backend in vhost.mounts.items():
+            if backend.server is not None:
+                continue
+            try:
+                info = await self._backends.info(backend)
+            except (UpstreamUnavailable, BackendRefused, TimeoutError):
+                continue
+            capabilities = info.legacy_capabilities if info.legacy_version else info.modern_capabilities
+            if capability in capabilities:
+                found.append(map_key)
+        return found
+
+    # --- the GET stream ------------------------------------------------------------------------------
+
+    async def open_stream(self, request: HttpRequest, vhost: VirtualHostView, state: SessionState) -> Reply:
+        """One stream made of every backend's GET stream, each message in client terms, plus the
+        `list_changed` notifications of the host's backends seen anywhere in this process. Event ids
+        carry every backend's last event id, so a client resuming with Last-Event-ID resumes each
+        backend where it was."""
+        resume = _decode_event_id(request.headers.get("last-event-id"))
+        opened = await asyncio.gather(*(
+            self._open(state, map_key, backend, resume.get(map_key)) for map_key, backend in vhost.mounts.items()
+        ))
+        replies = {map_key: reply for map_key, reply in zip(vhost.mounts, opened, strict=True) if reply is not None}
+        if not replies and not any(backend.server is None for backend in vhost.mounts.values()):
+            raise HttpError(405, "Method Not Allowed: no backend of this host has a server stream",
+                            headers=(("allow", "POST, DELETE"),))
+        subscription = self._lists.changes.subscribe(frozenset(backend.id for backend in vhost.mounts.values()))
+        queue: asyncio.Queue[tuple[str, SseEvent] | None] = asyncio.Queue()
+
+        async def pump(map_key: str, reply: UpstreamReply) -> None:
+            try:
+                async for event in reply.events():
+                    await queue.put((map_key, event))
+            except UpstreamUnavailable as exc:
+                log.info("stream of backend %s broke: %s", map_key, exc)
+
+        async def changes() -> None:
+            while True:
+                notification = await subscription.next()
+                data = jsonrpc.dumps({"jsonrpc": "2.0", "method": notification})
+                await queue.put(("", SseEvent(data)))
+
+        tasks = [asyncio.ensure_future(pump(map_key, reply)) for map_key, reply in replies.items()]
+        tasks.append(asyncio.ensure_future(changes()))
+        translators = {map_key: self.messages(vhost, map_key, via_hub=True) for map_key in replies}
+
+        async def chunks() -> AsyncIterator[bytes]:
+            last_ids = dict(resume)
+            while True:
+                map_key, event = await queue.get()  # type: ignore[misc]
+                if map_key:
+                    translated = translate_event(translators[map_key], event)
+                    if event.id is not None:
+                        last_ids[map_key] = event.id
+                    if translated is None:
+                        continue
+                    event = SseEvent(translated.data, translated.event, _encode_event_id(last_ids), translated.retry)
+                yield encode_event(event)
+
+        def close() -> None:
+            subscription.close()
+            for task in tasks:
+                task.cancel()
+            for reply in replies.values():
+                reply.close()
+
+        return Reply(200, SSE_HEADERS + (("mcp-session-id", state.id),), stream=Stream(chunks(), close))
+
+    async def _open(
+        self, state: SessionState, map_key: str, backend: BackendView, last_event_id: str | None
+    ) -> UpstreamReply | None:
+        """The backend's stream for this session, or None if it has none (it is left out)."""
+        if backend.server is not None:
+            return None
+        try:
+            info = await self._backends.info(backend)
+            if info.legacy_version is None:
+                return None
+            reply = await self._era.backend_stream(state, map_key, backend, info, last_event_id)
+        except (UpstreamUnavailable, BackendRefused, TimeoutError, GatewayError, HttpError) as exc:
+            log.info("backend %s left out of the stream of session %s: %s", map_key, state.id, exc)
+            return None
+        if reply.status == 200 and reply.content_type == "text/event-stream":
+            return reply
+        reply.close()
+        return None
+
+
+def _encode_event_id(last_ids: dict[str, str]) -> str | None:
+    if not last_ids:
+        return None
+    return _EVENT_ID_PREFIX + base64.urlsafe_b64encode(jsonrpc.dumps(last_ids)).decode().rstrip("=")
+
+
+def _decode_event_id(value: str | None) -> dict[str, str]:
+    """Each backend's last event id from a merged stream's event id; {} for anything else."""
+    if not value or not value.startswith(_EVENT_ID_PREFIX):
+        return {}
+    token = value[len(_EVENT_ID_PREFIX) :]
+    try:
+        decoded = jsonrpc.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, binascii.Error):
+        return {}
+    if not isinstance(decoded, dict):
+        return {}
+    return {key: value for key, value in decoded.items() if isinstance(key, str) and isinstance(value, str)}
