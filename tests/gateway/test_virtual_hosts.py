@@ -5,6 +5,7 @@ too slow, under map keys that contain `-` (`gateway` and `gateway-one`), with al
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -209,6 +210,7 @@ def test_unknown_resources_and_prompts(host: Host) -> None:
     assert message_of(prompt)["error"]["code"] == -32602
 
 
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
 async def test_subscription_updates_arrive_with_the_uri_the_client_was_shown(host: Host) -> None:
     updated: list[str] = []
     arrived = anyio.Event()
@@ -290,3 +292,25 @@ def test_backend_request_ids_are_distinct_per_backend(host: Host) -> None:
             if line.startswith("data: ") and '"id":9' in line.replace(" ", ""):
                 assert "raw!" in line
                 break
+
+
+def test_a_stateless_backend_announces_list_changes_to_the_gateway(host: Host) -> None:
+    """The gateway subscribes (`subscriptions/listen`) to each stateless-era backend that announces
+    `listChanged`, so it keeps their lists and yet sees a change at once, whoever caused it."""
+    def names() -> set[str]:
+        found, cursor = set(), None
+        while True:
+            result = message_of(modern(host.url, "tools/list", {"cursor": cursor} if cursor else {}, key=host.key))
+            found |= {tool["name"] for tool in result["result"]["tools"]}
+            cursor = result["result"].get("nextCursor")
+            if not cursor:
+                return found
+
+    before = names()
+    call = message_of(modern(host.url, "tools/call", {"name": "gateway-one-test_trigger_tool_change", "arguments": {}},
+                             key=host.key))
+    assert "result" in call
+    deadline = time.monotonic() + 10
+    while (after := names()) == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert before ^ after == {"gateway-one-test_dynamic_tool"}

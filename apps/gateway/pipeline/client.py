@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from apps.gateway.pipeline.backends import (
@@ -48,10 +49,22 @@ class RemoteError(BackendRefused):
         self.code = code
 
 
+def _capabilities(info: BackendInfo) -> Any:
+    return info.modern_capabilities if info.modern_versions else info.legacy_capabilities
+
+
 def offers(info: BackendInfo, method: str) -> bool:
     """Whether the backend declared the capability a list method belongs to."""
-    capabilities = info.modern_capabilities if info.modern_versions else info.legacy_capabilities
-    return LIST_CAPABILITY.get(method, "") in capabilities
+    return LIST_CAPABILITY.get(method, "") in _capabilities(info)
+
+
+def announces_changes(info: BackendInfo) -> bool:
+    """Whether a stateless-era backend tells subscribers when its lists change (`listChanged`)."""
+    capabilities = info.modern_capabilities
+    return bool(info.modern_versions) and any(
+        isinstance(capabilities.get(name), dict) and capabilities[name].get("listChanged") is True
+        for name in ("tools", "prompts", "resources")
+    )
 
 
 class BackendClient:
@@ -93,6 +106,42 @@ class BackendClient:
                 continue
             return _result(method, await first_response(reply))
         raise BackendRefused("the backend keeps losing the gateway's session")
+
+    async def listen(
+        self, backend: BackendView, *, on_acknowledged: Callable[[], object], on_notification: Callable[[str], object]
+    ) -> None:
+        """Hold a `subscriptions/listen` stream (2026-07-28) for the backend's list changes until it
+        ends; `on_notification(method)` hears each notification after the acknowledgement."""
+        info = await self._backends.info(backend)
+        version = next(v for v in reversed(MODERN_VERSIONS) if v in info.modern_versions)
+        envelope = {META_PROTOCOL_VERSION: version, META_CLIENT_CAPABILITIES: {}, META_CLIENT_INFO: GATEWAY_INFO}
+        params = {"notifications": {"toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True},
+                  "_meta": envelope}
+        body = {"jsonrpc": "2.0", "id": f"gw-listen-{next(_ids)}", "method": "subscriptions/listen", "params": params}
+        headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", version), ("mcp-method", "subscriptions/listen")]
+        reply = await self._upstream.send(
+            backend, backend.urls[0], "POST", headers, jsonrpc.dumps(body), timeout=backend.timeout
+        )
+        try:
+            if reply.content_type != "text/event-stream":
+                _result("subscriptions/listen", await first_response(reply))  # raises its error
+                raise BackendRefused("subscriptions/listen answered without a stream")
+            async for event in reply.events():
+                try:
+                    message = jsonrpc.loads(event.data) if event.data else None
+                except ValueError:
+                    continue
+                if not isinstance(message, dict):
+                    continue
+                method = message.get("method")
+                if method == "notifications/subscriptions/acknowledged":
+                    on_acknowledged()
+                elif isinstance(method, str):
+                    on_notification(method)
+                elif "error" in message:
+                    raise RemoteError("subscriptions/listen", message["error"])
+        finally:
+            reply.close()
 
     async def _session(self, backend: BackendView) -> BackendSession:
         key = (backend.id, backend.urls)

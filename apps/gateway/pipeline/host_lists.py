@@ -3,9 +3,12 @@ backend's complete list, fetched concurrently and cached per backend, exposed un
 naming contract (`names.py`), merged (`listing.py`) and handed out in signed pages (`cursors.py`).
 
 Caching (issue 4 §3). A backend's complete list is kept until the first of:
-- its lifetime ends: `cache_seconds`, shortened to the backend's own `ttlMs` when it sends one;
+- its lifetime ends: `cache_seconds`; for a backend that sends a `ttlMs` and that the gateway is not
+  subscribed to (below), that hint, if shorter;
 - the backend sends `notifications/{tools,prompts,resources}/list_changed` on any stream this
-  process relays (`invalidate`);
+  process relays, or on the `subscriptions/listen` stream the gateway holds with every stateless-era
+  backend that announces `listChanged` (`invalidate`). Like any subscribed client, the gateway may
+  keep a list while subscribed; when the subscription breaks, the backend's lists are dropped;
 - the backend's configuration changes (the entry is keyed by the backend's configured values, and
   by the very `ToolServer` object of an OpenAPI backend, which a new spec version replaces).
 A backend that fails or is too slow is left out, logged and counted; the failure is remembered for
@@ -15,14 +18,15 @@ while every backend entry it was made from is still the current one."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps.gateway.pipeline.client import BackendClient, offers
+from apps.gateway.pipeline.client import BackendClient, announces_changes, offers
 from apps.gateway.pipeline.cursors import CursorCodec
 from apps.gateway.pipeline.listing import LIST_METHODS, MergedList, collect_all_pages, list_result, merge_lists
 from apps.gateway.pipeline.metrics import Counters
@@ -56,6 +60,7 @@ class _Merged:
     parts: tuple[BackendList, ...]
     merged: MergedList
     expires: float
+    pages: dict[int, Any] = field(default_factory=dict)  # start -> the page's items, encoded once
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +89,8 @@ class HostLists:
         self._flights: SingleFlight[BackendList] = SingleFlight()
         self._merged: weakref.WeakKeyDictionary[Naming, dict[str, _Merged]] = weakref.WeakKeyDictionary()
         self.changes = ListChanges()
+        self._watches: dict[tuple[int, tuple[str, ...]], _Watch] = {}
+        self._swept = clock()
 
     def invalidate(self, backend_id: int, notification: str) -> bool:
         """Forget what a backend's `list_changed` notification makes stale, and tell every merged
@@ -98,28 +105,41 @@ class HostLists:
 
     async def result(self, vhost: VirtualHostView, method: str, params: Mapping[str, Any], *, modern: bool) -> dict[str, Any]:
         """The result of a list request on `vhost`; raises InvalidParams for a refused cursor."""
-        merged, expires = await self.merged(vhost, method)
+        cached = await self._current(vhost, method)
+
+        def encoded_once(start: int, items: Sequence[Mapping[str, Any]]) -> Any:
+            placed = cached.pages.get(start)
+            if placed is None:
+                placed = cached.pages[start] = jsonrpc.encoded(jsonrpc.dumps(list(items)))
+            return placed
+
         result = list_result(
-            merged, params.get("cursor"), codec=self._codec, tenant_id=vhost.tenant_id, vhost=vhost.slug,
-            page_size=self._settings.page_size,
+            cached.merged, params.get("cursor"), codec=self._codec, tenant_id=vhost.tenant_id, vhost=vhost.slug,
+            page_size=self._settings.page_size, place=encoded_once,
         )
         if modern:
-            ttl_ms = max(0, int((expires - self._clock()) * 1000))
+            ttl_ms = max(0, int((cached.expires - self._clock()) * 1000))
             # Public only when anyone may list it; else within this tenant's credentials only.
             scope = "public" if vhost.anonymous_key_id is not None else "private"
             result = {"resultType": "complete", **result, "ttlMs": ttl_ms, "cacheScope": scope}
         return result
 
-    async def merged(self, vhost: VirtualHostView, method: str) -> tuple[MergedList, float]:
-        """The host's merged list and until when (monotonic) it may be reused."""
+    async def merged(self, vhost: VirtualHostView, method: str) -> MergedList:
+        """The host's merged list, from the cache while it is current."""
+        return (await self._current(vhost, method)).merged
+
+    async def _current(self, vhost: VirtualHostView, method: str) -> _Merged:
         now = self._clock()
+        if now - self._swept > 60.0:
+            self._swept = now
+            self._sweep_watches(now)
         per_host = self._merged.get(vhost.naming)
         cached = per_host.get(method) if per_host is not None else None
         if cached is not None and cached.expires > now and all(
             self._lists.get((backend, method)) is part
             for backend, part in zip(vhost.mounts.values(), cached.parts, strict=True)
         ):
-            return cached.merged, cached.expires
+            return cached
         parts = await asyncio.gather(*(self._backend_list(backend, method) for backend in vhost.mounts.values()))
         kind = LIST_METHODS[method]
         naming = vhost.naming
@@ -137,8 +157,8 @@ class HostLists:
             log.log(level, "%s of %s/%s: from %s: %s", method, vhost.tenant_slug, vhost.slug, duplicate.map_key,
                     duplicate.reason)
         expires = min((part.expires for part in parts), default=now + self._settings.cache_seconds)
-        self._merged.setdefault(naming, {})[method] = _Merged(tuple(parts), merged, expires)
-        return merged, expires
+        current = self._merged.setdefault(naming, {})[method] = _Merged(tuple(parts), merged, expires)
+        return current
 
     async def _backend_list(self, backend: BackendView, method: str) -> BackendList:
         cached = self._lists.get((backend, method))
@@ -168,11 +188,13 @@ class HostLists:
     async def _fetch_items(self, backend: BackendView, method: str, kind: str) -> tuple[list[Any], int | None]:
         if backend.server is not None:
             return (jsonrpc.loads(backend.server.tools_json()) if method == "tools/list" else []), None
-        if not offers(await self._client.info(backend), method):
+        info = await self._client.info(backend)
+        if not offers(info, method):
             return [], None
+        watched = announces_changes(info) and await self._watch(backend)
         ttl_ms: int | None = None
 
-        async def page(cursor: str | None) -> Mapping[str, Any]:
+        async def fetch_page(cursor: str | None) -> Mapping[str, Any]:
             nonlocal ttl_ms
             result = await self._client.request(backend, method, {"cursor": cursor} if cursor else {})
             hint = result.get("ttlMs")
@@ -180,7 +202,67 @@ class HostLists:
                 ttl_ms = hint if ttl_ms is None else min(ttl_ms, hint)
             return result
 
-        return await collect_all_pages(page, kind), ttl_ms
+        return await collect_all_pages(fetch_page, kind), (None if watched else ttl_ms)
+
+    async def _watch(self, backend: BackendView) -> bool:
+        """Whether the gateway holds an acknowledged subscription to the backend's list changes;
+        starts one (and waits for its acknowledgement, up to the list timeout) if none runs."""
+        key = (backend.id, backend.urls)
+        watch = self._watches.get(key)
+        if watch is None or watch.task.done():
+            watch = self._watches[key] = _Watch(self, backend)
+        watch.used = self._clock()
+        return await watch.acknowledged(self._settings.timeout)
+
+    def _sweep_watches(self, now: float) -> None:
+        """Stop subscriptions to backends no host has listed for a long time (configuration moved on)."""
+        idle = max(self._settings.cache_seconds, 60.0) * 10
+        for key, watch in list(self._watches.items()):
+            if now - watch.used > idle:
+                watch.task.cancel()
+                del self._watches[key]
+
+
+class _Watch:
+    """The gateway's `subscriptions/listen` stream with one backend, re-opened while it is used."""
+
+    def __init__(self, lists: HostLists, backend: BackendView) -> None:
+        self._lists = lists
+        self._backend = backend
+        self._live = asyncio.Event()  # acknowledged and not broken since
+        self._settled = asyncio.Event()  # the current attempt was acknowledged or failed
+        self.used = lists._clock()
+        self.task = asyncio.ensure_future(self._run())
+
+    async def acknowledged(self, timeout: float) -> bool:
+        if not self._settled.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._settled.wait()
+        return self._live.is_set()
+
+    def _acknowledge(self) -> None:
+        self._live.set()
+        self._settled.set()
+
+    def _changed(self, method: str) -> None:
+        self._lists.invalidate(self._backend.id, method)
+
+    async def _run(self) -> None:
+        backend = self._backend
+        while True:
+            try:
+                await self._lists._client.listen(backend, on_acknowledged=self._acknowledge, on_notification=self._changed)
+                reason = "the stream ended"
+            except Exception as exc:  # noqa: BLE001 - whatever broke it, drop the lists and try again
+                reason = f"{type(exc).__name__}: {exc}"
+            self._settled.set()
+            if self._live.is_set():
+                log.info("list subscription to backend %s lost (%s); its lists are dropped", backend.name, reason)
+                self._live.clear()
+                for notification in CHANGED_LISTS:  # changes may have been missed meanwhile
+                    self._lists.invalidate(backend.id, notification)
+            await asyncio.sleep(self._lists._settings.retry_seconds)
 
 
 def _expose(naming: Naming, kind: str, map_key: str, items: tuple[Mapping[str, Any], ...]) -> tuple[list[Any], list[Any]]:

@@ -147,10 +147,7 @@ class LegacyEra:
             return accepted().with_headers(session_header)
         if vhost.composed:
             return await self._composed.handle(request, vhost, principal, state, message, wants_sse)
-        try:
-            map_key, backend = single_backend(vhost)
-        except GatewayError as error:
-            return error_reply(message.id, error, session_header)
+        map_key, _ = single_backend(vhost)
         return await self.to_backend(request, vhost, principal, state, map_key, message, request.body, wants_sse)
 
     async def to_backend(

@@ -144,12 +144,15 @@ def list_result(
     vhost: str,
     page_size: int,
     resume_stale: bool = False,
+    place: Callable[[int, Sequence[Mapping[str, Any]]], Any] = lambda _start, items: list(items),
 ) -> dict[str, Any]:
     """The MCP result for one page, e.g. `{"tools": [...], "nextCursor": "..."}` (no `nextCursor` on
-    the last page). Raises InvalidParams for a refused cursor (see `start_of`)."""
+    the last page). `place(start, items)` gives what goes in the list field (the items as a list;
+    a caller may hand back the page encoded once). Raises InvalidParams for a refused cursor
+    (see `start_of`)."""
     start = start_of(cursor, merged, codec, tenant_id, vhost, resume_stale=resume_stale)
     items, next_start = page(merged.items, start, page_size)
-    result: dict[str, Any] = {merged.kind: list(items)}
+    result: dict[str, Any] = {merged.kind: place(start, items)}
     if next_start is not None:
         scope = ListScope(merged.kind, tenant_id, vhost, merged.version)
         result["nextCursor"] = codec.encode(scope, next_start, merged.identities[next_start - 1])

@@ -84,9 +84,9 @@ class ModernEra:
                 return await self._discover(vhost, message)
             if vhost.composed:
                 return await self._composed(request, vhost, principal, envelope, message, wants_sse)
-            _, backend = single_backend(vhost)
         except GatewayError as error:
             return error_reply(message.id, error)
+        _, backend = single_backend(vhost)
         return await self._to_backend(request, vhost, principal, envelope, backend, message, request.body, wants_sse)
 
     async def _composed(

@@ -7,19 +7,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from apps.gateway.pipeline.values import BackendView, VirtualHostView
-from apps.gateway.protocol.errors import GatewayError, MethodNotFound
 
 
 def single_backend(vhost: VirtualHostView) -> tuple[str, BackendView]:
-    """The one backend of a single-backend virtual host, where every identifier passes through."""
-    if len(vhost.mounts) == 1:
-        return next(iter(vhost.mounts.items()))
-    if not vhost.mounts:
-        raise MethodNotFound(f"Virtual host {vhost.slug!r} has no backends")
-    raise GatewayError(
-        f"Virtual host {vhost.slug!r} mounts {len(vhost.mounts)} backends; this gateway version routes "
-        "single-backend virtual hosts only"
-    )
+    """The one backend of a host that rewrites no name (`VirtualHostView.composed` is False), to
+    which every message passes through unchanged."""
+    if vhost.composed or len(vhost.mounts) != 1:
+        raise ValueError(f"virtual host {vhost.slug!r} rewrites names; route its messages by name")
+    return next(iter(vhost.mounts.items()))
 
 
 def pick_replica(backend: BackendView, affinity: str) -> str:
