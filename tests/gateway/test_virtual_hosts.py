@@ -314,3 +314,26 @@ def test_a_stateless_backend_announces_list_changes_to_the_gateway(host: Host) -
     while (after := names()) == before and time.monotonic() < deadline:
         time.sleep(0.1)
     assert before ^ after == {"gateway-one-test_dynamic_tool"}
+
+
+async def test_a_stateless_client_listens_to_list_changes_and_resource_updates(host: Host) -> None:
+    from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
+
+    watched = "gateway-one-test://watched-resource"
+    async with mcp_client(host.url, host.key, "2026-07-28") as client:
+        await all_tools(client)  # the gateway now holds its own subscription to the fixture
+        async with client.listen(tools_list_changed=True, resource_subscriptions=[watched, "pages-page://doc/0"]) as sub:
+            assert sub.honored.tools_list_changed is True
+            # The fixture takes resource subscriptions in this era; the handshake-era `pages` does not here.
+            assert sub.honored.resource_subscriptions == [watched]
+            await client.call_tool("gateway-one-test_update_watched_resource", {})
+            await client.call_tool("gateway-one-test_trigger_tool_change", {})
+            seen: list[object] = []
+            with anyio.fail_after(10):
+                async for event in sub:
+                    seen.append(event)
+                    if any(isinstance(e, ToolsListChanged) for e in seen) and any(
+                        isinstance(e, ResourceUpdated) for e in seen
+                    ):
+                        break
+    assert ResourceUpdated(uri=watched) in seen

@@ -108,15 +108,20 @@ class BackendClient:
         raise BackendRefused("the backend keeps losing the gateway's session")
 
     async def listen(
-        self, backend: BackendView, *, on_acknowledged: Callable[[], object], on_notification: Callable[[str], object]
+        self,
+        backend: BackendView,
+        notifications: dict[str, Any],
+        *,
+        on_acknowledged: Callable[[dict[str, Any]], object],
+        on_message: Callable[[dict[str, Any]], object],
     ) -> None:
-        """Hold a `subscriptions/listen` stream (2026-07-28) for the backend's list changes until it
-        ends; `on_notification(method)` hears each notification after the acknowledgement."""
+        """Hold a `subscriptions/listen` stream (2026-07-28) asking for `notifications` (the filter)
+        until it ends: `on_acknowledged(params)` hears the acknowledgement (what the backend honours),
+        `on_message(message)` every notification after it."""
         info = await self._backends.info(backend)
         version = next(v for v in reversed(MODERN_VERSIONS) if v in info.modern_versions)
         envelope = {META_PROTOCOL_VERSION: version, META_CLIENT_CAPABILITIES: {}, META_CLIENT_INFO: GATEWAY_INFO}
-        params = {"notifications": {"toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True},
-                  "_meta": envelope}
+        params = {"notifications": notifications, "_meta": envelope}
         body = {"jsonrpc": "2.0", "id": f"gw-listen-{next(_ids)}", "method": "subscriptions/listen", "params": params}
         headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", version), ("mcp-method", "subscriptions/listen")]
         reply = await self._upstream.send(
@@ -135,9 +140,10 @@ class BackendClient:
                     continue
                 method = message.get("method")
                 if method == "notifications/subscriptions/acknowledged":
-                    on_acknowledged()
+                    acknowledged = message.get("params")
+                    on_acknowledged(acknowledged if isinstance(acknowledged, dict) else {})
                 elif isinstance(method, str):
-                    on_notification(method)
+                    on_message(message)
                 elif "error" in message:
                     raise RemoteError("subscriptions/listen", message["error"])
         finally:

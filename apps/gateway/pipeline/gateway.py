@@ -12,6 +12,7 @@ from apps.gateway.pipeline.client import BackendClient
 from apps.gateway.pipeline.cursors import CursorCodec
 from apps.gateway.pipeline.host_lists import HostLists, ListSettings
 from apps.gateway.pipeline.legacy import LegacyEra
+from apps.gateway.pipeline.listen import ComposedListen
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.modern import ModernEra
@@ -79,12 +80,16 @@ class Gateway:
         local = LocalTools(relay)
         # Without a shared secret, cursors are valid on this instance only.
         codec = CursorCodec(settings.cursor_secret or secrets.token_bytes(32))
-        lists = HostLists(BackendClient(upstream, self.backends), codec, settings.lists, self.counters)
+        client = BackendClient(upstream, self.backends)
+        lists = HostLists(client, codec, settings.lists, self.counters)
         self.lists = lists
+        listen = ComposedListen(client, lists, self.backends, timeout=settings.lists.timeout)
         self.legacy = LegacyEra(
             sessions=sessions, upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists
         )
-        self.modern = ModernEra(upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists)
+        self.modern = ModernEra(
+            upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists, listen=listen
+        )
 
     async def handle(self, request: HttpRequest) -> Reply:
         try:

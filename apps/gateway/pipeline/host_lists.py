@@ -45,6 +45,15 @@ CHANGED_LISTS: Mapping[str, tuple[str, ...]] = {
 }
 
 
+#: The `subscriptions/listen` filter for every list change (2026-07-28), and each part's notification.
+LIST_CHANGES = {"toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True}
+LIST_FILTERS: Mapping[str, str] = {
+    "toolsListChanged": "notifications/tools/list_changed",
+    "promptsListChanged": "notifications/prompts/list_changed",
+    "resourcesListChanged": "notifications/resources/list_changed",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class BackendList:
     """One backend's complete list (upstream names), or why it could not be had (`failure`)."""
@@ -241,18 +250,20 @@ class _Watch:
                     await self._settled.wait()
         return self._live.is_set()
 
-    def _acknowledge(self) -> None:
+    def _acknowledge(self, _honoured: object) -> None:
         self._live.set()
         self._settled.set()
 
-    def _changed(self, method: str) -> None:
-        self._lists.invalidate(self._backend.id, method)
+    def _changed(self, message: dict[str, Any]) -> None:
+        self._lists.invalidate(self._backend.id, message["method"])
 
     async def _run(self) -> None:
         backend = self._backend
         while True:
             try:
-                await self._lists._client.listen(backend, on_acknowledged=self._acknowledge, on_notification=self._changed)
+                await self._lists._client.listen(
+                    backend, LIST_CHANGES, on_acknowledged=self._acknowledge, on_message=self._changed
+                )
                 reason = "the stream ended"
             except Exception as exc:  # noqa: BLE001 - whatever broke it, drop the lists and try again
                 reason = f"{type(exc).__name__}: {exc}"

@@ -19,6 +19,7 @@ from apps.gateway.pipeline.backends import (
 )
 from apps.gateway.pipeline.compose import BackendMessages, chain, route
 from apps.gateway.pipeline.host_lists import HostLists
+from apps.gateway.pipeline.listen import ComposedListen
 from apps.gateway.pipeline.listing import LIST_METHODS
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
@@ -60,10 +61,18 @@ _FORWARDED = ("mcp-protocol-version", "mcp-method", "mcp-name")
 
 class ModernEra:
     def __init__(
-        self, *, upstream: Upstream, backends: BackendCatalog, relay: Relay, local: LocalTools, lists: HostLists
+        self,
+        *,
+        upstream: Upstream,
+        backends: BackendCatalog,
+        relay: Relay,
+        local: LocalTools,
+        lists: HostLists,
+        listen: ComposedListen,
     ) -> None:
         self._local = local
         self._lists = lists
+        self._listen = listen
         self._upstream = upstream
         self._backends = backends
         self._relay = relay
@@ -103,6 +112,8 @@ class ModernEra:
         if method in LIST_METHODS:
             result = await self._lists.result(vhost, method, message.params, modern=True)
             return result_reply(message.id, result, sse=_sse_only(request, wants_sse))
+        if method == "subscriptions/listen":
+            return await self._listen.handle(vhost, message)
         if method not in ROUTED_METHODS:
             raise MethodNotFound(f"Method not found: {method}", http_status=404)
         routed = route(vhost, message, modern=True)

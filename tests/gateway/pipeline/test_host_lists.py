@@ -61,12 +61,13 @@ class FakeClient:
             result["ttlMs"] = self.ttl_ms[backend.id]
         return result
 
-    async def listen(self, backend: BackendView, *, on_acknowledged: Callable[[], object],
-                     on_notification: Callable[[str], object]) -> None:
+    async def listen(self, backend: BackendView, notifications: dict[str, Any], *,
+                     on_acknowledged: Callable[[dict[str, Any]], object],
+                     on_message: Callable[[dict[str, Any]], object]) -> None:
         if self.refuse_listen:
             raise ConnectionError("no listen")
-        self.listening[backend.id] = on_notification
-        on_acknowledged()
+        self.listening[backend.id] = lambda method: on_message({"jsonrpc": "2.0", "method": method})
+        on_acknowledged({"notifications": notifications})
         await asyncio.Event().wait()  # held until cancelled
 
 
