@@ -61,6 +61,7 @@ def backends(django_db_setup: None, django_db_blocker: object) -> Iterator[Backe
 class Host:
     url: str
     key: str
+    tenant: str
 
 
 ALIASES = {"Sum.Numbers_v2": ("gateway", "add"), "fixture.simple_Text": ("gateway-one", "test_simple_text")}
@@ -83,7 +84,7 @@ def make_host(backends: Backends, recording_service_url: str) -> Host:
 
     aliases = {alias: ToolTarget(map_key=key, upstream_name=name) for alias, (key, name) in ALIASES.items()}
     host = factories.virtual_host_factory(tenant=tenant, mounts=mounts, tool_aliases=aliases)
-    return Host(f"{backends.gateway}/mcp/{tenant.slug}/{host.slug}", issued.secret)
+    return Host(f"{backends.gateway}/mcp/{tenant.slug}/{host.slug}", issued.secret, tenant.slug)
 
 
 @pytest.fixture
@@ -337,3 +338,21 @@ async def test_a_stateless_client_listens_to_list_changes_and_resource_updates(h
                     ):
                         break
     assert ResourceUpdated(uri=watched) in seen
+
+
+def test_audit_rows_name_what_the_client_called_and_what_the_backend_ran(host: Host) -> None:
+    from apps.audit.models import AuditRecord
+
+    for name, arguments in (("Sum.Numbers_v2", {"a": 1, "b": 2}), ("pages-beta", {}), ("api-getPet", {"petId": "1"})):
+        assert "result" in message_of(modern(host.url, "tools/call", {"name": name, "arguments": arguments},
+                                             key=host.key))
+    deadline = time.monotonic() + 5
+    rows: list[Any] = []
+    while len(rows) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        rows = list(AuditRecord.objects.filter(tenant_slug=host.tenant).order_by("created_at"))
+    assert [(r.exposed_name, r.upstream_name, r.backend_kind, r.outcome) for r in rows] == [
+        ("Sum.Numbers_v2", "add", "mcp", "ok"),
+        ("pages-beta", "beta", "mcp", "ok"),
+        ("api-getPet", "getPet", "openapi", "ok"),
+    ]
