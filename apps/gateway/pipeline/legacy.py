@@ -263,16 +263,25 @@ class LegacyEra:
         """Open the backend session, or wait for the instance that is opening it: whichever
         instances a session's first requests land on, the backend sees one `initialize`."""
         deadline = time.monotonic() + backend.timeout
+        claimed = False
         while True:
-            # Another instance may have opened it since this state was cached.
+            # Another instance may have opened it since this state was cached. Checked again once
+            # claimed: the opener may have saved and released between this read and the claim.
             current = await self._sessions.load(state.id, fresh=True)
             if current is None:
+                if claimed:
+                    await self._sessions.release(state.id, map_key)
                 raise HttpError(404, "Not Found: the session has ended", code=-32600)
             session = current.backends.get(map_key)
             if session is not None and session != lost:
+                if claimed:
+                    await self._sessions.release(state.id, map_key)
                 return session
-            if await self._sessions.claim(state.id, map_key, seconds=backend.timeout):
+            if claimed:
                 break
+            claimed = await self._sessions.claim(state.id, map_key, seconds=backend.timeout)
+            if claimed:
+                continue
             if time.monotonic() > deadline:
                 raise TimeoutError
             await asyncio.sleep(0.02)
