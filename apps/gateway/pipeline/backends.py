@@ -3,9 +3,11 @@ cached) and opening the legacy sessions the gateway keeps with it."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 from apps.gateway.pipeline.ports import Upstream, UpstreamReply, UpstreamUnavailable
@@ -99,6 +101,28 @@ async def open_session(
     )
     await ack.read()
     return BackendSession(session_id, negotiated, replica), result
+
+
+class HeldSessions:
+    """Backend sessions this process opened for itself and keeps, one per key: concurrent first
+    users wait for the one `initialize`; a session the backend forgot is `forget`-ten and re-opened."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[Hashable, BackendSession] = {}
+        self._opening: dict[Hashable, asyncio.Lock] = {}
+
+    async def get(self, key: Hashable, open_one: Callable[[], Awaitable[BackendSession]]) -> BackendSession:
+        session = self._sessions.get(key)
+        if session is not None:
+            return session
+        async with self._opening.setdefault(key, asyncio.Lock()):
+            session = self._sessions.get(key)
+            if session is None:
+                session = self._sessions[key] = await open_one()
+        return session
+
+    def forget(self, key: Hashable) -> None:
+        self._sessions.pop(key, None)
 
 
 async def close_session(upstream: Upstream, backend: BackendView, session: BackendSession) -> None:

@@ -8,7 +8,6 @@ asked directly."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +18,7 @@ from apps.gateway.pipeline.backends import (
     GATEWAY_INFO,
     BackendCatalog,
     BackendRefused,
+    HeldSessions,
     first_response,
     open_session,
 )
@@ -71,8 +71,7 @@ class BackendClient:
     def __init__(self, upstream: Upstream, backends: BackendCatalog) -> None:
         self._upstream = upstream
         self._backends = backends
-        self._sessions: dict[tuple[int, tuple[str, ...]], BackendSession] = {}
-        self._opening: dict[tuple[int, tuple[str, ...]], asyncio.Lock] = {}
+        self._sessions = HeldSessions()
 
     async def info(self, backend: BackendView) -> BackendInfo:
         return await self._backends.info(backend)
@@ -102,7 +101,7 @@ class BackendClient:
             )
             if reply.status == 404 and session.session_id:
                 reply.close()  # the backend forgot the session (restarted, idle expiry): open another
-                self._sessions.pop((backend.id, backend.urls), None)
+                self._sessions.forget((backend.id, backend.urls))
                 continue
             return _result(method, await first_response(reply))
         raise BackendRefused("the backend keeps losing the gateway's session")
@@ -150,19 +149,14 @@ class BackendClient:
             reply.close()
 
     async def _session(self, backend: BackendView) -> BackendSession:
-        key = (backend.id, backend.urls)
-        session = self._sessions.get(key)
-        if session is not None:
+        async def open_one() -> BackendSession:
+            session, _ = await open_session(
+                self._upstream, backend, backend.urls[0], version=LATEST_LEGACY, capabilities={},
+                client_info=GATEWAY_INFO,
+            )
             return session
-        async with self._opening.setdefault(key, asyncio.Lock()):
-            session = self._sessions.get(key)
-            if session is None:
-                session, _ = await open_session(
-                    self._upstream, backend, backend.urls[0], version=LATEST_LEGACY,
-                    capabilities={}, client_info=GATEWAY_INFO,
-                )
-                self._sessions[key] = session
-        return session
+
+        return await self._sessions.get((backend.id, backend.urls), open_one)
 
 
 def _result(method: str, message: dict[str, Any]) -> dict[str, Any]:

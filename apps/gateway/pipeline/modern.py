@@ -15,6 +15,7 @@ from apps.gateway.pipeline.backends import (
     GATEWAY_INFO,
     BackendCatalog,
     BackendRefused,
+    HeldSessions,
     open_session,
 )
 from apps.gateway.pipeline.compose import BackendMessages, chain, route
@@ -76,8 +77,7 @@ class ModernEra:
         self._upstream = upstream
         self._backends = backends
         self._relay = relay
-        self._held: dict[tuple[int, int], BackendSession] = {}
-        self._opening: dict[tuple[int, int], asyncio.Lock] = {}
+        self._held = HeldSessions()
 
     async def handle(
         self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message, wants_sse: bool
@@ -212,23 +212,18 @@ class ModernEra:
                     in_session=session.session_id is not None,
                 )
             except BackendSessionGone:
-                self._held.pop((backend.id, principal.key_id), None)
+                self._held.forget((backend.id, principal.key_id))
         return self._relay.fail(call, "the backend keeps losing its session")
 
     async def _held_session(self, backend: BackendView, principal: Principal, envelope: ModernEnvelope) -> BackendSession:
-        key = (backend.id, principal.key_id)
-        session = self._held.get(key)
-        if session is not None:
+        async def open_one() -> BackendSession:
+            session, _ = await open_session(
+                self._upstream, backend, backend.urls[0], version=LATEST_LEGACY,
+                capabilities=envelope.client_capabilities, client_info=envelope.client_info or GATEWAY_INFO,
+            )
             return session
-        async with self._opening.setdefault(key, asyncio.Lock()):
-            session = self._held.get(key)
-            if session is None:
-                session, _ = await open_session(
-                    self._upstream, backend, backend.urls[0], version=LATEST_LEGACY,
-                    capabilities=envelope.client_capabilities, client_info=envelope.client_info or GATEWAY_INFO,
-                )
-                self._held[key] = session
-        return session
+
+        return await self._held.get((backend.id, principal.key_id), open_one)
 
 
 def _sse_only(request: HttpRequest, wants_sse: bool) -> bool:
