@@ -173,6 +173,9 @@ class SnapshotDirectory:
             self._tenants.clear()
             self._unknown = 0
 
+    def recheck(self) -> None:
+        self._checked = float("-inf")
+
     async def tenant(self, slug: str) -> TenantSnapshot | None:
         await self._check_version()
         if slug in self._tenants:

@@ -11,6 +11,7 @@ from django.conf import settings
 from apps.audit.writer import AuditWriter
 from apps.common.redis import async_redis_client
 from apps.common.secrets import derived_key
+from apps.gateway.changes import RedisChangeFeed
 from apps.gateway.openapi import OpenApiHttp
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import ListSettings
@@ -59,6 +60,7 @@ def gateway() -> Gateway:
             upstream=HttpUpstream(),
             audit=audit_writer(),
             settings=gateway_settings(),
+            changes=RedisChangeFeed(client, instance=f"{settings.GATEWAY_INSTANCE_ID}:{loop_id}"),
         )
         _gateways[loop_id] = instance
     return instance

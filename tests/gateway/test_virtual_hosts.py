@@ -356,3 +356,52 @@ def test_audit_rows_name_what_the_client_called_and_what_the_backend_ran(host: H
         ("pages-beta", "beta", "mcp", "ok"),
         ("api-getPet", "getPet", "openapi", "ok"),
     ]
+
+
+async def test_a_change_learnt_on_one_instance_reaches_clients_of_another(
+    host: Host, backends: Backends, gateway_url: str
+) -> None:
+    """The client's session lives on one instance; the change happens through another (whose
+    subscription or stream sees it first). The shared feed brings `list_changed` to the client."""
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            changed.set()
+
+    other = host.url.replace(backends.gateway, gateway_url)
+    async with mcp_client(host.url, host.key, "legacy", message_handler=on_message) as client:
+        before = {tool.name for tool in await all_tools(client)}
+        await anyio.sleep(0.5)  # the GET stream is open
+        trigger = {"name": "gateway-one-test_trigger_tool_change", "arguments": {}}
+        response = await anyio.to_thread.run_sync(lambda: modern(other, "tools/call", trigger, key=host.key))
+        assert "result" in message_of(response)
+        with anyio.fail_after(10):
+            await changed.wait()
+        after = {tool.name for tool in await all_tools(client)}
+    assert before ^ after == {"gateway-one-test_dynamic_tool"}
+
+
+async def test_a_new_spec_version_is_announced_to_connected_clients(host: Host) -> None:
+    from apps.catalog.models import Backend
+
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            changed.set()
+
+    def upload_smaller_spec() -> None:
+        api = Backend.objects.get(tenant__slug=host.tenant, kind=Backend.Kind.OPENAPI)
+        spec = service_spec()
+        spec["paths"] = {path: item for path, item in spec["paths"].items() if path == "/text"}
+        spec_upload(backend=api, document=as_json(spec), filename="smaller.json")
+
+    async with mcp_client(host.url, host.key, "legacy", message_handler=on_message) as client:
+        before = {tool.name for tool in await all_tools(client) if tool.name.startswith("api-")}
+        await anyio.sleep(0.5)  # the GET stream is open
+        await database_sync_to_async(upload_smaller_spec)()
+        with anyio.fail_after(10):
+            await changed.wait()
+        after = {tool.name for tool in await all_tools(client) if tool.name.startswith("api-")}
+    assert "api-getPet" in before and after == {"api-getText"}

@@ -16,7 +16,15 @@ from apps.gateway.pipeline.listen import ComposedListen
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.modern import ModernEra
-from apps.gateway.pipeline.ports import AuditSink, Directory, SessionStore, StoreUnavailable, TenantDirectory, Upstream
+from apps.gateway.pipeline.ports import (
+    AuditSink,
+    ChangeFeed,
+    Directory,
+    SessionStore,
+    StoreUnavailable,
+    TenantDirectory,
+    Upstream,
+)
 from apps.gateway.pipeline.relay import Relay
 from apps.gateway.pipeline.replies import Reply, error_reply, http_error_reply
 from apps.gateway.pipeline.values import HttpRequest, Principal, VirtualHostView
@@ -71,8 +79,10 @@ class Gateway:
         upstream: Upstream,
         audit: AuditSink,
         settings: GatewaySettings,
+        changes: ChangeFeed | None = None,
     ) -> None:
         self.settings = settings
+        self._changes = changes
         self.directory = directory
         self.backends = BackendCatalog(upstream)
         self.counters = Counters()
@@ -83,6 +93,8 @@ class Gateway:
         client = BackendClient(upstream, self.backends)
         lists = HostLists(client, codec, settings.lists, self.counters)
         self.lists = lists
+        if changes is not None:
+            lists.share = changes.publish
         listen = ComposedListen(client, lists, self.backends, timeout=settings.lists.timeout)
         self.legacy = LegacyEra(
             sessions=sessions, upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists
@@ -91,7 +103,15 @@ class Gateway:
             upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists, listen=listen
         )
 
+    def _changed_elsewhere(self, backend_id: int, notification: str) -> None:
+        # The change may come with new configuration (a new spec version): look for it at once.
+        self.directory.recheck()
+        self.lists.invalidate(backend_id, notification, shared=True)
+
     async def handle(self, request: HttpRequest) -> Reply:
+        if self._changes is not None:
+            self._changes.start(self._changed_elsewhere)  # once, on the event loop that serves
+            self._changes = None
         try:
             return await self._handle(request)
         except HttpError as error:

@@ -98,18 +98,23 @@ class HostLists:
         self._flights: SingleFlight[BackendList] = SingleFlight()
         self._merged: weakref.WeakKeyDictionary[Naming, dict[str, _Merged]] = weakref.WeakKeyDictionary()
         self.changes = ListChanges()
+        #: Passes a change on to the other gateway instances (`ChangeFeed.publish`), if there are any.
+        self.share: Callable[[int, str], object] | None = None
         self._watches: dict[tuple[int, tuple[str, ...]], _Watch] = {}
         self._swept = clock()
 
-    def invalidate(self, backend_id: int, notification: str) -> bool:
-        """Forget what a backend's `list_changed` notification makes stale, and tell every merged
-        stream of a host mounting that backend; False for other methods."""
+    def invalidate(self, backend_id: int, notification: str, *, shared: bool = False) -> bool:
+        """Forget what a backend's `list_changed` notification makes stale, tell every merged
+        stream of a host mounting that backend, and (unless the news came from another instance,
+        `shared`) the other instances; False for other methods."""
         methods = CHANGED_LISTS.get(notification)
         if methods is None:
             return False
         for key in [key for key in self._lists if key[0].id == backend_id and key[1] in methods]:
             del self._lists[key]
         self.changes.publish(backend_id, notification)
+        if not shared and self.share is not None:
+            self.share(backend_id, notification)
         return True
 
     async def result(self, vhost: VirtualHostView, method: str, params: Mapping[str, Any], *, modern: bool) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -32,6 +32,19 @@ class TenantDirectory(Protocol):
 
 class Directory(Protocol):
     async def tenant(self, slug: str) -> TenantDirectory | None: ...
+
+    def recheck(self) -> None:
+        """Look for a configuration change on the next request, however recently it last looked."""
+
+
+class ChangeFeed(Protocol):
+    """Backend list changes shared by every gateway instance."""
+
+    def publish(self, backend_id: int, notification: str) -> None:
+        """Tell the other instances, without waiting; never raises."""
+
+    def start(self, on_change: Callable[[int, str], object]) -> None:
+        """Call `on_change(backend id, notification)` for each change another instance shares."""
 
 
 class SessionStore(Protocol):
