@@ -10,6 +10,7 @@ class AuditRecord(models.Model):
         TOOL_ERROR = "tool_error", "tool error (isError)"
         ERROR = "error", "JSON-RPC error"
         CANCELLED = "cancelled", "cancelled"
+        DENIED = "denied", "denied by policy"
 
     created_at = models.DateTimeField(db_index=True)
     tenant_id = models.BigIntegerField(db_index=True)
@@ -29,6 +30,7 @@ class AuditRecord(models.Model):
     bytes_out = models.PositiveIntegerField()
     session_id = models.CharField(max_length=200, blank=True)
     trace_id = models.CharField(max_length=32, blank=True)
+    rule = models.CharField(max_length=64, blank=True, help_text="The access rule that decided, if one did.")
 
     class Meta:
         ordering = ["-created_at"]

@@ -25,7 +25,7 @@ _MAX_QUEUED = 200_000
 _COLUMNS = (
     "created_at", "tenant_id", "tenant_slug", "virtual_host", "principal", "api_key_id", "backend", "method",
     "exposed_name", "upstream_name", "outcome", "error_code", "latency_ms", "bytes_in", "bytes_out",
-    "session_id", "trace_id", "backend_kind",
+    "session_id", "trace_id", "backend_kind", "rule",
 )
 
 
@@ -56,6 +56,7 @@ def audit_records_write(entries: list[AuditEntry]) -> None:
                     _text(entry.session_id, 200),
                     _text(entry.trace_id, 32),
                     entry.backend_kind,
+                    _text(entry.rule, 64),
                 ))
 
 

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "apps.common",
     "apps.tenants",
     "apps.catalog",
+    "apps.policies",
     "apps.audit",
     "apps.configuration",
     "apps.gateway",

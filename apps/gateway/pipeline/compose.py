@@ -18,10 +18,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.names import Naming
-from apps.gateway.pipeline.values import BackendView, VirtualHostView
+from apps.gateway.pipeline.values import BackendView, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
-from apps.gateway.protocol.errors import GatewayError, InvalidParams
+from apps.gateway.protocol.errors import GatewayError, InvalidParams, PolicyDenied
 from apps.gateway.protocol.jsonrpc import Kind, Message, RequestId
 
 RESOURCE_NOT_FOUND = -32002  # handshake-era revisions; 2026-07-28 uses -32602 (SEP-2164)
@@ -66,6 +67,24 @@ def route(vhost: VirtualHostView, message: Message, *, modern: bool) -> Routed:
     raw = {**message.raw, "params": upstream_params}
     return Routed(map_key, vhost.mounts[map_key], Message(Kind.REQUEST, raw, method=method, id=message.id),
                   value if isinstance(value, str) else "")
+
+
+async def admit(lists: HostLists, vhost: VirtualHostView, principal: Principal, routed: Routed) -> str:
+    """Check a routed `tools/call` against the host's access policy (`policy.py`): a tool the caller
+    cannot see is unknown, exactly like a missing one (-32602); a call the rules refuse with these
+    arguments is PolicyDenied (-32003 naming the rule). Returns the id of the rule that allowed it
+    ('' when the default did, or there is no policy)."""
+    policy = vhost.policy
+    if policy is None or routed.message.method != "tools/call":
+        return ""
+    name = routed.exposed_name
+    if not await lists.tool_listed(vhost, principal, name):
+        raise InvalidParams(f"Unknown tool: {name}", data={"name": name})
+    arguments = routed.message.params.get("arguments")
+    decision = policy.decide(principal, name, routed.message.params["name"], arguments if isinstance(arguments, dict) else {})
+    if not decision.allowed:
+        raise PolicyDenied(f"Denied: {decision.reason}", data={"rule": decision.rule})
+    return decision.rule or ""
 
 
 def client_request_id(map_key: str, backend_id: RequestId) -> str:

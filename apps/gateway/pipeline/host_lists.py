@@ -22,17 +22,25 @@ import contextlib
 import logging
 import time
 import weakref
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from apps.gateway.pipeline.client import BackendClient, announces_changes, offers
 from apps.gateway.pipeline.cursors import CursorCodec
-from apps.gateway.pipeline.listing import LIST_METHODS, MergedList, collect_all_pages, list_result, merge_lists
+from apps.gateway.pipeline.listing import (
+    LIST_METHODS,
+    MergedList,
+    collect_all_pages,
+    list_result,
+    list_version,
+    merge_lists,
+)
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.names import Naming
 from apps.gateway.pipeline.singleflight import SingleFlight
-from apps.gateway.pipeline.values import BackendView, VirtualHostView
+from apps.gateway.pipeline.values import BackendView, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 
 log = logging.getLogger(__name__)
@@ -70,6 +78,7 @@ class _Merged:
     merged: MergedList
     expires: float
     pages: dict[int, Any] = field(default_factory=dict)  # start -> the page's items, encoded once
+    views: dict[int, _Merged] = field(default_factory=dict)  # key id -> the tools that key may see
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +126,12 @@ class HostLists:
             self.share(backend_id, notification)
         return True
 
-    async def result(self, vhost: VirtualHostView, method: str, params: Mapping[str, Any], *, modern: bool) -> dict[str, Any]:
-        """The result of a list request on `vhost`; raises InvalidParams for a refused cursor."""
-        cached = await self._current(vhost, method)
+    async def result(
+        self, vhost: VirtualHostView, principal: Principal, method: str, params: Mapping[str, Any], *, modern: bool
+    ) -> dict[str, Any]:
+        """The result of a list request on `vhost` for `principal`; raises InvalidParams for a
+        refused cursor."""
+        cached = await self._visible(vhost, principal, method)
 
         def encoded_once(start: int, items: Sequence[Mapping[str, Any]]) -> Any:
             placed = cached.pages.get(start)
@@ -133,14 +145,42 @@ class HostLists:
         )
         if modern:
             ttl_ms = max(0, int((cached.expires - self._clock()) * 1000))
-            # Public only when anyone may list it; else within this tenant's credentials only.
-            scope = "public" if vhost.anonymous_key_id is not None else "private"
+            # Public only when anyone may list it and it is the same for everyone.
+            scope = "public" if vhost.anonymous_key_id is not None and vhost.policy is None else "private"
             result = {"resultType": "complete", **result, "ttlMs": ttl_ms, "cacheScope": scope}
         return result
 
     async def merged(self, vhost: VirtualHostView, method: str) -> MergedList:
         """The host's merged list, from the cache while it is current."""
         return (await self._current(vhost, method)).merged
+
+    async def tool_listed(self, vhost: VirtualHostView, principal: Principal, exposed: str) -> bool:
+        """Whether `principal` sees the tool `exposed` in the host's list."""
+        identities = (await self._visible(vhost, principal, "tools/list")).merged.identities
+        at = bisect_left(identities, exposed)
+        return at < len(identities) and identities[at] == exposed
+
+    async def _visible(self, vhost: VirtualHostView, principal: Principal, method: str) -> _Merged:
+        """The merged list as `principal` sees it: under a policy, the tools some call could pass
+        (`policy.Policy.visible`), kept per key alongside the host's list."""
+        cached = await self._current(vhost, method)
+        policy = vhost.policy
+        if policy is None or method != "tools/list":
+            return cached
+        view = cached.views.get(principal.key_id)
+        if view is None:
+            merged, route = cached.merged, vhost.naming.route_tool
+            keep = [
+                i for i, identity in enumerate(merged.identities)
+                if (target := route(identity)) is not None and policy.visible(principal, identity, target[1])
+            ]
+            identities = tuple(merged.identities[i] for i in keep)
+            shown = MergedList(
+                merged.kind, tuple(merged.items[i] for i in keep), identities,
+                tuple(merged.origins[i] for i in keep), list_version(identities),
+            )
+            view = cached.views[principal.key_id] = _Merged(cached.parts, shown, cached.expires)
+        return view
 
     async def _current(self, vhost: VirtualHostView, method: str) -> _Merged:
         now = self._clock()

@@ -68,7 +68,7 @@ class LegacyEra:
         self._backends = backends
         self._relay = relay
         self._opening: dict[tuple[str, str], asyncio.Lock] = {}
-        self._composed = ComposedLegacy(self, lists=lists, backends=backends)
+        self._composed = ComposedLegacy(self, lists=lists, backends=backends, relay=relay)
 
     async def session_for(self, session_id: str, principal: Principal, vhost: VirtualHostView) -> SessionState:
         """The session, if it exists and belongs to this caller on this virtual host. Any other case
@@ -163,6 +163,7 @@ class LegacyEra:
         *,
         translate: Translate | None = None,
         exposed_name: str | None = None,
+        rule: str = "",
     ) -> Reply:
         """Send `message` (encoded as `body`) to the backend under `map_key` in this session's
         backend session, and relay the answer; `translate` shows what comes back in client terms."""
@@ -171,6 +172,7 @@ class LegacyEra:
         call = Call.begin(request, vhost, principal, backend, message, state.id)
         call.translate = translate
         call.exposed_name = exposed_name
+        call.rule = rule
         if backend.server is not None:
             return await self._local.handle(
                 call, backend.server, request.headers, modern=False,

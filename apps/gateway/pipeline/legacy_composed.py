@@ -16,16 +16,16 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
-from apps.gateway.pipeline.compose import BackendMessages, backend_request_of, route
+from apps.gateway.pipeline.compose import BackendMessages, admit, backend_request_of, route
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.listing import LIST_METHODS
 from apps.gateway.pipeline.names import ROUTED_METHODS
 from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
-from apps.gateway.pipeline.relay import translate_event
+from apps.gateway.pipeline.relay import Call, Relay, translate_event
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
 from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, SessionState, VirtualHostView
 from apps.gateway.protocol import jsonrpc
-from apps.gateway.protocol.errors import GatewayError, HttpError, MethodNotFound
+from apps.gateway.protocol.errors import GatewayError, HttpError, MethodNotFound, PolicyDenied
 from apps.gateway.protocol.jsonrpc import Kind, Message
 from apps.gateway.protocol.sse import SseEvent, encode_event
 
@@ -40,8 +40,9 @@ _IN_FLIGHT = 10_000
 
 
 class ComposedLegacy:
-    def __init__(self, era: LegacyEra, *, lists: HostLists, backends: BackendCatalog) -> None:
+    def __init__(self, era: LegacyEra, *, lists: HostLists, backends: BackendCatalog, relay: Relay) -> None:
         self._era = era
+        self._relay = relay
         self._lists = lists
         self._backends = backends
         self._in_flight: OrderedDict[tuple[str, str], str] = OrderedDict()
@@ -84,7 +85,7 @@ class ComposedLegacy:
         headers = (("mcp-session-id", state.id),)
         sse = wants_sse and "application/json" not in request.headers.get("accept", "*/*")
         if method in LIST_METHODS:
-            result = await self._lists.result(vhost, method, message.params, modern=False)
+            result = await self._lists.result(vhost, principal, method, message.params, modern=False)
             return result_reply(message.id, result, sse=sse, headers=headers)
         if method == "logging/setLevel":
             # Every backend that logs gets the level; the client asked the gateway, which answers.
@@ -96,10 +97,15 @@ class ComposedLegacy:
         if method not in ROUTED_METHODS:
             raise MethodNotFound(f"Method not found: {method}")
         routed = route(vhost, message, modern=False)
+        try:
+            rule = await admit(self._lists, vhost, principal, routed)
+        except PolicyDenied as denied:
+            return self._relay.deny(Call.begin(request, vhost, principal, routed.backend, routed.message, state.id),
+                                    denied, headers, exposed_name=routed.exposed_name)
         self._remember(state.id, message.id, routed.map_key)
         return await self._era.to_backend(
             request, vhost, principal, state, routed.map_key, routed.message, routed.body, wants_sse,
-            translate=self.messages(vhost, routed.map_key), exposed_name=routed.exposed_name,
+            translate=self.messages(vhost, routed.map_key), exposed_name=routed.exposed_name, rule=rule,
         )
 
     async def _answer(

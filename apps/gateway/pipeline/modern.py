@@ -18,7 +18,7 @@ from apps.gateway.pipeline.backends import (
     HeldSessions,
     open_session,
 )
-from apps.gateway.pipeline.compose import BackendMessages, chain, route
+from apps.gateway.pipeline.compose import BackendMessages, admit, chain, route
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.listen import ComposedListen
 from apps.gateway.pipeline.listing import LIST_METHODS
@@ -38,7 +38,7 @@ from apps.gateway.pipeline.values import (
     VirtualHostView,
 )
 from apps.gateway.protocol.envelope import NAME_BEARING, ModernEnvelope, check_modern_request, encode_header_value
-from apps.gateway.protocol.errors import GatewayError, InvalidRequest, MethodNotFound
+from apps.gateway.protocol.errors import GatewayError, InvalidRequest, MethodNotFound, PolicyDenied
 from apps.gateway.protocol.jsonrpc import Kind, Message, dumps
 from apps.gateway.protocol.versions import (
     LATEST_LEGACY,
@@ -110,18 +110,23 @@ class ModernEra:
         """A host whose names are rewritten: lists merged, routed requests to one backend."""
         method = message.method or ""
         if method in LIST_METHODS:
-            result = await self._lists.result(vhost, method, message.params, modern=True)
+            result = await self._lists.result(vhost, principal, method, message.params, modern=True)
             return result_reply(message.id, result, sse=_sse_only(request, wants_sse))
         if method == "subscriptions/listen":
             return await self._listen.handle(vhost, message)
         if method not in ROUTED_METHODS:
             raise MethodNotFound(f"Method not found: {method}", http_status=404)
         routed = route(vhost, message, modern=True)
+        try:
+            rule = await admit(self._lists, vhost, principal, routed)
+        except PolicyDenied as denied:
+            call = Call.begin(request, vhost, principal, routed.backend, routed.message)
+            return self._relay.deny(call, denied, exposed_name=routed.exposed_name)
         backend_id = routed.backend.id
         translate = BackendMessages(vhost.naming, routed.map_key, lambda m: self._lists.invalidate(backend_id, m))
         return await self._to_backend(
             request, vhost, principal, envelope, routed.backend, routed.message, routed.body, wants_sse,
-            translate=translate, exposed_name=routed.exposed_name,
+            translate=translate, exposed_name=routed.exposed_name, rule=rule,
         )
 
     async def _to_backend(
@@ -137,11 +142,13 @@ class ModernEra:
         *,
         translate: Translate | None = None,
         exposed_name: str | None = None,
+        rule: str = "",
     ) -> Reply:
         """Send `message` (encoded as `body`) to `backend` and relay the answer."""
         call = Call.begin(request, vhost, principal, backend, message)
         call.translate = translate
         call.exposed_name = exposed_name
+        call.rule = rule
         if backend.server is not None:
             return await self._local.handle(call, backend.server, request.headers, modern=True,
                                             sse=_sse_only(request, wants_sse))

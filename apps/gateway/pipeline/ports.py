@@ -128,7 +128,7 @@ class AuditEntry:
     method: str
     exposed_name: str
     upstream_name: str
-    outcome: str  # ok | tool_error | error | cancelled
+    outcome: str  # ok | tool_error | error | cancelled | denied
     error_code: int | None
     latency_ms: float
     bytes_in: int
@@ -137,6 +137,7 @@ class AuditEntry:
     trace_id: str
     at: float  # unix time the call started
     backend_kind: str = "mcp"  # mcp | openapi
+    rule: str = ""  # the access rule that decided the call, if one did
 
 
 class AuditSink(Protocol):

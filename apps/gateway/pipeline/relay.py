@@ -15,7 +15,7 @@ from apps.gateway.pipeline.replies import JSON, SSE_HEADERS, Headers, Reply, Str
 from apps.gateway.pipeline.tracing import trace_id_of
 from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
-from apps.gateway.protocol.errors import BackendUnavailable
+from apps.gateway.protocol.errors import BackendUnavailable, PolicyDenied
 from apps.gateway.protocol.jsonrpc import Kind, Message, RequestId
 from apps.gateway.protocol.sse import SseEvent, encode_event
 
@@ -52,6 +52,7 @@ class Call:
     translate: Translate | None = None
     #: The name the client used, when the backend knows the target by another (multi-backend hosts).
     exposed_name: str | None = None
+    rule: str = ""  # the access rule that allowed or denied it
 
     @classmethod
     def begin(
@@ -122,8 +123,17 @@ class Relay:
                 trace_id=call.trace_id,
                 at=call.at,
                 backend_kind=call.backend.kind,
+                rule=call.rule,
             )
         )
+
+    def deny(self, call: Call, denied: PolicyDenied, headers: Headers = (), *, exposed_name: str) -> Reply:
+        """A call the access policy refused: the error, and its audit row with the deciding rule."""
+        call.exposed_name = exposed_name
+        call.rule = (denied.data or {}).get("rule") or ""
+        reply = error_reply(call.message.id, denied, headers)
+        self.record(call, "denied", denied.code, len(reply.body))
+        return reply
 
     def fail(self, call: Call, reason: str, headers: Headers = ()) -> Reply:
         """The backend could not answer: a request gets -32004, anything else a bare 502."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from apps.gateway.pipeline.names import Naming
+    from apps.gateway.pipeline.policy import Policy
     from apps.gateway.pipeline.ports import ToolServer
 
 
@@ -52,6 +53,8 @@ class VirtualHostView:
     anonymous_key_id: int | None = None
     #: The naming contract (`names.Naming`), built from `mounts` and `aliases` when not given.
     naming: Naming = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    #: Who may see and call which tool (`policy.Policy`); None: every key of the tenant, everything.
+    policy: Policy | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.naming is None:
@@ -61,9 +64,9 @@ class VirtualHostView:
 
     @property
     def composed(self) -> bool:
-        """Whether names are rewritten: several backends, or aliases. Otherwise every message
-        passes through to the one backend unchanged."""
-        return self.naming.composed
+        """Whether the gateway looks into messages: names rewritten (several backends, or aliases)
+        or tools filtered by a policy. Otherwise every message passes through to the one backend."""
+        return self.policy is not None or self.naming.composed
 
 
 @dataclass(frozen=True, slots=True)

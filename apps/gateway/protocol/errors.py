@@ -66,6 +66,10 @@ class UnsupportedProtocolVersion(GatewayError):
     http_status = 400
 
 
+class PolicyDenied(GatewayError):
+    code = POLICY_DENIED
+
+
 class BackendUnavailable(GatewayError):
     code = BACKEND_UNAVAILABLE
 

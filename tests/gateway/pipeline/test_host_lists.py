@@ -15,6 +15,7 @@ from apps.gateway.pipeline.host_lists import HostLists, ListSettings
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.values import BackendInfo, BackendView, VirtualHostView
 from apps.gateway.protocol.errors import InvalidParams
+from tests.gateway.pipeline.test_gateway import PRINCIPAL
 from tests.gateway.pipeline.test_local import FakeTools
 
 LEGACY = BackendInfo("2025-11-25", {"tools": {}, "prompts": {}}, (), {}, {}, None)
@@ -91,7 +92,7 @@ def make(client: FakeClient, clock: Clock, **settings: Any) -> tuple[HostLists, 
 async def names(lists: HostLists, vhost: VirtualHostView, *, modern: bool = False) -> list[str]:
     found, cursor = [], None
     while True:
-        result = await lists.result(vhost, "tools/list", {"cursor": cursor} if cursor else {}, modern=modern)
+        result = await lists.result(vhost, PRINCIPAL, "tools/list", {"cursor": cursor} if cursor else {}, modern=modern)
         found += [tool["name"] for tool in _items(result["tools"])]
         cursor = result.get("nextCursor")
         if cursor is None:
@@ -194,17 +195,17 @@ async def test_cursors_bind_to_the_list_and_pages_carry_caching_hints() -> None:
     client.tools = {1: ["a", "b", "c", "d"], 2: ["e"]}
     lists, _ = make(client, clock)
     vhost = host({"one": backend(1), "two": backend(2)})
-    first = await lists.result(vhost, "tools/list", {}, modern=True)
+    first = await lists.result(vhost, PRINCIPAL, "tools/list", {}, modern=True)
     assert (first["ttlMs"], first["cacheScope"], first["resultType"]) == (60000, "private", "complete")
-    public = await lists.result(host({"one": backend(1), "two": backend(2)}, anonymous=True), "tools/list", {},
-                                modern=True)
+    public = await lists.result(host({"one": backend(1), "two": backend(2)}, anonymous=True), PRINCIPAL,
+                                "tools/list", {}, modern=True)
     assert public["cacheScope"] == "public"
     with pytest.raises(InvalidParams):
-        await lists.result(vhost, "prompts/list", {"cursor": first["nextCursor"]}, modern=False)
+        await lists.result(vhost, PRINCIPAL, "prompts/list", {"cursor": first["nextCursor"]}, modern=False)
     client.tools[1] = ["a", "b", "x", "c", "d"]
     lists.invalidate(1, "notifications/tools/list_changed")
     with pytest.raises(InvalidParams) as stale:
-        await lists.result(vhost, "tools/list", {"cursor": first["nextCursor"]}, modern=False)
+        await lists.result(vhost, PRINCIPAL, "tools/list", {"cursor": first["nextCursor"]}, modern=False)
     assert stale.value.data == {"cursor": "stale"}
 
 
