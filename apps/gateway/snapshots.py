@@ -17,11 +17,10 @@ from django.utils import timezone
 from apps.catalog.models import Backend, SpecVersion, VirtualHost
 from apps.common.config_version import CONFIG_VERSION_KEY
 from apps.gateway.openapi import OpenApiHttp, openapi_server_build
-from apps.gateway.pipeline.policy import Policy, PolicyError, RuleSpec, policy_compile
 from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.singleflight import SingleFlight
 from apps.gateway.pipeline.values import BackendView, Principal, VirtualHostView
-from apps.policies.models import AccessPolicy
+from apps.policies.selectors import access_policy_compiled
 from apps.tenants.keys import key_hash
 from apps.tenants.models import ApiKey, Tenant
 
@@ -142,27 +141,9 @@ def _load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
             mounts=MappingProxyType({key: view for key, view in mounts.items() if view.urls or view.server}),
             aliases=MappingProxyType({a.alias: (a.map_key, a.upstream_name) for a in vhost.tool_aliases.all()}),
             anonymous_key_id=vhost.anonymous_key_id if vhost.allow_anonymous else None,
-            policy=_policy(vhost),
+            policy=access_policy_compiled(virtual_host=vhost),
         )
     return TenantSnapshot(keys, hashes, vhosts)
-
-
-def _policy(vhost: VirtualHost) -> Policy | None:
-    """The host's compiled access policy. Rules are checked when set, so one that no longer compiles
-    (a CEL library upgrade) is a bug: the host then denies everything rather than open up."""
-    try:
-        stored = vhost.access_policy
-    except AccessPolicy.DoesNotExist:
-        return None
-    specs = [
-        RuleSpec(rule.rule_id, rule.subject_kind, rule.subject_name, rule.effect, tuple(rule.tools), rule.condition)
-        for rule in stored.rules.all()
-    ]
-    try:
-        return policy_compile(stored.default_effect, specs)
-    except PolicyError as exc:
-        log.error("virtual host %s: access policy does not compile, denying every call: %s", vhost, exc)
-        return policy_compile("deny", [])
 
 
 class SnapshotDirectory:
