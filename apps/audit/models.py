@@ -11,6 +11,7 @@ class AuditRecord(models.Model):
         ERROR = "error", "JSON-RPC error"
         CANCELLED = "cancelled", "cancelled"
         DENIED = "denied", "denied by policy"
+        RATE_LIMITED = "rate_limited", "over a rate limit"
 
     created_at = models.DateTimeField(db_index=True)
     tenant_id = models.BigIntegerField(db_index=True)
@@ -31,6 +32,10 @@ class AuditRecord(models.Model):
     session_id = models.CharField(max_length=200, blank=True)
     trace_id = models.CharField(max_length=32, blank=True)
     rule = models.CharField(max_length=64, blank=True, help_text="The access rule that decided, if one did.")
+    limit_state = models.CharField(
+        max_length=16, blank=True,
+        help_text="Rate limits: empty (none apply), ok, limited, or unchecked (Redis unreachable, fail mode applied).",
+    )
 
     class Meta:
         ordering = ["-created_at"]

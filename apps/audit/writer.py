@@ -25,7 +25,7 @@ _MAX_QUEUED = 200_000
 _COLUMNS = (
     "created_at", "tenant_id", "tenant_slug", "virtual_host", "principal", "api_key_id", "backend", "method",
     "exposed_name", "upstream_name", "outcome", "error_code", "latency_ms", "bytes_in", "bytes_out",
-    "session_id", "trace_id", "backend_kind", "rule",
+    "session_id", "trace_id", "backend_kind", "rule", "limit_state",
 )
 
 
@@ -57,6 +57,7 @@ def audit_records_write(entries: list[AuditEntry]) -> None:
                     _text(entry.trace_id, 32),
                     entry.backend_kind,
                     _text(entry.rule, 64),
+                    entry.limit_state,
                 ))
 
 

@@ -19,7 +19,8 @@ from apps.common.config_version import CONFIG_VERSION_KEY
 from apps.gateway.openapi import OpenApiHttp, openapi_server_build
 from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.singleflight import SingleFlight
-from apps.gateway.pipeline.values import BackendView, Principal, VirtualHostView
+from apps.gateway.pipeline.values import BackendView, Limit, Principal, VirtualHostView
+from apps.policies.models import RateLimit
 from apps.policies.selectors import access_policy_compiled
 from apps.tenants.keys import key_hash
 from apps.tenants.models import ApiKey, Tenant
@@ -63,7 +64,7 @@ class TenantSnapshot:
         if key is None or not self._usable(key):
             return None
         p = key.principal
-        return Principal(p.tenant_id, p.tenant_slug, p.key_id, p.key_name, p.team, anonymous=True)
+        return Principal(p.tenant_id, p.tenant_slug, p.key_id, p.key_name, p.team, anonymous=True, limits=p.limits)
 
 
 def tenant_snapshot_load(*, slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
@@ -106,13 +107,21 @@ def _load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
         return None
     keys: list[_Key] = []
     hashes: dict[str, int] = {}
+    limits = {
+        (limit.scope, limit.name): Limit(tenant.pk, limit.scope, limit.name, limit.limit, limit.window_seconds)
+        for limit in RateLimit.objects.filter(tenant=tenant)
+    }
     for api_key in ApiKey.objects.filter(tenant=tenant).select_related("team"):
+        team = api_key.team.slug if api_key.team else None
         principal = Principal(
             tenant_id=tenant.pk,
             tenant_slug=tenant.slug,
             key_id=api_key.pk,
             key_name=api_key.name,
-            team=api_key.team.slug if api_key.team else None,
+            team=team,
+            limits=tuple(
+                limit for limit in (limits.get(("key", api_key.name)), limits.get(("team", team or ""))) if limit
+            ),
         )
         expires = api_key.expires_at.timestamp() if api_key.expires_at else None
         keys.append(_Key(principal, expires, api_key.revoked_at is not None and api_key.revoked_at <= timezone.now()))

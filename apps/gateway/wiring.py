@@ -12,6 +12,7 @@ from apps.audit.writer import AuditWriter
 from apps.common.redis import async_redis_client
 from apps.common.secrets import derived_key
 from apps.gateway.changes import RedisChangeFeed
+from apps.gateway.limits import RedisRateLimiter
 from apps.gateway.openapi import OpenApiHttp
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import ListSettings
@@ -61,6 +62,7 @@ def gateway() -> Gateway:
             audit=audit_writer(),
             settings=gateway_settings(),
             changes=RedisChangeFeed(client, instance=f"{settings.GATEWAY_INSTANCE_ID}:{loop_id}"),
+            limiter=RedisRateLimiter(client, fail_open=settings.GATEWAY_RATE_LIMIT_FAIL_OPEN),
         )
         _gateways[loop_id] = instance
     return instance

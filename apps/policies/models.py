@@ -45,3 +45,29 @@ class AccessRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rule_id}: {self.effect} {self.subject_kind}:{self.subject_name}"
+
+
+class RateLimit(TimeStampedModel):
+    """At most `limit` routed calls per `window_seconds`, for one key or for a whole team (a ceiling
+    over all its keys together). Enforced atomically in Redis across every gateway instance."""
+
+    class Scope(models.TextChoices):
+        KEY = "key", "Key"
+        TEAM = "team", "Team"
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="rate_limits")
+    scope = models.CharField(max_length=8, choices=Scope.choices)
+    name = models.CharField(max_length=100, help_text="The key's name or the team's slug.")
+    limit = models.PositiveIntegerField()
+    window_seconds = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["tenant", "scope", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "scope", "name"], name="rate_limit_unique_per_subject"),
+            models.CheckConstraint(condition=models.Q(limit__gte=1), name="rate_limit_positive"),
+            models.CheckConstraint(condition=models.Q(window_seconds__gte=1), name="rate_limit_window_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope}:{self.name} {self.limit}/{self.window_seconds}s"

@@ -10,7 +10,8 @@ from django.db import transaction
 from apps.catalog.models import VirtualHost
 from apps.common.config_version import config_version_bump
 from apps.gateway.pipeline.policy import PolicyError, RuleSpec, policy_compile
-from apps.policies.models import AccessPolicy, AccessRule
+from apps.policies.models import AccessPolicy, AccessRule, RateLimit
+from apps.tenants.models import Tenant
 
 
 @transaction.atomic
@@ -45,3 +46,25 @@ def access_policy_clear(*, virtual_host: VirtualHost) -> None:
     """Remove the host's policy: every key of its tenant may see and call everything again."""
     AccessPolicy.objects.filter(virtual_host=virtual_host).delete()
     config_version_bump(tenant_id=virtual_host.tenant_id)
+
+
+def rate_limit_set(*, tenant: Tenant, scope: str, name: str, limit: int, window_seconds: int) -> RateLimit:
+    """Limit a key (`scope="key"`, by name) or a team (by slug) of `tenant` to `limit` routed calls per
+    `window_seconds`; replaces the subject's previous limit."""
+    if scope not in RateLimit.Scope.values:
+        raise ValidationError(f"rate limit scope must be key or team, not {scope!r}")
+    subjects = tenant.api_keys if scope == "key" else tenant.teams
+    if not subjects.filter(**{"name" if scope == "key" else "slug": name}).exists():
+        raise ValidationError(f"tenant {tenant.slug!r} has no {scope} {name!r}")
+    if not (isinstance(limit, int) and limit >= 1 and isinstance(window_seconds, int) and window_seconds >= 1):
+        raise ValidationError("limit and window_seconds must be whole numbers of at least 1")
+    rate_limit, _ = RateLimit.objects.update_or_create(
+        tenant=tenant, scope=scope, name=name, defaults={"limit": limit, "window_seconds": window_seconds}
+    )
+    config_version_bump(tenant_id=tenant.pk)
+    return rate_limit
+
+
+def rate_limit_clear(*, tenant: Tenant, scope: str, name: str) -> None:
+    RateLimit.objects.filter(tenant=tenant, scope=scope, name=name).delete()
+    config_version_bump(tenant_id=tenant.pk)

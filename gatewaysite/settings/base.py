@@ -149,6 +149,9 @@ GATEWAY_UPSTREAM_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_UPSTREAM_TIMEOU
 GATEWAY_LIST_PAGE_SIZE = int(os.environ.get("GATEWAY_LIST_PAGE_SIZE", "1000"))
 GATEWAY_LIST_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_LIST_TIMEOUT_SECONDS", "5"))
 GATEWAY_LIST_CACHE_SECONDS = float(os.environ.get("GATEWAY_LIST_CACHE_SECONDS", "60"))
+# When Redis cannot be reached, admit calls that rate limits would check (the audit row says
+# "unchecked"); false refuses them instead.
+GATEWAY_RATE_LIMIT_FAIL_OPEN = env_bool("GATEWAY_RATE_LIMIT_FAIL_OPEN", True)
 # How often (seconds) an instance checks the configuration version counter in Redis.
 GATEWAY_SNAPSHOT_CHECK_SECONDS = float(os.environ.get("GATEWAY_SNAPSHOT_CHECK_SECONDS", "0.5"))
 # How often (seconds) queued audit rows are written.

@@ -20,6 +20,7 @@ from apps.gateway.pipeline.ports import (
     AuditSink,
     ChangeFeed,
     Directory,
+    RateLimiter,
     SessionStore,
     StoreUnavailable,
     TenantDirectory,
@@ -80,13 +81,14 @@ class Gateway:
         audit: AuditSink,
         settings: GatewaySettings,
         changes: ChangeFeed | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.settings = settings
         self._changes = changes
         self.directory = directory
         self.backends = BackendCatalog(upstream)
         self.counters = Counters()
-        relay = Relay(upstream, audit)
+        relay = Relay(upstream, audit, limiter, self.counters)
         local = LocalTools(relay)
         # Without a shared secret, cursors are valid on this instance only.
         codec = CursorCodec(settings.cursor_secret or secrets.token_bytes(32))

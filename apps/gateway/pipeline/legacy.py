@@ -173,6 +173,8 @@ class LegacyEra:
         call.translate = translate
         call.exposed_name = exposed_name
         call.rule = rule
+        if (refused := await self._relay.admit(call, session_header)) is not None:
+            return refused
         if backend.server is not None:
             return await self._local.handle(
                 call, backend.server, request.headers, modern=False,

@@ -149,6 +149,8 @@ class ModernEra:
         call.translate = translate
         call.exposed_name = exposed_name
         call.rule = rule
+        if (refused := await self._relay.admit(call)) is not None:
+            return refused
         if backend.server is not None:
             return await self._local.handle(call, backend.server, request.headers, modern=True,
                                             sse=_sse_only(request, wants_sse))

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from apps.gateway.pipeline.values import BackendInfo, BackendView, Principal, SessionState, VirtualHostView
+from apps.gateway.pipeline.values import BackendInfo, BackendView, Limit, Principal, SessionState, VirtualHostView
 from apps.gateway.protocol.sse import SseEvent
 
 
@@ -69,6 +69,22 @@ class SessionStore(Protocol):
         across all instances until `release` or `seconds` pass."""
 
     async def release(self, session_id: str, part: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A rate limiter's answer. `refused_by`: the limit that refused (None: admitted). `checked`:
+    False when the store could not be asked and the configured fail mode decided."""
+
+    refused_by: Limit | None = None
+    retry_after: float = 0.0  # seconds until the refused call would pass
+    checked: bool = True
+
+
+class RateLimiter(Protocol):
+    async def admit(self, limits: Sequence[Limit]) -> Admission:
+        """Count one call against every limit, atomically across all instances: either all of them
+        have room and each is charged, or the first without room refuses and none is charged."""
 
 
 class UpstreamReply(Protocol):
@@ -138,6 +154,7 @@ class AuditEntry:
     at: float  # unix time the call started
     backend_kind: str = "mcp"  # mcp | openapi
     rule: str = ""  # the access rule that decided the call, if one did
+    limit_state: str = ""  # "" no limit applies | ok | limited | unchecked (store unreachable)
 
 
 class AuditSink(Protocol):

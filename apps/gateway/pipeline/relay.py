@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from apps.gateway.pipeline.ports import AuditEntry, AuditSink, Upstream, UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.metrics import Counters
+from apps.gateway.pipeline.ports import AuditEntry, AuditSink, RateLimiter, Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replies import JSON, SSE_HEADERS, Headers, Reply, Stream, error_reply
 from apps.gateway.pipeline.tracing import trace_id_of
 from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
-from apps.gateway.protocol.errors import BackendUnavailable, PolicyDenied
+from apps.gateway.protocol.errors import BackendUnavailable, PolicyDenied, RateLimited
 from apps.gateway.protocol.jsonrpc import Kind, Message, RequestId
 from apps.gateway.protocol.sse import SseEvent, encode_event
 
@@ -53,6 +55,7 @@ class Call:
     #: The name the client used, when the backend knows the target by another (multi-backend hosts).
     exposed_name: str | None = None
     rule: str = ""  # the access rule that allowed or denied it
+    limit_state: str = ""  # "" no rate limit applies | ok | limited | unchecked (limiter unreachable)
 
     @classmethod
     def begin(
@@ -97,9 +100,36 @@ def outcome_of(response: dict[str, Any]) -> tuple[str, int | None]:
 
 
 class Relay:
-    def __init__(self, upstream: Upstream, audit: AuditSink) -> None:
+    def __init__(
+        self, upstream: Upstream, audit: AuditSink, limiter: RateLimiter | None = None, counters: Counters | None = None
+    ) -> None:
         self._upstream = upstream
         self._audit = audit
+        self._limiter = limiter
+        self._counters = counters or Counters()
+
+    async def admit(self, call: Call, headers: Headers = ()) -> Reply | None:
+        """Charge an audited call to the caller's rate limits: None to go on, or the refusal
+        (-32005 with `data: {limit_scope, retry_after}`), audited."""
+        limits = call.principal.limits
+        if self._limiter is None or not limits or not call.audited:
+            return None
+        admission = await self._limiter.admit(limits)
+        if not admission.checked:
+            self._counters.increment("rate_limit_unchecked")
+        limit = admission.refused_by
+        if limit is None:
+            call.limit_state = "ok" if admission.checked else "unchecked"
+            return None
+        call.limit_state = "limited" if admission.checked else "unchecked"
+        error = RateLimited(
+            f"Rate limit exceeded: {limit.limit} calls per {limit.window_seconds} s for {limit.scope} {limit.name!r}",
+            data={"limit_scope": limit.scope, "retry_after": math.ceil(admission.retry_after * 1000) / 1000},
+        )
+        reply = error_reply(call.message.id, error, headers)
+        self._counters.increment("rate_limited", scope=limit.scope)
+        self.record(call, "rate_limited", error.code, len(reply.body))
+        return reply
 
     def record(self, call: Call, outcome: str, code: int | None, bytes_out: int) -> None:
         """One audit row for the call, if its method is audited."""
@@ -124,6 +154,7 @@ class Relay:
                 at=call.at,
                 backend_kind=call.backend.kind,
                 rule=call.rule,
+                limit_state=call.limit_state,
             )
         )
 

@@ -14,8 +14,20 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class Limit:
+    """At most `limit` routed calls per `window_seconds` for one key or one team (`scope`)."""
+
+    tenant_id: int
+    scope: str  # key | team
+    name: str
+    limit: int
+    window_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling. `anonymous` callers act as the configured key of the virtual host."""
+    """Who is calling. `anonymous` callers act as the configured key of the virtual host. `limits`:
+    the rate limits that apply to its calls (its key's, its team's)."""
 
     tenant_id: int
     tenant_slug: str
@@ -23,6 +35,7 @@ class Principal:
     key_name: str
     team: str | None
     anonymous: bool = False
+    limits: tuple[Limit, ...] = field(default=(), compare=False)
 
     @property
     def label(self) -> str:

@@ -70,6 +70,10 @@ class PolicyDenied(GatewayError):
     code = POLICY_DENIED
 
 
+class RateLimited(GatewayError):
+    code = RATE_LIMITED
+
+
 class BackendUnavailable(GatewayError):
     code = BACKEND_UNAVAILABLE
 
