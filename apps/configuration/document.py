@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from apps.gateway.pipeline.policy import RuleSpec
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -101,7 +103,19 @@ class VirtualHostSpec:
 
 
 @dataclass(frozen=True)
+class PolicySpec:
+    """The access policy of one virtual host of the document. Rules are the gateway's own
+    `RuleSpec` (tools as a tuple), in the order written, which is the order they are decided in."""
+
+    tenant: str
+    virtual_host: str
+    default: str = "allow"
+    rules: tuple[RuleSpec, ...] = ()
+
+
+@dataclass(frozen=True)
 class ConfigDocument:
     tenants: tuple[TenantSpec, ...] = ()
     backends: tuple[BackendSpec, ...] = ()
     virtual_hosts: tuple[VirtualHostSpec, ...] = ()
+    policies: tuple[PolicySpec, ...] = ()

@@ -1,5 +1,5 @@
 """Bringing the database in line with a validated document, one entity at a time, through the
-tenants and catalog services (which also move each tenant's configuration version).
+tenants, catalog and policies services (which also move each tenant's configuration version).
 
 Internal to `config_apply`, which owns the transaction. Conflicts only the database can reveal
 (a secret another key already uses, a revoked key the file names as active) are collected as
@@ -36,10 +36,12 @@ from apps.configuration.document import (
     BackendSpec,
     ConfigDocument,
     CredentialSpec,
+    PolicySpec,
     Problem,
     TenantSpec,
     VirtualHostSpec,
 )
+from apps.configuration.policies import policy_prune, policy_reconcile
 from apps.configuration.reports import Action, Change, GeneratedSecret
 from apps.tenants.keys import key_hash
 from apps.tenants.models import ApiKey, Team, Tenant
@@ -76,8 +78,9 @@ class Reconciler:
         self._backends: dict[tuple[str, str], Backend] = {}
 
     def run(self) -> None:
-        # Order matters: keys need teams, mounts need backends, vhosts need keys; pruning runs
-        # last and from the leaves up, because mounts PROTECT backends and anonymous keys.
+        # Order matters: keys need teams, mounts need backends, vhosts need keys, policies need
+        # vhosts and the teams and keys their rules name; pruning runs last and from the leaves
+        # up, because mounts PROTECT backends and anonymous keys.
         for i, spec in enumerate(self.document.tenants):
             self._tenant(spec, f"tenants[{i}]")
         for i, spec in enumerate(self.document.backends):
@@ -86,6 +89,8 @@ class Reconciler:
         for i, spec in enumerate(self.document.virtual_hosts):
             kept_hosts.setdefault(spec.tenant, set()).add(spec.slug)
             self._virtual_host(spec, f"virtual_hosts[{i}]")
+        for i, policy in enumerate(self.document.policies):
+            self._policy(policy, f"policies[{i}]")
         if self.prune and not self.problems:
             with self._reporting("(prune)"):
                 self._prune(kept_hosts)
@@ -336,10 +341,19 @@ class Reconciler:
                 action = Action.CREATED if current_alias is None else Action.UPDATED
                 self._record(action, "alias", name, [target])
 
+    def _policy(self, spec: PolicySpec, path: str) -> None:
+        tenant = self._tenants.get(spec.tenant)
+        host = virtual_host_list(tenant=tenant).filter(slug=spec.virtual_host).first() if tenant else None
+        if host is None:
+            return  # the tenant or the host failed; that problem is already reported
+        with self._reporting(path):
+            self.changes.append(policy_reconcile(virtual_host=host, spec=spec))
+
     # --- prune ---------------------------------------------------------------------------------
     def _prune(self, kept_hosts: dict[str, set[str]]) -> None:
         """Delete what the document no longer names, leaves first. A tenant the document does not
         name goes with everything it owns (reported as the one tenant deletion)."""
+        with_policy = {(p.tenant, p.virtual_host) for p in self.document.policies}
         for spec in self.document.virtual_hosts:
             host = virtual_host_list(tenant=self._tenants[spec.tenant]).filter(slug=spec.slug).first()
             prefix = f"{spec.tenant}/{spec.slug}"
@@ -353,6 +367,8 @@ class Reconciler:
                 if mount.map_key not in named_mounts:
                     mount_delete(mount=mount)
                     self._record(Action.DELETED, "mount", f"{prefix}:{mount.map_key}")
+            if (spec.tenant, spec.slug) not in with_policy and (change := policy_prune(virtual_host=host, name=prefix)):
+                self.changes.append(change)
         named_backends = {(b.tenant, b.name) for b in self.document.backends}
         for spec in self.document.tenants:
             tenant = self._tenants[spec.slug]

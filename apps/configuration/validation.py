@@ -28,10 +28,11 @@ from apps.configuration.document import (
     VirtualHostSpec,
 )
 from apps.configuration.fields import FieldChecks
+from apps.configuration.policies import policies_check
 from apps.tenants.keys import key_secret_problem
 from apps.tenants.models import slug_validator
 
-TOP_LEVEL_KEYS = ("tenants", "backends", "virtual_hosts")
+TOP_LEVEL_KEYS = ("tenants", "backends", "virtual_hosts", "policies")
 _TENANT_FIELDS = ("slug", "name", "teams", "keys")
 _KEY_FIELDS = ("name", "team", "secret", "expires_at", "revoked")
 _BACKEND_FIELDS = (
@@ -109,7 +110,10 @@ class _Checker(FieldChecks):
         tenants = self.tenants(raw.get("tenants"))
         backends = self.backends(raw.get("backends"), tenants)
         virtual_hosts = self.virtual_hosts(raw.get("virtual_hosts"), tenants, backends)
-        return ConfigDocument(tenants=tuple(tenants.values()), backends=backends, virtual_hosts=virtual_hosts)
+        policies = policies_check(self, raw.get("policies"), tenants=tenants, virtual_hosts=virtual_hosts)
+        return ConfigDocument(
+            tenants=tuple(tenants.values()), backends=backends, virtual_hosts=virtual_hosts, policies=policies
+        )
 
     def tenants(self, raw: Any) -> dict[str, TenantSpec]:
         tenants: dict[str, TenantSpec] = {}
