@@ -1,9 +1,10 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from apps.catalog.urls import api_urls as catalog_api_urls
 from apps.catalog.urls import console_urls as catalog_console_urls
 from apps.common.views import healthz, readyz
+from apps.gateway.views import protected_resource_metadata
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -11,4 +12,8 @@ urlpatterns = [
     path("console/", include(catalog_console_urls)),
     path("healthz", healthz),
     path("readyz", readyz),
+    re_path(
+        r"^\.well-known/oauth-protected-resource/mcp/(?P<tenant>[a-z0-9-]{1,64})/(?P<vhost>[a-z0-9-]{1,64})/?$",
+        protected_resource_metadata,
+    ),
 ]

@@ -3,10 +3,13 @@ served from memory, reloaded when the configuration version counter in Redis mov
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 import redis.asyncio
 from asgiref.sync import sync_to_async
@@ -19,11 +22,11 @@ from apps.common.config_version import CONFIG_VERSION_KEY
 from apps.gateway.openapi import OpenApiHttp, openapi_server_build
 from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.singleflight import SingleFlight
-from apps.gateway.pipeline.values import BackendView, Limit, Principal, VirtualHostView
+from apps.gateway.pipeline.values import BackendView, Limit, Principal, TokenIssuerView, VirtualHostView
 from apps.policies.models import RateLimit
 from apps.policies.selectors import access_policy_compiled
 from apps.tenants.keys import key_hash
-from apps.tenants.models import ApiKey, Tenant
+from apps.tenants.models import ApiKey, Team, Tenant, TokenIssuer
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +44,42 @@ class _Key:
 
 
 class TenantSnapshot:
-    """One tenant's keys and virtual hosts, immutable once built."""
+    """One tenant's keys, token issuers and virtual hosts, immutable once built."""
 
-    def __init__(self, keys: list[_Key], key_hashes: dict[str, int], vhosts: dict[str, VirtualHostView]):
+    def __init__(
+        self,
+        keys: list[_Key],
+        key_hashes: dict[str, int],
+        vhosts: dict[str, VirtualHostView],
+        *,
+        tenant: tuple[int, str] = (0, ""),
+        issuers: tuple[TokenIssuerView, ...] = (),
+        teams: frozenset[str] = frozenset(),
+        team_limits: dict[str, Limit] | None = None,
+    ):
         self._keys = {key.principal.key_id: key for key in keys}
         self._by_hash = key_hashes
         self._vhosts = vhosts
+        self._tenant = tenant
+        self.issuers = issuers
+        self._teams = teams
+        self._team_limits = team_limits or {}
+
+    def principal_for_token(self, issuer: TokenIssuerView, claims: Mapping[str, Any]) -> Principal:
+        subject = str(claims.get(issuer.subject_claim) or "")
+        named = claims.get(issuer.team_claim)
+        # One team: a string, or the first known team of a list (a `groups` claim).
+        candidates = [named] if isinstance(named, str) else named if isinstance(named, list) else []
+        team = next((t for t in candidates if isinstance(t, str) and t in self._teams), None)
+        scope = claims.get("scope", claims.get("scp", ""))
+        scopes = tuple(scope.split() if isinstance(scope, str) else (s for s in scope if isinstance(s, str)))
+        digest = hashlib.blake2b(f"{issuer.issuer}\x00{subject}".encode(), digest_size=7).digest()
+        limit = self._team_limits.get(team or "")
+        return Principal(
+            tenant_id=self._tenant[0], tenant_slug=self._tenant[1],
+            key_id=-1 - int.from_bytes(digest, "big"),  # negative: never an API key's id
+            key_name=subject, team=team, limits=(limit,) if limit else (), issuer=issuer.issuer, scopes=scopes,
+        )
 
     def virtual_host(self, slug: str) -> VirtualHostView | None:
         return self._vhosts.get(slug)
@@ -126,6 +159,11 @@ def _load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
         expires = api_key.expires_at.timestamp() if api_key.expires_at else None
         keys.append(_Key(principal, expires, api_key.revoked_at is not None and api_key.revoked_at <= timezone.now()))
         hashes[api_key.secret_hash] = api_key.pk
+    issuers = tuple(
+        TokenIssuerView(i.issuer, i.audience, i.jwks_url, i.public_key, tuple(i.algorithms), i.team_claim,
+                        i.subject_claim)
+        for i in TokenIssuer.objects.filter(tenant=tenant)
+    )
     vhosts: dict[str, VirtualHostView] = {}
     views: dict[int, BackendView] = {}  # one per backend, however many hosts mount it
     vhost_rows = VirtualHost.objects.filter(tenant=tenant).prefetch_related(
@@ -152,7 +190,11 @@ def _load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
             anonymous_key_id=vhost.anonymous_key_id if vhost.allow_anonymous else None,
             policy=access_policy_compiled(virtual_host=vhost),
         )
-    return TenantSnapshot(keys, hashes, vhosts)
+    return TenantSnapshot(
+        keys, hashes, vhosts, tenant=(tenant.pk, tenant.slug), issuers=issuers,
+        teams=frozenset(Team.objects.filter(tenant=tenant).values_list("slug", flat=True)),
+        team_limits={name: limit for (scope, name), limit in limits.items() if scope == "team"},
+    )
 
 
 class SnapshotDirectory:

@@ -18,6 +18,7 @@ from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import ListSettings
 from apps.gateway.sessions import RedisSessionStore
 from apps.gateway.snapshots import SnapshotDirectory
+from apps.gateway.tokens import JwtVerifier
 from apps.gateway.upstream.client import HttpUpstream
 
 _gateways: dict[int, Gateway] = {}
@@ -63,6 +64,7 @@ def gateway() -> Gateway:
             settings=gateway_settings(),
             changes=RedisChangeFeed(client, instance=f"{settings.GATEWAY_INSTANCE_ID}:{loop_id}"),
             limiter=RedisRateLimiter(client, fail_open=settings.GATEWAY_RATE_LIMIT_FAIL_OPEN),
+            tokens=JwtVerifier(),
         )
         _gateways[loop_id] = instance
     return instance

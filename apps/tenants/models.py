@@ -50,3 +50,24 @@ class ApiKey(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"{self.tenant.slug}/{self.name} ({self.prefix}…)"
+
+
+class TokenIssuer(TimeStampedModel):
+    """An OAuth/OIDC authorization server whose JWT access tokens the tenant's virtual hosts accept.
+    Keys come from `jwks_url` (fetched and cached by each gateway instance) or `public_key` (PEM)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="token_issuers")
+    issuer = models.CharField(max_length=500, help_text="The `iss` its tokens carry, exactly.")
+    audience = models.CharField(max_length=500, help_text="The `aud` a token must be for (this gateway's resource).")
+    jwks_url = models.CharField(max_length=500, blank=True)
+    public_key = models.TextField(blank=True, help_text="PEM public key, when the issuer publishes no JWKS.")
+    algorithms = models.JSONField(default=list, help_text="Accepted `alg` values: RS256, ES256, EdDSA.")
+    team_claim = models.CharField(max_length=100, default="team", help_text="Claim naming the caller's team.")
+    subject_claim = models.CharField(max_length=100, default="sub")
+
+    class Meta:
+        ordering = ["tenant__slug", "issuer"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "issuer"], name="token_issuer_unique_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}: {self.issuer}"

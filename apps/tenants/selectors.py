@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from apps.tenants.keys import key_hash
-from apps.tenants.models import ApiKey, Team, Tenant
+from apps.tenants.models import ApiKey, Team, Tenant, TokenIssuer
 
 
 def tenant_get(*, slug: str) -> Tenant | None:
@@ -28,3 +28,7 @@ def api_key_list(*, tenant: Tenant) -> QuerySet[ApiKey]:
 def api_key_get_by_secret(*, secret: str) -> ApiKey | None:
     """The key whose secret this is, whatever its state (the caller judges revocation/expiry)."""
     return ApiKey.objects.select_related("tenant", "team").filter(secret_hash=key_hash(secret)).first()
+
+
+def token_issuer_list(*, tenant: Tenant) -> QuerySet[TokenIssuer]:
+    return TokenIssuer.objects.filter(tenant=tenant).order_by("issuer")

@@ -7,16 +7,18 @@ carry on (an IntegrityError would poison the transaction)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from cryptography.hazmat.primitives import serialization
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from apps.common.config_version import config_version_bump
 from apps.tenants.keys import key_display_prefix, key_generate, key_hash, key_secret_problem
-from apps.tenants.models import ApiKey, Team, Tenant
+from apps.tenants.models import ApiKey, Team, Tenant, TokenIssuer
 
 
 @dataclass(frozen=True)
@@ -158,4 +160,49 @@ def api_key_delete(*, api_key: ApiKey) -> None:
         raise ValidationError(f"key {api_key.name!r} is the anonymous key of a virtual host")
     tenant_id = api_key.tenant_id
     api_key.delete()
+    config_version_bump(tenant_id=tenant_id)
+
+
+ALGORITHMS = ("RS256", "ES256", "EdDSA")
+
+
+def token_issuer_set(
+    *,
+    tenant: Tenant,
+    issuer: str,
+    audience: str,
+    jwks_url: str = "",
+    public_key: str = "",
+    algorithms: Sequence[str] = ALGORITHMS,
+    team_claim: str = "team",
+    subject_claim: str = "sub",
+) -> TokenIssuer:
+    """Accept JWT access tokens from `issuer` for `audience` on the tenant's virtual hosts (replacing
+    what was configured for that issuer). Exactly one of `jwks_url` and `public_key` (PEM)."""
+    if not issuer or not audience:
+        raise ValidationError("issuer and audience are required")
+    if bool(jwks_url) == bool(public_key):
+        raise ValidationError("give either jwks_url or public_key")
+    if jwks_url and not jwks_url.startswith(("https://", "http://")):
+        raise ValidationError({"jwks_url": "must be an http(s) URL"})
+    if public_key:
+        try:
+            serialization.load_pem_public_key(public_key.encode())
+        except ValueError as exc:
+            raise ValidationError({"public_key": f"not a PEM public key: {exc}"}) from None
+    unknown = [alg for alg in algorithms if alg not in ALGORITHMS]
+    if not algorithms or unknown:
+        raise ValidationError({"algorithms": f"choose from {', '.join(ALGORITHMS)}"})
+    token_issuer, _ = TokenIssuer.objects.update_or_create(
+        tenant=tenant, issuer=issuer,
+        defaults={"audience": audience, "jwks_url": jwks_url, "public_key": public_key,
+                  "algorithms": list(algorithms), "team_claim": team_claim, "subject_claim": subject_claim},
+    )
+    config_version_bump(tenant_id=tenant.pk)
+    return token_issuer
+
+
+def token_issuer_delete(*, token_issuer: TokenIssuer) -> None:
+    tenant_id = token_issuer.tenant_id
+    token_issuer.delete()
     config_version_bump(tenant_id=tenant_id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from apps.gateway.pipeline.backends import BackendCatalog
 from apps.gateway.pipeline.client import BackendClient
@@ -20,10 +21,12 @@ from apps.gateway.pipeline.ports import (
     AuditSink,
     ChangeFeed,
     Directory,
+    InvalidToken,
     RateLimiter,
     SessionStore,
     StoreUnavailable,
     TenantDirectory,
+    TokenVerifier,
     Upstream,
 )
 from apps.gateway.pipeline.relay import Relay
@@ -34,6 +37,8 @@ from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidRequest
 from apps.gateway.protocol.jsonrpc import Message, dumps, error_message, loads, parse_body
 from apps.gateway.protocol.versions import MODERN_VERSIONS
 
+#: Where RFC 9728 protected-resource metadata is served; the MCP path follows.
+PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource"
 #: The one protocol revision whose clients may send JSON-RPC batches.
 BATCH_VERSION = "2025-03-26"
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
@@ -63,6 +68,11 @@ def _host_allowed(host: str, allowed: frozenset[str]) -> bool:
     )
 
 
+class _NoTokens:
+    async def verify(self, token: str, issuers: object) -> Any:
+        raise InvalidToken("this gateway verifies no access tokens")
+
+
 def _credential(request: HttpRequest) -> str | None:
     authorization = request.headers.get("authorization", "")
     scheme, _, token = authorization.partition(" ")
@@ -82,8 +92,10 @@ class Gateway:
         settings: GatewaySettings,
         changes: ChangeFeed | None = None,
         limiter: RateLimiter | None = None,
+        tokens: TokenVerifier | None = None,
     ) -> None:
         self.settings = settings
+        self._tokens = tokens or _NoTokens()
         self._changes = changes
         self.directory = directory
         self.backends = BackendCatalog(upstream)
@@ -140,32 +152,49 @@ class Gateway:
             return
         raise HttpError(403, f"Forbidden: origin {origin!r} is not allowed", code=-32600)
 
-    def authenticate(
+    async def authenticate(
         self, request: HttpRequest, tenant: TenantDirectory | None, vhost: VirtualHostView | None
     ) -> Principal:
+        """The caller: an API key, a JWT access token of one of the tenant's issuers, or the host's
+        anonymous key. Otherwise 401 with a challenge that names the protected-resource metadata
+        (RFC 9728) when the tenant accepts tokens."""
         credential = _credential(request)
         if credential is not None:
             principal = tenant.principal_for_credential(credential) if tenant is not None else None
-            if principal is None:
-                raise HttpError(
-                    401, "Unauthorized: invalid API key",
-                    headers=(("www-authenticate", 'Bearer realm="mcp-gateway", error="invalid_token"'),),
-                )
-            return principal
+            if principal is not None:
+                return principal
+            if tenant is not None and tenant.issuers and credential.count(".") == 2:
+                try:
+                    issuer, claims = await self._tokens.verify(credential, tenant.issuers)
+                except InvalidToken as exc:
+                    raise HttpError(401, f"Unauthorized: {exc}", headers=self._challenge(request, tenant, True)) from None
+                return tenant.principal_for_token(issuer, claims)
+            raise HttpError(401, "Unauthorized: invalid API key", headers=self._challenge(request, tenant, True))
         if tenant is not None and vhost is not None and vhost.anonymous_key_id is not None:
             principal = tenant.principal_for_key(vhost.anonymous_key_id)
             if principal is not None:
                 return principal
         raise HttpError(
-            401, "Unauthorized: send an API key as 'Authorization: Bearer <key>' or 'X-API-Key'",
-            headers=(("www-authenticate", 'Bearer realm="mcp-gateway"'),),
+            401, "Unauthorized: send an API key as 'Authorization: Bearer <key>' or 'X-API-Key'"
+            + (", or an access token of a trusted issuer" if tenant is not None and tenant.issuers else ""),
+            headers=self._challenge(request, tenant, False),
         )
+
+    def _challenge(self, request: HttpRequest, tenant: TenantDirectory | None, invalid: bool) -> tuple[tuple[str, str], ...]:
+        parts = ['Bearer realm="mcp-gateway"']
+        if tenant is not None and tenant.issuers:
+            host = request.headers.get("host", "")
+            url = f"{request.scheme}://{host}{PROTECTED_RESOURCE_PATH}/mcp/{request.tenant}/{request.vhost}"
+            parts.append(f'resource_metadata="{url}"')
+        if invalid:
+            parts.append('error="invalid_token"')
+        return (("www-authenticate", ", ".join(parts)),)
 
     async def _handle(self, request: HttpRequest) -> Reply:
         self.check_origin(request)
         tenant = await self.directory.tenant(request.tenant)
         vhost = tenant.virtual_host(request.vhost) if tenant is not None else None
-        principal = self.authenticate(request, tenant, vhost)
+        principal = await self.authenticate(request, tenant, vhost)
         if vhost is None:
             raise HttpError(404, f"Not Found: no virtual host {request.tenant}/{request.vhost}")
         session_id = request.headers.get("mcp-session-id")

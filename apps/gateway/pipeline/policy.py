@@ -92,7 +92,8 @@ class Rule:
             return principal.tenant_slug == self.subject_name
         if self.subject_kind == "team":
             return principal.team == self.subject_name
-        return principal.key_name == self.subject_name
+        # A token's subject is not a key, even when it has a key's name.
+        return principal.issuer is None and principal.key_name == self.subject_name
 
     def names(self, exposed: str, upstream: str) -> bool:
         return self.match(exposed) is not None or (upstream != exposed and self.match(upstream) is not None)
@@ -152,7 +153,7 @@ def principal_context(principal: Principal) -> dict[str, Any]:
         "team": principal.team or "",
         "key": principal.key_name,
         "subject": principal.key_name,
-        "scopes": [],
+        "scopes": list(principal.scopes),
     }
 
 

@@ -7,7 +7,15 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from apps.gateway.pipeline.values import BackendInfo, BackendView, Limit, Principal, SessionState, VirtualHostView
+from apps.gateway.pipeline.values import (
+    BackendInfo,
+    BackendView,
+    Limit,
+    Principal,
+    SessionState,
+    TokenIssuerView,
+    VirtualHostView,
+)
 from apps.gateway.protocol.sse import SseEvent
 
 
@@ -19,8 +27,27 @@ class StoreUnavailable(Exception):
     """The shared session store cannot be reached; the request cannot be served right now."""
 
 
+class InvalidToken(Exception):
+    """A bearer token that is not a valid access token for the tenant; the message says why."""
+
+
+class TokenVerifier(Protocol):
+    async def verify(
+        self, token: str, issuers: Sequence[TokenIssuerView]
+    ) -> tuple[TokenIssuerView, Mapping[str, Any]]:
+        """The issuer that signed `token` and its verified claims (signature, `iss`, `aud`, `exp`,
+        `nbf`); raises InvalidToken."""
+
+
 class TenantDirectory(Protocol):
     """One tenant's configuration as of some version: read without I/O."""
+
+    @property
+    def issuers(self) -> tuple[TokenIssuerView, ...]:
+        """Authorization servers whose JWT access tokens the tenant accepts."""
+
+    def principal_for_token(self, issuer: TokenIssuerView, claims: Mapping[str, Any]) -> Principal:
+        """The principal a verified token stands for (subject, team and scopes from its claims)."""
 
     def virtual_host(self, slug: str) -> VirtualHostView | None: ...
 

@@ -36,10 +36,30 @@ class Principal:
     team: str | None
     anonymous: bool = False
     limits: tuple[Limit, ...] = field(default=(), compare=False)
+    #: For a JWT access token: its issuer (`key_name` is then the token's subject, `key_id` a
+    #: stable number for that issuer and subject). None for API keys.
+    issuer: str | None = None
+    scopes: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
+        if self.issuer is not None:
+            return f"token:{self.key_name}@{self.issuer}"
         return f"{'anonymous' if self.anonymous else 'key'}:{self.key_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenIssuerView:
+    """An authorization server whose JWT access tokens a tenant accepts (`public_key`: PEM, or '' to
+    use `jwks_url`)."""
+
+    issuer: str
+    audience: str
+    jwks_url: str
+    public_key: str
+    algorithms: tuple[str, ...]
+    team_claim: str
+    subject_claim: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +128,7 @@ class HttpRequest:
     body: bytes
     raw_header_names: tuple[str, ...] = ()
     client: str = ""
+    scheme: str = "http"
 
 
 @dataclass(slots=True)

@@ -54,6 +54,7 @@ class McpConsumer(AsyncHttpConsumer):
             body=body,
             raw_header_names=tuple(names),
             client=str(client[0]),
+            scheme=scope.get("scheme", "http"),
         )
         # A client that goes away cancels its request: the pipeline unwinds and closes the upstream
         # exchange, which is how the backend learns of it (for stateless clients that is what

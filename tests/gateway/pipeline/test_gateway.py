@@ -18,6 +18,8 @@ VHOST = VirtualHostView(1, "acme", "main", MappingProxyType({"demo": BACKEND}), 
 
 
 class Tenant:
+    issuers = ()
+
     def virtual_host(self, slug: str) -> VirtualHostView | None:
         return VHOST if slug == "main" else None
 

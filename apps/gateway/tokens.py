@@ -1,0 +1,95 @@
+"""The `TokenVerifier` port: JWT access tokens (RS256, ES256, EdDSA) from a tenant's configured
+issuers, checked with PyJWT. Keys come from the issuer's PEM public key or its JWKS, fetched once
+and kept for `jwks_seconds`; a token naming a key id the cached set lacks fetches the set again (at
+most every `refetch_seconds`, so a stream of forged key ids cannot hammer the issuer)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+import jwt
+from cryptography.hazmat.primitives import serialization
+
+from apps.gateway.pipeline.ports import InvalidToken
+from apps.gateway.pipeline.singleflight import SingleFlight
+from apps.gateway.pipeline.values import TokenIssuerView
+
+_LEEWAY_SECONDS = 10  # clock skew between the issuer and this instance
+
+
+class JwtVerifier:
+    def __init__(self, *, jwks_seconds: float = 600.0, refetch_seconds: float = 30.0, timeout: float = 5.0) -> None:
+        self._jwks_seconds = jwks_seconds
+        self._refetch_seconds = refetch_seconds
+        self._timeout = timeout
+        self._sets: dict[str, tuple[float, dict[str, Any]]] = {}  # JWKS URL -> (fetched at, kid -> key)
+        self._pem: dict[str, Any] = {}
+        self._flights: SingleFlight[dict[str, Any]] = SingleFlight()
+        self._http: httpx.AsyncClient | None = None
+
+    async def verify(self, token: str, issuers: Sequence[TokenIssuerView]) -> tuple[TokenIssuerView, Mapping[str, Any]]:
+        try:
+            header = jwt.get_unverified_header(token)
+            unverified = jwt.decode(token, options={"verify_signature": False})
+        except jwt.PyJWTError:
+            raise InvalidToken("the bearer token is neither an API key nor a well-formed JWT") from None
+        issuer = next((i for i in issuers if i.issuer == unverified.get("iss")), None)
+        if issuer is None:
+            raise InvalidToken("the token's issuer is not trusted here")
+        if header.get("alg") not in issuer.algorithms:
+            raise InvalidToken(f"the token's algorithm {header.get('alg')!r} is not accepted")
+        key = await self._key(issuer, header.get("kid"))
+        try:
+            claims = jwt.decode(
+                token, key, algorithms=list(issuer.algorithms), audience=issuer.audience, issuer=issuer.issuer,
+                leeway=_LEEWAY_SECONDS, options={"require": ["exp", "iss", "aud"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise InvalidToken("the token has expired") from None
+        except jwt.ImmatureSignatureError:
+            raise InvalidToken("the token is not valid yet (nbf)") from None
+        except jwt.InvalidAudienceError:
+            raise InvalidToken("the token is for another audience") from None
+        except jwt.PyJWTError as exc:
+            raise InvalidToken(f"the token is invalid: {exc}") from None
+        return issuer, claims
+
+    async def _key(self, issuer: TokenIssuerView, kid: object) -> Any:
+        if issuer.public_key:
+            key = self._pem.get(issuer.public_key)
+            if key is None:
+                key = self._pem[issuer.public_key] = serialization.load_pem_public_key(issuer.public_key.encode())
+            return key
+        if not isinstance(kid, str):
+            raise InvalidToken("the token names no key id (kid)")
+        url = issuer.jwks_url
+        fetched = self._sets.get(url)
+        now = time.monotonic()
+        stale = fetched is None or now - fetched[0] > self._jwks_seconds
+        missing = fetched is not None and kid not in fetched[1] and now - fetched[0] > self._refetch_seconds
+        if stale or missing:
+            keys = await self._flights.run(url, lambda: self._fetch(url))
+        else:
+            keys = fetched[1]  # type: ignore[index]
+        key = keys.get(kid)
+        if key is None:
+            raise InvalidToken(f"the token's key id {kid!r} is not in the issuer's key set")
+        return key
+
+    async def _fetch(self, url: str) -> dict[str, Any]:
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=self._timeout)
+        try:
+            response = await self._http.get(url)
+            response.raise_for_status()
+            keys = {k.key_id: k.key for k in jwt.PyJWKSet.from_dict(response.json()).keys if k.key_id}
+        except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
+            previous = self._sets.get(url)
+            if previous is not None:
+                return previous[1]  # keep trusting the last good set while the issuer is unreachable
+            raise InvalidToken(f"the issuer's keys cannot be fetched ({type(exc).__name__})") from None
+        self._sets[url] = (time.monotonic(), keys)
+        return keys
