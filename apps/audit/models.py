@@ -32,6 +32,10 @@ class AuditRecord(models.Model):
     session_id = models.CharField(max_length=200, blank=True)
     trace_id = models.CharField(max_length=32, blank=True)
     rule = models.CharField(max_length=64, blank=True, help_text="The access rule that decided, if one did.")
+    arguments = models.JSONField(
+        null=True, blank=True,
+        help_text="Per the tenant's setting: null (off), each argument's keyed hash (hash), or as sent (full).",
+    )
     limit_state = models.CharField(
         max_length=16, blank=True,
         help_text="Rate limits: empty (none apply), ok, limited, or unchecked (Redis unreachable, fail mode applied).",

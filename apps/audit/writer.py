@@ -11,6 +11,7 @@ import logging
 import threading
 from collections import deque
 
+import orjson
 from asgiref.sync import sync_to_async
 from django.db import connection
 
@@ -25,7 +26,7 @@ _MAX_QUEUED = 200_000
 _COLUMNS = (
     "created_at", "tenant_id", "tenant_slug", "virtual_host", "principal", "api_key_id", "backend", "method",
     "exposed_name", "upstream_name", "outcome", "error_code", "latency_ms", "bytes_in", "bytes_out",
-    "session_id", "trace_id", "backend_kind", "rule", "limit_state",
+    "session_id", "trace_id", "backend_kind", "rule", "limit_state", "arguments",
 )
 
 
@@ -43,7 +44,7 @@ def audit_records_write(entries: list[AuditEntry]) -> None:
                     _text(principal.tenant_slug),
                     _text(entry.virtual_host),
                     _text(principal.label, 200),
-                    principal.key_id,
+                    None if principal.issuer is not None else principal.key_id,  # tokens have no key
                     _text(entry.backend),
                     _text(entry.method),
                     _text(entry.exposed_name, 255),
@@ -58,7 +59,15 @@ def audit_records_write(entries: list[AuditEntry]) -> None:
                     entry.backend_kind,
                     _text(entry.rule, 64),
                     entry.limit_state,
+                    _json(entry.arguments),
                 ))
+
+
+def _json(value: object) -> str | None:
+    """Arguments as jsonb text: PostgreSQL's jsonb refuses the NUL character, kept as U+FFFD."""
+    if value is None:
+        return None
+    return orjson.dumps(value, default=str).decode().replace("\\u0000", "\\ufffd")
 
 
 def _text(value: str, limit: int = 64) -> str:

@@ -188,6 +188,7 @@ def _load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
             mounts=MappingProxyType({key: view for key, view in mounts.items() if view.urls or view.server}),
             aliases=MappingProxyType({a.alias: (a.map_key, a.upstream_name) for a in vhost.tool_aliases.all()}),
             anonymous_key_id=vhost.anonymous_key_id if vhost.allow_anonymous else None,
+            audit_arguments=tenant.audit_arguments,
             policy=access_policy_compiled(virtual_host=vhost),
         )
     return TenantSnapshot(

@@ -36,6 +36,7 @@ def gateway_settings() -> GatewaySettings:
         allowed_origins=frozenset(settings.GATEWAY_ALLOWED_ORIGINS),
         allowed_hosts=frozenset() if "*" in settings.ALLOWED_HOSTS else hosts,
         cursor_secret=derived_key(settings.SECRET_KEY, b"mcp-gateway list cursors v1"),
+        audit_hash_key=derived_key(settings.SECRET_KEY, b"mcp-gateway audit argument hashes v1"),
         lists=ListSettings(
             page_size=settings.GATEWAY_LIST_PAGE_SIZE,
             timeout=settings.GATEWAY_LIST_TIMEOUT_SECONDS,

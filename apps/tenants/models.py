@@ -10,8 +10,17 @@ slug_validator = RegexValidator(
 
 
 class Tenant(TimeStampedModel):
+    class AuditArguments(models.TextChoices):
+        OFF = "off", "Not stored"
+        HASH = "hash", "Keyed hash of each argument"
+        FULL = "full", "Stored as sent"
+
     slug = models.CharField(max_length=64, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=200)
+    audit_arguments = models.CharField(
+        max_length=8, choices=AuditArguments.choices, default=AuditArguments.OFF,
+        help_text="What audit rows keep of call arguments.",
+    )
 
     class Meta:
         ordering = ["slug"]

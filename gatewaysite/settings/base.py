@@ -117,6 +117,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
     # Spec uploads whose compilation was never queued (broker down) or whose worker died.
     "spec-compile-requeue": {"task": "apps.catalog.tasks.spec_compile_requeue", "schedule": 60.0},
+    # Audit rows past their retention (GATEWAY_AUDIT_RETENTION_DAYS).
+    "audit-prune": {"task": "apps.audit.tasks.audit_prune", "schedule": 3600.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -154,6 +156,8 @@ GATEWAY_LIST_CACHE_SECONDS = float(os.environ.get("GATEWAY_LIST_CACHE_SECONDS", 
 GATEWAY_RATE_LIMIT_FAIL_OPEN = env_bool("GATEWAY_RATE_LIMIT_FAIL_OPEN", True)
 # How often (seconds) an instance checks the configuration version counter in Redis.
 GATEWAY_SNAPSHOT_CHECK_SECONDS = float(os.environ.get("GATEWAY_SNAPSHOT_CHECK_SECONDS", "0.5"))
+# How long audit rows are kept (days); older ones are deleted hourly by Celery beat.
+GATEWAY_AUDIT_RETENTION_DAYS = int(os.environ.get("GATEWAY_AUDIT_RETENTION_DAYS", "90"))
 # How often (seconds) queued audit rows are written.
 GATEWAY_AUDIT_FLUSH_SECONDS = float(os.environ.get("GATEWAY_AUDIT_FLUSH_SECONDS", "0.25"))
 # Name of this gateway instance; part of every session id it mints (the owner hint).

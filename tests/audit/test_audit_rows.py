@@ -11,7 +11,8 @@ from django.conf import settings
 
 from apps.audit.models import AuditRecord
 from apps.catalog.models import Backend
-from apps.tenants.models import ApiKey
+from apps.common.config_version import config_version_bump
+from apps.tenants.models import ApiKey, Tenant
 from tests.conftest import Host, make_host
 from tests.gateway.helpers import META, message_of, modern, open_session, post
 from tests.processes import free_port, gateway_argv, gateway_env, running, stop
@@ -104,3 +105,17 @@ def test_a_client_that_goes_away_cancels_its_call(demo_host: Host) -> None:
     [row] = _rows(demo_host.tenant, 1)
     assert (row.exposed_name, row.outcome) == ("countdown", "cancelled")
     assert time.monotonic() - started < 3  # recorded at the disconnect, not when the 5 s countdown ends
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("off", None), ("full", {"a": 1, "b": 2}), ("hash", "hashed")])
+def test_arguments_are_kept_as_the_tenant_says(demo_host: Host, mode: str, expected: object) -> None:
+    Tenant.objects.filter(slug=demo_host.tenant).update(audit_arguments=mode)
+    config_version_bump(tenant_id=Tenant.objects.get(slug=demo_host.tenant).pk)
+    response = modern(demo_host.url, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}, key=demo_host.key)
+    assert "result" in message_of(response)
+    [row] = _rows(demo_host.tenant, 1)
+    if expected == "hashed":
+        assert set(row.arguments) == {"a", "b"} and all(len(v) == 64 for v in row.arguments.values())
+        assert row.arguments["a"] != row.arguments["b"]
+    else:
+        assert row.arguments == expected

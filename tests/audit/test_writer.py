@@ -62,3 +62,16 @@ def test_names_a_caller_chose_are_stored_whatever_they_hold() -> None:
     audit_records_write([_entry(exposed_name="a\x00b", method="tools/\x00call", session_id="s\x00")])
     row = AuditRecord.objects.get()
     assert (row.exposed_name, row.method, row.session_id) == ("a\ufffdb", "tools/\ufffdcall", "s\ufffd")
+
+
+@pytest.mark.django_db
+def test_kept_arguments_policy_rule_and_limit_state_are_written() -> None:
+    token = Principal(tenant_id=7, tenant_slug="acme", key_id=-99, key_name="alice", team=None, issuer="https://i/")
+    audit_records_write([
+        _entry(arguments={"text": "nul \x00 inside", "n": 1}, rule="r1", limit_state="ok"),
+        _entry(principal=token, outcome="denied", error_code=-32003),
+    ])
+    kept, by_token = AuditRecord.objects.order_by("id")
+    assert kept.arguments == {"text": "nul \ufffd inside", "n": 1}  # jsonb cannot hold NUL
+    assert (kept.rule, kept.limit_state) == ("r1", "ok")
+    assert (by_token.principal, by_token.api_key_id, by_token.arguments) == ("token:alice@https://i/", None, None)

@@ -51,6 +51,8 @@ class GatewaySettings:
     allowed_hosts: frozenset[str]  # empty: any Host header
     #: Signs list cursors; every instance of a deployment must have the same (>= 16 bytes).
     cursor_secret: bytes = field(repr=False, default=b"")
+    #: Keys the hashes of audited arguments (tenants with `audit_arguments: hash`).
+    audit_hash_key: bytes = field(repr=False, default=b"")
     lists: ListSettings = ListSettings()
 
 
@@ -100,7 +102,7 @@ class Gateway:
         self.directory = directory
         self.backends = BackendCatalog(upstream)
         self.counters = Counters()
-        relay = Relay(upstream, audit, limiter, self.counters)
+        relay = Relay(upstream, audit, limiter, self.counters, hash_key=settings.audit_hash_key)
         local = LocalTools(relay)
         # Without a shared secret, cursors are valid on this instance only.
         codec = CursorCodec(settings.cursor_secret or secrets.token_bytes(32))

@@ -182,6 +182,7 @@ class AuditEntry:
     backend_kind: str = "mcp"  # mcp | openapi
     rule: str = ""  # the access rule that decided the call, if one did
     limit_state: str = ""  # "" no limit applies | ok | limited | unchecked (store unreachable)
+    arguments: Any = None  # as the tenant's audit setting keeps them (None: not kept)
 
 
 class AuditSink(Protocol):

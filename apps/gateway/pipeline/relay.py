@@ -4,6 +4,7 @@ noting what the audit row needs (outcome, error code, bytes, latency)."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import math
 import time
@@ -56,6 +57,7 @@ class Call:
     exposed_name: str | None = None
     rule: str = ""  # the access rule that allowed or denied it
     limit_state: str = ""  # "" no rate limit applies | ok | limited | unchecked (limiter unreachable)
+    audit_arguments: str = "off"  # the tenant's setting: off | hash | full
 
     @classmethod
     def begin(
@@ -70,6 +72,7 @@ class Call:
         return cls(
             principal=principal,
             virtual_host=vhost.slug,
+            audit_arguments=vhost.audit_arguments,
             backend=backend,
             message=message,
             bytes_in=len(request.body),
@@ -88,6 +91,17 @@ class Call:
         return value if isinstance(value, str) else ""
 
 
+def arguments_kept(mode: str, arguments: object, key: bytes) -> Any:
+    """What an audit row keeps of a call's arguments: nothing (`off`), each top-level argument as
+    an HMAC-SHA256 under `key` (`hash`: equal values give equal hashes, but a guessable value such
+    as `1` cannot be recovered without the key), or the arguments as sent (`full`)."""
+    if mode == "full":
+        return arguments
+    if mode == "hash" and isinstance(arguments, dict):
+        return {name: hmac.new(key, jsonrpc.dumps(value), "sha256").hexdigest() for name, value in arguments.items()}
+    return None
+
+
 def outcome_of(response: dict[str, Any]) -> tuple[str, int | None]:
     error = response.get("error")
     if isinstance(error, dict):
@@ -101,8 +115,15 @@ def outcome_of(response: dict[str, Any]) -> tuple[str, int | None]:
 
 class Relay:
     def __init__(
-        self, upstream: Upstream, audit: AuditSink, limiter: RateLimiter | None = None, counters: Counters | None = None
+        self,
+        upstream: Upstream,
+        audit: AuditSink,
+        limiter: RateLimiter | None = None,
+        counters: Counters | None = None,
+        *,
+        hash_key: bytes = b"",
     ) -> None:
+        self._hash_key = hash_key
         self._upstream = upstream
         self._audit = audit
         self._limiter = limiter
@@ -155,6 +176,7 @@ class Relay:
                 backend_kind=call.backend.kind,
                 rule=call.rule,
                 limit_state=call.limit_state,
+                arguments=arguments_kept(call.audit_arguments, call.message.params.get("arguments"), self._hash_key),
             )
         )
 

@@ -84,6 +84,7 @@ class VirtualHostView:
     mounts: Mapping[str, BackendView]  # map key -> backend
     aliases: Mapping[str, tuple[str, str]]  # exposed alias -> (map key, upstream name)
     anonymous_key_id: int | None = None
+    audit_arguments: str = "off"  # what audit rows keep of arguments: off | hash | full
     #: The naming contract (`names.Naming`), built from `mounts` and `aliases` when not given.
     naming: Naming = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
     #: Who may see and call which tool (`policy.Policy`); None: every key of the tenant, everything.

@@ -168,3 +168,24 @@ async def test_a_service_that_cannot_answer_is_32004(failure: BaseException) -> 
     assert "unavailable" in message["error"]["message"]
     [entry] = audit.entries
     assert (entry.outcome, entry.error_code) == ("error", -32004)
+
+
+@pytest.mark.parametrize(("mode", "kept"), [
+    ("off", None),
+    ("full", {"a": 1, "b": [2]}),
+])
+def test_audited_arguments_follow_the_tenant_setting(mode: str, kept: object) -> None:
+    from apps.gateway.pipeline.relay import arguments_kept
+
+    assert arguments_kept(mode, {"a": 1, "b": [2]}, b"k" * 32) == kept
+
+
+def test_hashed_arguments_are_keyed_and_stable() -> None:
+    from apps.gateway.pipeline.relay import arguments_kept
+
+    one = arguments_kept("hash", {"a": 1, "b": "secret"}, b"k" * 32)
+    assert one == arguments_kept("hash", {"a": 1, "b": "secret"}, b"k" * 32)
+    assert one is not None and set(one) == {"a", "b"} and len(one["a"]) == 64
+    assert one != arguments_kept("hash", {"a": 1, "b": "secret"}, b"x" * 32)  # without the key, no match
+    assert "secret" not in str(one)
+    assert arguments_kept("hash", ["not", "a", "mapping"], b"k" * 32) is None
