@@ -114,8 +114,21 @@ class PolicySpec:
 
 
 @dataclass(frozen=True)
+class RateLimitSpec:
+    """At most `limit` routed calls per `window_seconds` for one key (`scope` "key", `name` the
+    key's name) or one team (`scope` "team", `name` the team's slug) of the tenant."""
+
+    tenant: str
+    scope: str
+    name: str
+    limit: int
+    window_seconds: int
+
+
+@dataclass(frozen=True)
 class ConfigDocument:
     tenants: tuple[TenantSpec, ...] = ()
     backends: tuple[BackendSpec, ...] = ()
     virtual_hosts: tuple[VirtualHostSpec, ...] = ()
     policies: tuple[PolicySpec, ...] = ()
+    rate_limits: tuple[RateLimitSpec, ...] = ()

@@ -38,9 +38,11 @@ from apps.configuration.document import (
     CredentialSpec,
     PolicySpec,
     Problem,
+    RateLimitSpec,
     TenantSpec,
     VirtualHostSpec,
 )
+from apps.configuration.limits import rate_limit_reconcile, rate_limits_prune
 from apps.configuration.policies import policy_prune, policy_reconcile
 from apps.configuration.reports import Action, Change, GeneratedSecret
 from apps.tenants.keys import key_hash
@@ -79,8 +81,9 @@ class Reconciler:
 
     def run(self) -> None:
         # Order matters: keys need teams, mounts need backends, vhosts need keys, policies need
-        # vhosts and the teams and keys their rules name; pruning runs last and from the leaves
-        # up, because mounts PROTECT backends and anonymous keys.
+        # vhosts and the teams and keys their rules name, rate limits the teams and keys they
+        # limit; pruning runs last and from the leaves up, because mounts PROTECT backends and
+        # anonymous keys.
         for i, spec in enumerate(self.document.tenants):
             self._tenant(spec, f"tenants[{i}]")
         for i, spec in enumerate(self.document.backends):
@@ -91,6 +94,8 @@ class Reconciler:
             self._virtual_host(spec, f"virtual_hosts[{i}]")
         for i, policy in enumerate(self.document.policies):
             self._policy(policy, f"policies[{i}]")
+        for i, limit in enumerate(self.document.rate_limits):
+            self._rate_limit(limit, f"rate_limits[{i}]")
         if self.prune and not self.problems:
             with self._reporting("(prune)"):
                 self._prune(kept_hosts)
@@ -349,6 +354,13 @@ class Reconciler:
         with self._reporting(path):
             self.changes.append(policy_reconcile(virtual_host=host, spec=spec))
 
+    def _rate_limit(self, spec: RateLimitSpec, path: str) -> None:
+        tenant = self._tenants.get(spec.tenant)
+        if tenant is None:
+            return  # the tenant failed; that problem is already reported
+        with self._reporting(path):
+            self.changes.append(rate_limit_reconcile(tenant=tenant, spec=spec))
+
     # --- prune ---------------------------------------------------------------------------------
     def _prune(self, kept_hosts: dict[str, set[str]]) -> None:
         """Delete what the document no longer names, leaves first. A tenant the document does not
@@ -372,6 +384,7 @@ class Reconciler:
         named_backends = {(b.tenant, b.name) for b in self.document.backends}
         for spec in self.document.tenants:
             tenant = self._tenants[spec.slug]
+            self.changes.extend(rate_limits_prune(tenant=tenant, specs=self.document.rate_limits))
             for host in virtual_host_list(tenant=tenant):
                 if host.slug not in kept_hosts.get(spec.slug, set()):
                     virtual_host_delete(virtual_host=host)

@@ -28,11 +28,12 @@ from apps.configuration.document import (
     VirtualHostSpec,
 )
 from apps.configuration.fields import FieldChecks
+from apps.configuration.limits import rate_limits_check
 from apps.configuration.policies import policies_check
 from apps.tenants.keys import key_secret_problem
 from apps.tenants.models import slug_validator
 
-TOP_LEVEL_KEYS = ("tenants", "backends", "virtual_hosts", "policies")
+TOP_LEVEL_KEYS = ("tenants", "backends", "virtual_hosts", "policies", "rate_limits")
 _TENANT_FIELDS = ("slug", "name", "teams", "keys")
 _KEY_FIELDS = ("name", "team", "secret", "expires_at", "revoked")
 _BACKEND_FIELDS = (
@@ -111,8 +112,10 @@ class _Checker(FieldChecks):
         backends = self.backends(raw.get("backends"), tenants)
         virtual_hosts = self.virtual_hosts(raw.get("virtual_hosts"), tenants, backends)
         policies = policies_check(self, raw.get("policies"), tenants=tenants, virtual_hosts=virtual_hosts)
+        rate_limits = rate_limits_check(self, raw.get("rate_limits"), tenants=tenants)
         return ConfigDocument(
-            tenants=tuple(tenants.values()), backends=backends, virtual_hosts=virtual_hosts, policies=policies
+            tenants=tuple(tenants.values()), backends=backends, virtual_hosts=virtual_hosts, policies=policies,
+            rate_limits=rate_limits,
         )
 
     def tenants(self, raw: Any) -> dict[str, TenantSpec]:

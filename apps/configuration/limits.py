@@ -1,0 +1,125 @@
+"""The `rate_limits` section of the configuration document: checking it (pure, like `validation`),
+bringing a tenant's stored rate limits in line with it (for `reconcile`), and exporting them.
+
+How limits are enforced is the gateway's (docs/policies.md#rate-limits); here they are only stored,
+through apps/policies/services.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apps.configuration.document import RateLimitSpec, TenantSpec
+from apps.configuration.fields import FieldChecks
+from apps.configuration.reports import Action, Change
+from apps.policies.models import RateLimit
+from apps.policies.services import rate_limit_clear, rate_limit_set
+from apps.tenants.models import Tenant
+from apps.tenants.selectors import api_key_list, team_list
+
+_FIELDS = ("tenant", "scope", "name", "limit", "window_seconds")
+# The largest value the database's positive integer columns hold: anything larger would pass the
+# check and then fail when written.
+_COUNT_MAX = 2_147_483_647
+
+
+# --- validation ----------------------------------------------------------------------------------
+def rate_limits_check(checks: FieldChecks, raw: Any, *, tenants: dict[str, TenantSpec]) -> tuple[RateLimitSpec, ...]:
+    """The document's rate limits; problems are recorded on `checks` at their paths."""
+    limits: dict[tuple[str, str, str], RateLimitSpec] = {}
+    for i, item in enumerate(checks.items(raw, "rate_limits")):
+        path = f"rate_limits[{i}]"
+        fields = checks.mapping(item, path, fields=_FIELDS, required=_FIELDS)
+        if fields is None:
+            continue
+        tenant = checks.text(fields.get("tenant"), f"{path}.tenant", max_length=64) if "tenant" in fields else ""
+        if tenant and tenant not in tenants:
+            checks.add(f"{path}.tenant", f"unknown tenant {tenant!r} (add it under tenants)")
+            tenant = ""
+        scope = checks.choice(fields["scope"], f"{path}.scope", RateLimit.Scope.values) if "scope" in fields else ""
+        name = checks.text(fields.get("name"), f"{path}.name", max_length=100) if "name" in fields else ""
+        if tenant and scope and name:
+            _subject_check(checks, f"{path}.name", tenants[tenant], scope, name)
+        limit = _count(checks, fields["limit"], f"{path}.limit") if "limit" in fields else 0
+        window = _count(checks, fields["window_seconds"], f"{path}.window_seconds") if "window_seconds" in fields else 0
+        if (tenant, scope, name) in limits:
+            checks.add(f"{path}.name", f"duplicate rate limit for {scope} {name!r} in tenant {tenant!r}")
+        elif tenant and scope and name:
+            limits[(tenant, scope, name)] = RateLimitSpec(
+                tenant=tenant, scope=scope, name=name, limit=limit, window_seconds=window
+            )
+    return tuple(limits.values())
+
+
+def _subject_check(checks: FieldChecks, path: str, tenant: TenantSpec, scope: str, name: str) -> None:
+    """The limited key or team must be one the file gives the tenant, like a policy rule's subject."""
+    if scope == RateLimit.Scope.TEAM and name not in tenant.teams:
+        checks.add(path, f"unknown team {name!r} (add it to tenant {tenant.slug!r}'s teams)")
+    elif scope == RateLimit.Scope.KEY and name not in {key.name for key in tenant.keys}:
+        checks.add(path, f"unknown key {name!r} (add it to tenant {tenant.slug!r}'s keys)")
+
+
+def _count(checks: FieldChecks, value: Any, path: str) -> int:
+    # bool is an int subclass: `limit: true` would otherwise be read as 1.
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _COUNT_MAX:
+        checks.add(path, f"must be a whole number from 1 to {_COUNT_MAX}")
+        return 0
+    return value
+
+
+# --- reconcile -----------------------------------------------------------------------------------
+def rate_limit_reconcile(*, tenant: Tenant, spec: RateLimitSpec) -> Change:
+    """Give the key or team the limit `spec` describes, writing (and moving the configuration
+    version) only when the stored one differs. Raises the service's ValidationError."""
+    name = _name(tenant.slug, spec.scope, spec.name)
+    summary = f"{spec.limit} per {spec.window_seconds} s"
+    stored = RateLimit.objects.filter(tenant=tenant, scope=spec.scope, name=spec.name).first()
+    if stored is not None and (stored.limit, stored.window_seconds) == (spec.limit, spec.window_seconds):
+        return Change(action=Action.UNCHANGED, kind="rate_limit", name=name, detail=summary)
+    rate_limit_set(
+        tenant=tenant, scope=spec.scope, name=spec.name, limit=spec.limit, window_seconds=spec.window_seconds
+    )
+    if stored is None:
+        return Change(action=Action.CREATED, kind="rate_limit", name=name, detail=summary)
+    changed = ["limit"] if stored.limit != spec.limit else []
+    if stored.window_seconds != spec.window_seconds:
+        changed.append("window_seconds")
+    return Change(action=Action.UPDATED, kind="rate_limit", name=name, detail=", ".join(changed))
+
+
+def rate_limits_prune(*, tenant: Tenant, specs: tuple[RateLimitSpec, ...]) -> list[Change]:
+    """Remove the tenant's stored limits that `specs` do not name (for a tenant the document names),
+    including limits left behind by a key or team deleted since."""
+    named = {(spec.scope, spec.name) for spec in specs if spec.tenant == tenant.slug}
+    changes = []
+    for limit in RateLimit.objects.filter(tenant=tenant).order_by("scope", "name"):
+        if (limit.scope, limit.name) not in named:
+            rate_limit_clear(tenant=tenant, scope=limit.scope, name=limit.name)
+            name = _name(tenant.slug, limit.scope, limit.name)
+            changes.append(Change(action=Action.DELETED, kind="rate_limit", name=name))
+    return changes
+
+
+def _name(tenant: str, scope: str, name: str) -> str:
+    return f"{tenant}/{scope}:{name}"
+
+
+# --- export --------------------------------------------------------------------------------------
+def rate_limits_export(*, tenant: Tenant) -> list[dict[str, Any]]:
+    """The tenant's `rate_limits` entries, by scope and name. A limit whose key or team no longer
+    exists (deleting one leaves its limit) is left out: the file would name a subject it does not
+    declare and could not be applied."""
+    subjects = {
+        RateLimit.Scope.KEY: {key.name for key in api_key_list(tenant=tenant)},
+        RateLimit.Scope.TEAM: {team.slug for team in team_list(tenant=tenant)},
+    }
+    return [
+        {
+            "tenant": tenant.slug,
+            "scope": limit.scope,
+            "name": limit.name,
+            "limit": limit.limit,
+            "window_seconds": limit.window_seconds,
+        }
+        for limit in RateLimit.objects.filter(tenant=tenant).order_by("scope", "name")
+        if limit.name in subjects.get(limit.scope, set())
+    ]
