@@ -18,6 +18,7 @@ from apps.gateway.pipeline.singleflight import SingleFlight
 from apps.gateway.pipeline.values import TokenIssuerView
 
 _LEEWAY_SECONDS = 10  # clock skew between the issuer and this instance
+_VERIFIED_MAX = 10_000  # tokens remembered as verified (oldest forgotten first)
 
 
 class JwtVerifier:
@@ -29,8 +30,21 @@ class JwtVerifier:
         self._pem: dict[str, Any] = {}
         self._flights: SingleFlight[dict[str, Any]] = SingleFlight()
         self._http: httpx.AsyncClient | None = None
+        self._verified: dict[str, tuple[TokenIssuerView, Mapping[str, Any], float]] = {}
 
     async def verify(self, token: str, issuers: Sequence[TokenIssuerView]) -> tuple[TokenIssuerView, Mapping[str, Any]]:
+        # A client sends the same token with every call until it expires: verify it once. The entry
+        # holds only while the token is unexpired and its issuer is still configured as it was.
+        cached = self._verified.get(token)
+        if cached is not None and cached[2] > time.time() and cached[0] in issuers:
+            return cached[0], cached[1]
+        issuer, claims = await self._verify(token, issuers)
+        if len(self._verified) >= _VERIFIED_MAX:
+            self._verified.pop(next(iter(self._verified)))
+        self._verified[token] = (issuer, claims, float(claims["exp"]) + _LEEWAY_SECONDS)
+        return issuer, claims
+
+    async def _verify(self, token: str, issuers: Sequence[TokenIssuerView]) -> tuple[TokenIssuerView, Mapping[str, Any]]:
         try:
             header = jwt.get_unverified_header(token)
             unverified = jwt.decode(token, options={"verify_signature": False})

@@ -37,20 +37,19 @@ class ResourceNotFound(GatewayError):
 
 @dataclass(frozen=True, slots=True)
 class Routed:
-    """A request on its way to one backend: `message` in the backend's terms."""
+    """A request on its way to one backend: `message` in the backend's terms, encoded as `body`."""
 
     map_key: str
     backend: BackendView
     message: Message
     exposed_name: str
-
-    @property
-    def body(self) -> bytes:
-        return jsonrpc.dumps(self.message.raw)
+    body: bytes
 
 
-def route(vhost: VirtualHostView, message: Message, *, modern: bool) -> Routed:
-    """Where a routed request goes; raises InvalidParams (or ResourceNotFound) when it names nothing."""
+def route(vhost: VirtualHostView, message: Message, *, modern: bool, body: bytes = b"") -> Routed:
+    """Where a routed request goes; raises InvalidParams (or ResourceNotFound) when it names nothing.
+    `body`: the request as received, sent on unchanged when routing changes nothing in it (a single
+    backend under a policy)."""
     method = message.method or ""
     params = message.params
     target = vhost.naming.route_request(method, params)
@@ -64,9 +63,12 @@ def route(vhost: VirtualHostView, message: Message, *, modern: bool) -> Routed:
             raise InvalidParams(f"Invalid params: {method} needs '{field}'")
         raise InvalidParams(f"Unknown {what}: {shown}", data={field: value})
     map_key, upstream_params = target
+    exposed = value if isinstance(value, str) else ""
+    if body and upstream_params == params:
+        return Routed(map_key, vhost.mounts[map_key], message, exposed, body)
     raw = {**message.raw, "params": upstream_params}
     return Routed(map_key, vhost.mounts[map_key], Message(Kind.REQUEST, raw, method=method, id=message.id),
-                  value if isinstance(value, str) else "")
+                  exposed, jsonrpc.dumps(raw))
 
 
 async def admit(lists: HostLists, vhost: VirtualHostView, principal: Principal, routed: Routed) -> str:

@@ -96,7 +96,7 @@ class ComposedLegacy:
             return result_reply(message.id, {}, sse=sse, headers=headers)
         if method not in ROUTED_METHODS:
             raise MethodNotFound(f"Method not found: {method}")
-        routed = route(vhost, message, modern=False)
+        routed = route(vhost, message, modern=False, body=request.body)
         try:
             rule = await admit(self._lists, vhost, principal, routed)
         except PolicyDenied as denied:

@@ -116,7 +116,7 @@ class ModernEra:
             return await self._listen.handle(vhost, message)
         if method not in ROUTED_METHODS:
             raise MethodNotFound(f"Method not found: {method}", http_status=404)
-        routed = route(vhost, message, modern=True)
+        routed = route(vhost, message, modern=True, body=request.body)
         try:
             rule = await admit(self._lists, vhost, principal, routed)
         except PolicyDenied as denied:
