@@ -13,6 +13,7 @@ from apps.audit.models import AuditRecord
 from apps.catalog.models import Backend
 from apps.common.config_version import config_version_bump
 from apps.tenants.models import ApiKey, Tenant
+from tests.audit.helpers import audit_rows
 from tests.conftest import Host, make_host
 from tests.gateway.helpers import META, message_of, modern, open_session, post
 from tests.processes import free_port, gateway_argv, gateway_env, running, stop
@@ -21,13 +22,7 @@ pytestmark = pytest.mark.slow
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
-def _rows(tenant: str, count: int, timeout: float = 5.0) -> list[AuditRecord]:
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = list(AuditRecord.objects.filter(tenant_slug=tenant).order_by("created_at"))
-        if len(rows) >= count or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.05)
+
 
 
 def test_a_legacy_tool_call_leaves_one_complete_row(demo_host: Host) -> None:
@@ -38,7 +33,7 @@ def test_a_legacy_tool_call_leaves_one_complete_row(demo_host: Host) -> None:
     assert message_of(response)["result"]["content"][0]["text"] == "3.0"
     post(demo_host.url, {"jsonrpc": "2.0", "id": 10, "method": "tools/list"}, key=demo_host.key,
          headers={"mcp-session-id": session})
-    [row] = _rows(demo_host.tenant, 1)
+    [row] = audit_rows(demo_host.tenant, 1)
     time.sleep(0.4)
     assert AuditRecord.objects.filter(tenant_slug=demo_host.tenant).count() == 1  # tools/list is not audited
     key = ApiKey.objects.get(prefix=demo_host.key[:12])
@@ -57,7 +52,7 @@ def test_outcomes_of_stateless_calls(demo_host: Host) -> None:
     modern(demo_host.url, "resources/read", {"uri": "demo://readme"}, key=demo_host.key,
            headers={"mcp-name": "demo://readme"})
     modern(demo_host.url, "prompts/get", {"name": "greet", "arguments": {"name": "x"}}, key=demo_host.key)
-    rows = _rows(demo_host.tenant, 3)
+    rows = audit_rows(demo_host.tenant, 3)
     assert sorted((r.method, r.exposed_name, r.outcome, r.session_id) for r in rows) == [
         ("prompts/get", "greet", "ok", ""),
         ("resources/read", "demo://readme", "ok", ""),
@@ -70,7 +65,7 @@ def test_an_unreachable_backend_is_recorded_as_32004(transactional_db: None, gat
     response = modern(host.url, "tools/call", {"name": "add", "arguments": {}}, key=host.key)
     error = message_of(response)["error"]
     assert error["code"] == -32004 and error["data"]["backend"]
-    [row] = _rows(host.tenant, 1)
+    [row] = audit_rows(host.tenant, 1)
     assert (row.outcome, row.error_code) == ("error", -32004)
 
 
@@ -102,7 +97,7 @@ def test_a_client_that_goes_away_cancels_its_call(demo_host: Host) -> None:
                      "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "countdown"},
             timeout=0.5,
         )
-    [row] = _rows(demo_host.tenant, 1)
+    [row] = audit_rows(demo_host.tenant, 1)
     assert (row.exposed_name, row.outcome) == ("countdown", "cancelled")
     assert time.monotonic() - started < 3  # recorded at the disconnect, not when the 5 s countdown ends
 
@@ -113,7 +108,7 @@ def test_arguments_are_kept_as_the_tenant_says(demo_host: Host, mode: str, expec
     config_version_bump(tenant_id=Tenant.objects.get(slug=demo_host.tenant).pk)
     response = modern(demo_host.url, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}, key=demo_host.key)
     assert "result" in message_of(response)
-    [row] = _rows(demo_host.tenant, 1)
+    [row] = audit_rows(demo_host.tenant, 1)
     if expected == "hashed":
         assert set(row.arguments) == {"a", "b"} and all(len(v) == 64 for v in row.arguments.values())
         assert row.arguments["a"] != row.arguments["b"]

@@ -3,7 +3,6 @@ official SDK client and raw JSON-RPC, on single- and multi-backend virtual hosts
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -11,10 +10,10 @@ import pytest
 from channels.db import database_sync_to_async
 from mcp.shared.exceptions import MCPError
 
-from apps.audit.models import AuditRecord
 from apps.gateway.pipeline.policy import RuleSpec
 from apps.policies.services import access_policy_set
 from tests import factories
+from tests.audit.helpers import audit_rows
 from tests.conftest import Host, mcp_client
 from tests.gateway.helpers import message_of, modern
 
@@ -101,11 +100,6 @@ async def test_the_sdk_client_gets_a_json_rpc_error_with_the_rule(
             assert raised.value.error.code == -32003
             assert raised.value.error.data == {"rule": "no-big"}
 
-    def rows() -> list[tuple[str, str, str]]:
-        return list(AuditRecord.objects.filter(tenant_slug=host.tenant, method="tools/call")
-                    .order_by("created_at").values_list("outcome", "rule", "exposed_name"))
-
-    deadline = time.monotonic() + 5
-    while len(found := await database_sync_to_async(rows)()) < 4 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    rows = await database_sync_to_async(audit_rows)(host.tenant, 4, method="tools/call")
+    found = [(r.outcome, r.rule, r.exposed_name) for r in rows]
     assert found == [("ok", "all", "add"), ("denied", "no-big", "add")] * 2

@@ -18,11 +18,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from apps.audit.models import AuditRecord
 from apps.gateway.pipeline.policy import RuleSpec
 from apps.policies.services import access_policy_set
 from apps.tenants.services import token_issuer_set
 from tests import factories
+from tests.audit.helpers import audit_rows
 from tests.gateway.helpers import message_of, modern
 
 pytestmark = pytest.mark.slow
@@ -143,12 +143,7 @@ def test_claims_become_the_principal_that_policies_and_audit_see(site: Site) -> 
     # A token whose subject has an API key's name is still not that key.
     named_like_key = message_of(call(site, token(sub="agent", team=None)))
     assert named_like_key["error"]["code"] == -32602
-    deadline = time.monotonic() + 5
-    rows: list[tuple[str, str]] = []
-    while len(rows) < 4 and time.monotonic() < deadline:
-        time.sleep(0.1)
-        rows = list(AuditRecord.objects.filter(tenant_slug=site.tenant).order_by("created_at")
-                    .values_list("principal", "exposed_name"))
+    rows = [(r.principal, r.exposed_name) for r in audit_rows(site.tenant, 4)]
     assert rows[0] == (f"token:alice@{ISSUER}", "add")
     assert (f"token:bob@{ISSUER}", "echo") in rows
 

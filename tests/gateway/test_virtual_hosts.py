@@ -19,6 +19,7 @@ from mcp.types import CreateMessageResult, PromptReference, TextContent
 
 from apps.catalog.specs import spec_upload
 from tests import factories
+from tests.audit.helpers import audit_rows
 from tests.backends.specs import as_json, service_spec
 from tests.conftest import mcp_client
 from tests.gateway.helpers import message_of, modern, open_session, post
@@ -341,16 +342,10 @@ async def test_a_stateless_client_listens_to_list_changes_and_resource_updates(h
 
 
 def test_audit_rows_name_what_the_client_called_and_what_the_backend_ran(host: Host) -> None:
-    from apps.audit.models import AuditRecord
-
     for name, arguments in (("Sum.Numbers_v2", {"a": 1, "b": 2}), ("pages-beta", {}), ("api-getPet", {"petId": "1"})):
         assert "result" in message_of(modern(host.url, "tools/call", {"name": name, "arguments": arguments},
                                              key=host.key))
-    deadline = time.monotonic() + 5
-    rows: list[Any] = []
-    while len(rows) < 3 and time.monotonic() < deadline:
-        time.sleep(0.1)
-        rows = list(AuditRecord.objects.filter(tenant_slug=host.tenant).order_by("created_at"))
+    rows = audit_rows(host.tenant, 3)
     assert [(r.exposed_name, r.upstream_name, r.backend_kind, r.outcome) for r in rows] == [
         ("Sum.Numbers_v2", "add", "mcp", "ok"),
         ("pages-beta", "beta", "mcp", "ok"),
