@@ -84,6 +84,38 @@ def test_rows_queued_at_sigterm_are_written(transactional_db: None, demo_backend
     assert AuditRecord.objects.filter(tenant_slug=host.tenant).count() == 20
 
 
+def test_sigterm_with_calls_in_flight_loses_no_row(transactional_db: None, demo_backend_url: str) -> None:
+    """Under load: calls finished and calls still running when SIGTERM arrives each leave one row
+    (those cut short as `cancelled`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    port = free_port()
+    env = gateway_env(settings.DATABASES["default"]["NAME"], settings.REDIS_URL, GATEWAY_INSTANCE_ID="gw-sigterm-2")
+    with running(gateway_argv(port), port, env=env, log_name="gateway-sigterm-2") as process:
+        host = make_host(f"http://127.0.0.1:{port}", demo_backend_url)
+
+        def call(i: int, slow: bool) -> str:
+            # A slow call counts down for about 3 s; a quick one adds.
+            params = {"name": "countdown", "arguments": {"start": 300}} if slow else {
+                "name": "add", "arguments": {"a": i, "b": 0}}
+            try:
+                answer = message_of(modern(host.url, "tools/call", params, key=host.key, request_id=i))
+            except httpx.HTTPError:
+                return "cut"
+            return "answered" if "result" in answer else "error"
+
+        assert call(0, slow=False) == "answered"  # the backend is probed, the snapshot loaded
+        with ThreadPoolExecutor(24) as pool:
+            slow = [pool.submit(call, i, True) for i in range(1, 13)]
+            time.sleep(0.5)  # the slow ones are running
+            quick = list(pool.map(lambda i: call(i, False), range(13, 25)))
+            assert stop(process, signal.SIGTERM) == 0
+            cut = [future.result() for future in slow]
+    assert quick == ["answered"] * 12 and cut == ["cut"] * 12
+    rows = audit_rows(host.tenant, 25)
+    assert sorted(row.outcome for row in rows) == ["cancelled"] * 12 + ["ok"] * 13
+
+
 def test_a_client_that_goes_away_cancels_its_call(demo_host: Host) -> None:
     """Closing the connection is how a stateless client cancels: the gateway closes its upstream
     exchange at once and records the call as cancelled."""
