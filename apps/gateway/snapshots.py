@@ -97,7 +97,8 @@ class TenantSnapshot:
         if key is None or not self._usable(key):
             return None
         p = key.principal
-        return Principal(p.tenant_id, p.tenant_slug, p.key_id, p.key_name, p.team, anonymous=True, limits=p.limits)
+        return Principal(p.tenant_id, p.tenant_slug, p.key_id, p.key_name, p.team, anonymous=True, limits=p.limits,
+                         scopes=p.scopes)
 
 
 def tenant_snapshot_load(*, slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
@@ -152,6 +153,7 @@ def _load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
             key_id=api_key.pk,
             key_name=api_key.name,
             team=team,
+            scopes=tuple(api_key.scopes or ()),
             limits=tuple(
                 limit for limit in (limits.get(("key", api_key.name)), limits.get(("team", team or ""))) if limit
             ),

@@ -52,6 +52,10 @@ class ApiKey(TimeStampedModel):
     secret_hash = models.CharField(max_length=64, unique=True, editable=False)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    scopes = models.JSONField(
+        default=list, blank=True,
+        help_text="Scopes the key carries (e.g. tools:call); access rules can read them as principal.scopes.",
+    )
 
     class Meta:
         ordering = ["tenant__slug", "name"]

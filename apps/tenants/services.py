@@ -7,6 +7,7 @@ carry on (an IntegrityError would poison the transaction)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -76,6 +77,15 @@ def _check_team(*, tenant: Tenant, team: Team | None) -> None:
         raise ValidationError({"team": f"team {team.slug!r} belongs to another tenant"})
 
 
+_SCOPE = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+
+
+def _check_scopes(scopes: Sequence[str]) -> None:
+    bad = [scope for scope in scopes if not isinstance(scope, str) or not _SCOPE.fullmatch(scope)]
+    if bad:
+        raise ValidationError({"scopes": f"scopes are 1-64 of A-Z a-z 0-9 _ . : / -; not {bad[0]!r}"})
+
+
 def _check_secret(secret: str, *, exclude_pk: int | None = None) -> None:
     problem = key_secret_problem(secret)
     if problem is not None:
@@ -94,10 +104,13 @@ def api_key_issue(
     team: Team | None = None,
     secret: str | None = None,
     expires_at: datetime | None = None,
+    scopes: Sequence[str] = (),
 ) -> IssuedKey:
     """Create a key. A supplied `secret` must satisfy `key_secret_problem` and be unused;
-    without one a fresh secret is generated. The plaintext is returned once, never stored."""
+    without one a fresh secret is generated. The plaintext is returned once, never stored.
+    `scopes`: what the key may claim to do, for access rules to read (`principal.scopes`)."""
     _check_team(tenant=tenant, team=team)
+    _check_scopes(scopes)
     if secret is None:
         secret = key_generate()
     else:
@@ -109,6 +122,7 @@ def api_key_issue(
         prefix=key_display_prefix(secret),
         secret_hash=key_hash(secret),
         expires_at=expires_at,
+        scopes=sorted(set(scopes)),
     )
     api_key.full_clean()
     api_key.save()
@@ -116,13 +130,19 @@ def api_key_issue(
     return IssuedKey(api_key=api_key, secret=secret)
 
 
-def api_key_update(*, api_key: ApiKey, team: Team | None, expires_at: datetime | None) -> ApiKey:
-    """Set the key's team and expiry (both replace the current values; None clears them)."""
+def api_key_update(
+    *, api_key: ApiKey, team: Team | None, expires_at: datetime | None, scopes: Sequence[str] | None = None
+) -> ApiKey:
+    """Set the key's team and expiry (both replace the current values; None clears them), and its
+    scopes when given."""
     _check_team(tenant=api_key.tenant, team=team)
     api_key.team = team
     api_key.expires_at = expires_at
+    if scopes is not None:
+        _check_scopes(scopes)
+        api_key.scopes = sorted(set(scopes))
     api_key.full_clean()
-    api_key.save(update_fields=["team", "expires_at", "updated_at"])
+    api_key.save(update_fields=["team", "expires_at", "scopes", "updated_at"])
     config_version_bump(tenant_id=api_key.tenant_id)
     return api_key
 

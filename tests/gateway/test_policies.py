@@ -3,6 +3,7 @@ official SDK client and raw JSON-RPC, on single- and multi-backend virtual hosts
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -103,3 +104,18 @@ async def test_the_sdk_client_gets_a_json_rpc_error_with_the_rule(
     rows = await database_sync_to_async(audit_rows)(host.tenant, 4, method="tools/call")
     found = [(r.outcome, r.rule, r.exposed_name) for r in rows]
     assert found == [("ok", "all", "add"), ("denied", "no-big", "add")] * 2
+
+
+def test_a_rule_can_read_the_keys_scopes(transactional_db: None, gateway_url: str, demo_backend_url: str) -> None:
+    from apps.tenants.models import ApiKey
+    from apps.tenants.services import api_key_update
+
+    rules = [RuleSpec("writers", "tenant", THIS_TENANT, "allow", ["add"], '"tools:write" in principal.scopes')]
+    host = make_host(gateway_url, demo_backend_url, ("demo",), "deny", rules)
+    assert call(host, "add", {"a": 1, "b": 1})["error"]["code"] == -32602  # hidden: the key lacks the scope
+    key = ApiKey.objects.get(tenant__slug=host.tenant, name="agent")
+    api_key_update(api_key=key, team=key.team, expires_at=None, scopes=["tools:write"])
+    deadline = time.monotonic() + 5
+    while "error" in (answer := call(host, "add", {"a": 1, "b": 1})) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the new snapshot arrives within the check interval
+    assert answer["result"]["content"][0]["text"] == "2.0"
