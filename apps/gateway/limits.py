@@ -19,15 +19,17 @@ from apps.gateway.pipeline.values import Limit
 
 log = logging.getLogger(__name__)
 
-# KEYS: one bucket per limit. ARGV: per limit, its emission interval and window in microseconds.
+# KEYS: one bucket per limit. ARGV: per limit, how many calls and its window in microseconds; the
+# emission interval (window / limit) is a fraction of a microsecond for very high limits, so it is
+# not rounded, and arrival times are kept to a thousandth of a microsecond.
 # Returns {1} when admitted, else {0, index of the refusing limit (1-based), microseconds to wait}.
 _GCRA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local arrivals = {}
 for i, key in ipairs(KEYS) do
-  local interval = tonumber(ARGV[2 * i - 1])
   local window = tonumber(ARGV[2 * i])
+  local interval = window / tonumber(ARGV[2 * i - 1])
   local tat = tonumber(redis.call('GET', key) or '0')
   if tat < now then tat = now end
   local wait = tat + interval - window - now
@@ -35,7 +37,7 @@ for i, key in ipairs(KEYS) do
   arrivals[i] = tat + interval
 end
 for i, key in ipairs(KEYS) do
-  redis.call('SET', key, string.format('%.0f', arrivals[i]), 'PX', math.ceil((arrivals[i] - now) / 1000) + 1)
+  redis.call('SET', key, string.format('%.3f', arrivals[i]), 'PX', math.ceil((arrivals[i] - now) / 1000) + 1)
 end
 return {1}
 """
@@ -61,8 +63,7 @@ class RedisRateLimiter:
             return self._unchecked(limits)
         arguments: list[int] = []
         for limit in limits:
-            window = limit.window_seconds * 1_000_000
-            arguments += [window // limit.limit, window]
+            arguments += [limit.limit, limit.window_seconds * 1_000_000]
         try:
             answer = await self._script(keys=[bucket_key(limit) for limit in limits], args=arguments)
         except (redis.RedisError, OSError) as exc:

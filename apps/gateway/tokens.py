@@ -31,6 +31,7 @@ class JwtVerifier:
         self._flights: SingleFlight[dict[str, Any]] = SingleFlight()
         self._http: httpx.AsyncClient | None = None
         self._verified: dict[str, tuple[TokenIssuerView, Mapping[str, Any], float]] = {}
+        self._failed: dict[str, float] = {}  # JWKS URL -> when fetching it last failed
 
     async def verify(self, token: str, issuers: Sequence[TokenIssuerView]) -> tuple[TokenIssuerView, Mapping[str, Any]]:
         # A client sends the same token with every call until it expires: verify it once. The entry
@@ -69,6 +70,8 @@ class JwtVerifier:
             raise InvalidToken("the token is for another audience") from None
         except jwt.PyJWTError as exc:
             raise InvalidToken(f"the token is invalid: {exc}") from None
+        except (TypeError, ValueError):  # the key does not fit the algorithm the header names
+            raise InvalidToken("the token's algorithm does not fit the issuer's key") from None
         return issuer, claims
 
     async def _key(self, issuer: TokenIssuerView, kid: object) -> Any:
@@ -84,10 +87,14 @@ class JwtVerifier:
         now = time.monotonic()
         stale = fetched is None or now - fetched[0] > self._jwks_seconds
         missing = fetched is not None and kid not in fetched[1] and now - fetched[0] > self._refetch_seconds
-        if stale or missing:
+        failed_at = self._failed.get(url)
+        resting = failed_at is not None and now - failed_at < self._refetch_seconds  # the issuer just failed
+        if resting and fetched is None:
+            raise InvalidToken("the issuer's keys cannot be fetched right now")
+        if (stale or missing) and not resting:
             keys = await self._flights.run(url, lambda: self._fetch(url))
         else:
-            keys = fetched[1]  # type: ignore[index]
+            keys = fetched[1] if fetched is not None else {}
         key = keys.get(kid)
         if key is None:
             raise InvalidToken(f"the token's key id {kid!r} is not in the issuer's key set")
@@ -101,6 +108,8 @@ class JwtVerifier:
             response.raise_for_status()
             keys = {k.key_id: k.key for k in jwt.PyJWKSet.from_dict(response.json()).keys if k.key_id}
         except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
+            # Not asked again for `refetch_seconds`: a stream of unknown key ids must not hammer it.
+            self._failed[url] = time.monotonic()
             previous = self._sets.get(url)
             if previous is not None:
                 return previous[1]  # keep trusting the last good set while the issuer is unreachable

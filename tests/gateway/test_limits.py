@@ -140,3 +140,14 @@ def test_with_redis_gone_calls_fail_open_and_the_audit_row_says_so(
     finally:
         if redis_process.poll() is None:
             stop(redis_process)
+
+
+async def test_limits_above_one_call_per_microsecond_do_not_become_unlimited() -> None:
+    client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+    limiter = RedisRateLimiter(client)
+    huge = limit("agent", 3_000_000, window=1)  # an interval of a third of a microsecond
+    answers = await asyncio.gather(*(limiter.admit([huge]) for _ in range(50)))
+    assert all(a.refused_by is None for a in answers)
+    tight = limit("other", 3, window=1)
+    assert [(await limiter.admit([tight])).refused_by is None for _ in range(4)] == [True, True, True, False]
+    await client.aclose()

@@ -80,7 +80,8 @@ async def admit(lists: HostLists, vhost: VirtualHostView, principal: Principal, 
     if policy is None or routed.message.method != "tools/call":
         return ""
     name = routed.exposed_name
-    if not await lists.tool_listed(vhost, principal, name):
+    # Unknown (None: the backend's list could not be had) is decided by the rules alone.
+    if await lists.tool_listed(vhost, principal, name, routed.map_key) is False:
         raise InvalidParams(f"Unknown tool: {name}", data={"name": name})
     arguments = routed.message.params.get("arguments")
     decision = policy.decide(principal, name, routed.message.params["name"], arguments if isinstance(arguments, dict) else {})
@@ -130,10 +131,14 @@ class BackendMessages:
         if isinstance(method, str):
             if "id" in message:  # the backend's request to the client
                 return {**message, "id": client_request_id(self._map_key, message["id"])}
+            params = message.get("params")
+            if method == "notifications/cancelled" and isinstance(params, Mapping) and "requestId" in params:
+                # The backend cancels one of its own requests to the client, which knows it by our id.
+                shown_id = client_request_id(self._map_key, params["requestId"])
+                return {**message, "params": {**params, "requestId": shown_id}}
             if method.endswith("/list_changed"):
                 self._on_list_changed(method)
                 return None if self._drop_list_changed else message
-            params = message.get("params")
             if isinstance(params, Mapping) and method == "notifications/resources/updated":
                 exposed = self._naming.expose_notification(self._map_key, method, params)
                 return None if exposed is None else message if exposed is params else {**message, "params": exposed}

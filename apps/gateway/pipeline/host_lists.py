@@ -24,7 +24,7 @@ import time
 import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from apps.gateway.pipeline.client import BackendClient, announces_changes, offers
@@ -78,7 +78,7 @@ class _Merged:
     merged: MergedList
     expires: float
     pages: dict[int, Any] = field(default_factory=dict)  # start -> the page's items, encoded once
-    views: dict[int, _Merged] = field(default_factory=dict)  # key id -> the tools that key may see
+    views: dict[Any, _Merged] = field(default_factory=dict)  # caller -> the tools it may see
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +110,7 @@ class HostLists:
         #: Passes a change on to the other gateway instances (`ChangeFeed.publish`), if there are any.
         self.share: Callable[[int, str], object] | None = None
         self._watches: dict[tuple[int, tuple[str, ...]], _Watch] = {}
+        self._generations: dict[int, int] = {}  # backend id -> how many changes it has announced
         self._swept = clock()
 
     def invalidate(self, backend_id: int, notification: str, *, shared: bool = False) -> bool:
@@ -121,6 +122,8 @@ class HostLists:
             return False
         for key in [key for key in self._lists if key[0].id == backend_id and key[1] in methods]:
             del self._lists[key]
+        # A fetch still in flight started before the change: its answer must not be kept or shared.
+        self._generations[backend_id] = self._generations.get(backend_id, 0) + 1
         self.changes.publish(backend_id, notification)
         if not shared and self.share is not None:
             self.share(backend_id, notification)
@@ -154,11 +157,18 @@ class HostLists:
         """The host's merged list, from the cache while it is current."""
         return (await self._current(vhost, method)).merged
 
-    async def tool_listed(self, vhost: VirtualHostView, principal: Principal, exposed: str) -> bool:
-        """Whether `principal` sees the tool `exposed` in the host's list."""
-        identities = (await self._visible(vhost, principal, "tools/list")).merged.identities
+    async def tool_listed(self, vhost: VirtualHostView, principal: Principal, exposed: str, map_key: str) -> bool | None:
+        """Whether `principal` sees the tool `exposed` (of the backend under `map_key`) in the host's
+        list; None when that backend's list could not be had (then nobody knows)."""
+        view = await self._visible(vhost, principal, "tools/list")
+        identities = view.merged.identities
         at = bisect_left(identities, exposed)
-        return at < len(identities) and identities[at] == exposed
+        if at < len(identities) and identities[at] == exposed:
+            return True
+        keys = list(vhost.mounts)
+        if map_key in vhost.mounts and view.parts[keys.index(map_key)].failure is not None:
+            return None
+        return False
 
     async def _visible(self, vhost: VirtualHostView, principal: Principal, method: str) -> _Merged:
         """The merged list as `principal` sees it: under a policy, the tools some call could pass
@@ -167,7 +177,9 @@ class HostLists:
         policy = vhost.policy
         if policy is None or method != "tools/list":
             return cached
-        view = cached.views.get(principal.key_id)
+        # Everything a rule can look at: the same key with another token may see other tools.
+        who = (principal.key_id, principal.team, principal.scopes, principal.issuer)
+        view = cached.views.get(who)
         if view is None:
             merged, route = cached.merged, vhost.naming.route_tool
             keep = [
@@ -179,7 +191,7 @@ class HostLists:
                 merged.kind, tuple(merged.items[i] for i in keep), identities,
                 tuple(merged.origins[i] for i in keep), list_version(identities),
             )
-            view = cached.views[principal.key_id] = _Merged(cached.parts, shown, cached.expires)
+            view = cached.views[who] = _Merged(cached.parts, shown, cached.expires)
         return view
 
     async def _current(self, vhost: VirtualHostView, method: str) -> _Merged:
@@ -218,9 +230,10 @@ class HostLists:
         cached = self._lists.get((backend, method))
         if cached is not None and cached.expires > self._clock() and cached.source is backend.server:
             return cached
-        return await self._flights.run((backend, method), lambda: self._fetch(backend, method))
+        generation = self._generations.get(backend.id, 0)
+        return await self._flights.run((backend, method, generation), lambda: self._fetch(backend, method, generation))
 
-    async def _fetch(self, backend: BackendView, method: str) -> BackendList:
+    async def _fetch(self, backend: BackendView, method: str, generation: int) -> BackendList:
         kind = LIST_METHODS[method]
         timeout = min(self._settings.timeout, backend.timeout)
         started = self._clock()
@@ -236,6 +249,8 @@ class HostLists:
         else:
             lifetime = self._settings.cache_seconds if ttl_ms is None else min(self._settings.cache_seconds, ttl_ms / 1000)
             entry = BackendList(tuple(items), started + lifetime, None, backend.server)
+        if self._generations.get(backend.id, 0) != generation:
+            return replace(entry, expires=started)  # answers its callers, but is not kept
         self._lists[(backend, method)] = entry
         return entry
 
@@ -269,7 +284,10 @@ class HostLists:
         return await watch.acknowledged(self._settings.timeout)
 
     def _sweep_watches(self, now: float) -> None:
-        """Stop subscriptions to backends no host has listed for a long time (configuration moved on)."""
+        """Stop subscriptions to backends no host has listed for a long time (configuration moved on),
+        and forget expired lists (a backend renamed, moved or deleted leaves its entries behind)."""
+        for key in [key for key, entry in self._lists.items() if entry.expires <= now]:
+            del self._lists[key]
         idle = max(self._settings.cache_seconds, 60.0) * 10
         for key, watch in list(self._watches.items()):
             if now - watch.used > idle:
@@ -289,10 +307,13 @@ class _Watch:
         self.task = asyncio.ensure_future(self._run())
 
     async def acknowledged(self, timeout: float) -> bool:
+        """Whether the subscription is up. A backend slow to acknowledge is waited for briefly,
+        once: after that its lists are fetched as if unwatched until the acknowledgement comes."""
         if not self._settled.is_set():
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout(min(timeout / 2, 1.0)):
                     await self._settled.wait()
+            self._settled.set()
         return self._live.is_set()
 
     def _acknowledge(self, _honoured: object) -> None:

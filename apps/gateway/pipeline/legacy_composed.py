@@ -95,6 +95,10 @@ class ComposedLegacy:
             ))
             return result_reply(message.id, {}, sse=sse, headers=headers)
         if method not in ROUTED_METHODS:
+            single = vhost.naming.single_key
+            if single is not None:  # one backend (aliases or a policy): what names nothing passes through
+                return await self._era.to_backend(request, vhost, principal, state, single, message, request.body,
+                                                  wants_sse)
             raise MethodNotFound(f"Method not found: {method}")
         routed = route(vhost, message, modern=False, body=request.body)
         try:
@@ -186,6 +190,9 @@ class ComposedLegacy:
                     await queue.put((map_key, event))
             except UpstreamUnavailable as exc:
                 log.info("stream of backend %s broke: %s", map_key, exc)
+            # The merged stream ends with any of its parts: the client reconnects, and its
+            # Last-Event-ID resumes every backend where it was.
+            await queue.put(None)
 
         async def changes() -> None:
             while True:
@@ -199,8 +206,8 @@ class ComposedLegacy:
 
         async def chunks() -> AsyncIterator[bytes]:
             last_ids = dict(resume)
-            while True:
-                map_key, event = await queue.get()  # type: ignore[misc]
+            while (item := await queue.get()) is not None:
+                map_key, event = item
                 if map_key:
                     translated = translate_event(translators[map_key], event)
                     if event.id is not None:

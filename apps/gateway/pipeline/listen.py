@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 _FLAG_OF = {notification: flag for flag, notification in LIST_FILTERS.items()}
+_END: dict[str, Any] = {}  # queued when the stream must end
 
 
 class ComposedListen:
@@ -73,8 +74,7 @@ class ComposedListen:
                 honoured["resourceSubscriptions"] = [uri for uri in uris if uri in honoured_uris]
             yield _event({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
                           "params": {"notifications": honoured, "_meta": meta}})
-            while True:
-                notification = await queue.get()
+            while (notification := await queue.get()) is not _END:
                 params = dict(notification.get("params") or {})
                 params["_meta"] = {**(params.get("_meta") or {}), **meta}
                 yield _event({"jsonrpc": "2.0", "method": notification["method"], "params": params})
@@ -142,6 +142,9 @@ class ComposedListen:
         except Exception as exc:  # noqa: BLE001 - one backend's listen failing leaves the others running
             log.info("resource subscriptions on backend %s ended: %s", map_key, exc)
         finally:
+            if acknowledged.is_set():
+                # Subscriptions this stream acknowledged are gone: end it, so the client listens again.
+                queue.put_nowait(_END)
             acknowledged.set()
 
 

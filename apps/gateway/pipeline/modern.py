@@ -115,6 +115,10 @@ class ModernEra:
         if method == "subscriptions/listen":
             return await self._listen.handle(vhost, message)
         if method not in ROUTED_METHODS:
+            single = vhost.naming.single_key
+            if single is not None:  # one backend (aliases or a policy): what names nothing passes through
+                return await self._to_backend(request, vhost, principal, envelope, vhost.mounts[single], message,
+                                              request.body, wants_sse)
             raise MethodNotFound(f"Method not found: {method}", http_status=404)
         routed = route(vhost, message, modern=True, body=request.body)
         try:

@@ -4,12 +4,12 @@ tool, with which arguments. Compiled once per configuration snapshot; deciding i
 A policy is a default effect (`allow` or `deny`) and rules, each with
 - a subject: the whole tenant, a team, or one key (by name);
 - an effect: `allow` or `deny`;
-- tool patterns (shell-style globs, `*` and `?`, case-sensitive). A pattern matches a tool when it
+- tool patterns (shell-style globs: `*`, `?` and `[...]` classes, case-sensitive). A pattern matches a tool when it
   matches its exposed name *or* its upstream name; neither takes precedence, so `get-sum` (exposed)
   and `sum` (upstream) both name the same tool;
 - optionally a condition in CEL over `arguments` (the call's arguments) and `principal` (`tenant`,
   `team`, `key`, `subject`, `scopes`). A condition that fails to evaluate (a missing argument, a type
-  mismatch) does not hold.
+  mismatch) counts against the caller: an `allow` rule's does not hold, a `deny` rule's does.
 
 Deciding a call (with its real arguments), in this order:
 1. the first `deny` rule (in written order) whose subject, tools and condition match denies;
@@ -40,6 +40,7 @@ EFFECTS = ("allow", "deny")
 SUBJECTS = ("tenant", "team", "key")
 VARIABLES = frozenset({"arguments", "principal"})
 _UNKNOWN = object()  # "depends on the arguments"
+_ERROR = object()  # the condition could not be evaluated
 
 
 class PolicyError(ValueError):
@@ -67,14 +68,15 @@ class Condition:
         return cls(source, program, "arguments" in variables)
 
     def holds(self, principal: Mapping[str, Any], arguments: Mapping[str, Any] | object) -> bool | object:
-        """True or False; `_UNKNOWN` when the condition reads arguments and none are given."""
+        """True or False; `_UNKNOWN` when the condition reads arguments and none are given, `_ERROR`
+        when it cannot be evaluated."""
         if arguments is _UNKNOWN and self.reads_arguments:
             return _UNKNOWN
         context = {"principal": principal, "arguments": {} if arguments is _UNKNOWN else arguments}
         try:
             return self.program.execute(context) is True
         except Exception:  # noqa: BLE001 - CEL raises KeyError/TypeError/... for data it cannot use
-            return False
+            return _ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,9 +123,9 @@ class Policy:
         could_allow = self.default == "allow"
         for rule in self._matching(principal, exposed, upstream):
             holds = True if rule.condition is None else rule.condition.holds(context, _UNKNOWN)
-            if rule.effect == "deny" and holds is True:
+            if rule.effect == "deny" and (holds is True or holds is _ERROR):
                 return False
-            if rule.effect == "allow" and holds is not False:
+            if rule.effect == "allow" and (holds is True or holds is _UNKNOWN):
                 could_allow = True
         return could_allow
 
@@ -132,7 +134,8 @@ class Policy:
         context = principal_context(principal)
         allowing: str | None = None
         for rule in self._matching(principal, exposed, upstream):
-            if rule.condition is not None and rule.condition.holds(context, arguments) is not True:
+            holds = True if rule.condition is None else rule.condition.holds(context, arguments)
+            if holds is not True and not (rule.effect == "deny" and holds is _ERROR):
                 continue
             if rule.effect == "deny":
                 return Decision(False, rule.id)

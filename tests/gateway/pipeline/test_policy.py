@@ -83,3 +83,18 @@ def test_a_condition_that_cannot_be_evaluated_does_not_hold() -> None:
 def test_bad_rules_are_refused_with_the_reason(default: str, rules: list[Any], message: str) -> None:
     with pytest.raises(PolicyError, match=message):
         policy_compile(default, rules)
+
+
+def test_a_deny_condition_that_cannot_be_evaluated_denies() -> None:
+    policy = policy_compile("allow", [rule("no-etc", "deny", ["read"], 'arguments.path.startsWith("/etc")')])
+    assert policy.decide(AGENT, "read", "read", {"path": "/etc/passwd"}).rule == "no-etc"
+    assert policy.decide(AGENT, "read", "read", {"path": "/home/x"}).allowed is True
+    for hostile in ({"path": ["/etc/passwd"]}, {"path": 5}, {}):
+        assert policy.decide(AGENT, "read", "read", hostile).rule == "no-etc"  # fail closed
+    assert policy.visible(AGENT, "read", "read") is True  # it reads arguments: never hides
+
+
+def test_glob_classes_work_and_brackets_are_patterns() -> None:
+    policy = policy_compile("allow", [rule("r", "deny", ["a[bc]"])])
+    assert policy.decide(AGENT, "ab", "ab", {}).rule == "r"
+    assert policy.decide(AGENT, "a[bc]", "a[bc]", {}).allowed is True
