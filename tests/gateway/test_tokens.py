@@ -114,6 +114,7 @@ def test_tokens_signed_by_the_issuer_are_accepted(site: Site, kid: str) -> None:
     (lambda: token("rsa-1", key=STRANGER), "invalid"),  # the right kid, the wrong signature
     (lambda: token(nbf=int(time.time()) + 600), "not valid yet"),
     (lambda: token("rsa-1", alg="HS256", key="a-shared-secret-that-is-long-enough-for-hs256"), "algorithm"),
+    (lambda: token("rsa-1", alg="ES256", key=KEYS["ec-1"][1]), "does not fit"),  # an RSA key id, an EC signature
 ])
 def test_bad_tokens_are_refused_with_a_challenge_naming_the_metadata(site: Site, bad: Any, reason: str) -> None:
     response = call(site, bad())

@@ -141,3 +141,9 @@ def test_merged_stream_event_ids_carry_every_backends_position() -> None:
     assert _encode_event_id({}) is None
     for foreign in (None, "", "17", "gw1.!!!", "gw1.WzFd"):  # "WzFd" is base64 of [1]
         assert _decode_event_id(foreign) == {}
+
+
+def test_a_backend_cancelling_its_own_request_names_the_id_the_client_knows() -> None:
+    translate, _ = messages()
+    shown = translate({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3, "reason": "x"}})
+    assert shown is not None and shown["params"] == {"requestId": "gw/gateway-one/3", "reason": "x"}

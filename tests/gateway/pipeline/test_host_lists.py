@@ -217,3 +217,42 @@ async def test_a_new_spec_version_of_an_openapi_backend_is_listed_at_once() -> N
     newer = FakeTools()
     newer.tools_json = lambda: b'[{"name":"sub","inputSchema":{"type":"object"}}]'  # type: ignore[method-assign]
     assert await names(lists, host({"api": backend(1, newer), "two": backend(2)})) == ["api-sub", "two-b"]
+
+
+async def test_a_list_fetched_across_a_change_is_not_kept() -> None:
+    client, clock = FakeClient(), Clock()
+    client.tools = {1: ["old"], 2: ["b"]}
+    client.delay = {1: 0.05}
+    lists, _ = make(client, clock)
+    vhost = host({"one": backend(1), "two": backend(2)})
+    first = asyncio.ensure_future(names(lists, vhost))
+    await asyncio.sleep(0.01)  # backend 1's fetch is in flight
+    client.tools[1] = ["new"]
+    lists.invalidate(1, "notifications/tools/list_changed")
+    await first
+    assert await names(lists, vhost) == ["one-new", "two-b"]  # asked again: the answer in flight was stale
+
+
+async def test_policy_views_follow_everything_a_rule_can_read() -> None:
+    from apps.gateway.pipeline.policy import RuleSpec, policy_compile
+    from apps.gateway.pipeline.values import Principal
+
+    client, clock = FakeClient(), Clock()
+    client.tools = {1: ["admin", "read"], 2: ["b"]}
+    lists, _ = make(client, clock)
+    policy = policy_compile("deny", [RuleSpec("r", "tenant", "acme", "allow", ["read"]),
+                                     RuleSpec("a", "tenant", "acme", "allow", ["admin"], '"admin" in principal.scopes')])
+    vhost = VirtualHostView(1, "acme", "main", MappingProxyType({"one": backend(1), "two": backend(2)}),
+                            MappingProxyType({}), policy=policy)
+    # One token subject, two tokens: the same key id, other scopes.
+    plain = Principal(1, "acme", -5, "alice", None, issuer="https://i/")
+    admin = Principal(1, "acme", -5, "alice", None, issuer="https://i/", scopes=("admin",))
+
+    async def listed(principal: Principal) -> list[str]:
+        result = await lists.result(vhost, principal, "tools/list", {}, modern=False)
+        return [tool["name"] for tool in _items(result["tools"])]
+
+    assert await listed(plain) == ["one-read"]
+    assert await listed(admin) == ["one-admin", "one-read"]
+    assert await lists.tool_listed(vhost, admin, "one-admin", "one") is True
+    assert await lists.tool_listed(vhost, plain, "one-admin", "one") is False
