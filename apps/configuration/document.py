@@ -126,9 +126,26 @@ class RateLimitSpec:
 
 
 @dataclass(frozen=True)
+class TokenIssuerSpec:
+    """An authorization server whose JWT access tokens the tenant accepts: tokens whose `iss` is
+    `issuer`, for `audience`, signed by a key from `jwks_url` or the PEM `public_key` (one of the
+    two is set, the other is "") with one of `algorithms`."""
+
+    tenant: str
+    issuer: str
+    audience: str
+    jwks_url: str
+    public_key: str
+    algorithms: tuple[str, ...]
+    team_claim: str
+    subject_claim: str
+
+
+@dataclass(frozen=True)
 class ConfigDocument:
     tenants: tuple[TenantSpec, ...] = ()
     backends: tuple[BackendSpec, ...] = ()
     virtual_hosts: tuple[VirtualHostSpec, ...] = ()
     policies: tuple[PolicySpec, ...] = ()
     rate_limits: tuple[RateLimitSpec, ...] = ()
+    token_issuers: tuple[TokenIssuerSpec, ...] = ()

@@ -40,8 +40,10 @@ from apps.configuration.document import (
     Problem,
     RateLimitSpec,
     TenantSpec,
+    TokenIssuerSpec,
     VirtualHostSpec,
 )
+from apps.configuration.issuers import token_issuer_reconcile, token_issuers_prune
 from apps.configuration.limits import rate_limit_reconcile, rate_limits_prune
 from apps.configuration.policies import policy_prune, policy_reconcile
 from apps.configuration.reports import Action, Change, GeneratedSecret
@@ -82,8 +84,8 @@ class Reconciler:
     def run(self) -> None:
         # Order matters: keys need teams, mounts need backends, vhosts need keys, policies need
         # vhosts and the teams and keys their rules name, rate limits the teams and keys they
-        # limit; pruning runs last and from the leaves up, because mounts PROTECT backends and
-        # anonymous keys.
+        # limit, token issuers only their tenant; pruning runs last and from the leaves up,
+        # because mounts PROTECT backends and anonymous keys.
         for i, spec in enumerate(self.document.tenants):
             self._tenant(spec, f"tenants[{i}]")
         for i, spec in enumerate(self.document.backends):
@@ -96,6 +98,8 @@ class Reconciler:
             self._policy(policy, f"policies[{i}]")
         for i, limit in enumerate(self.document.rate_limits):
             self._rate_limit(limit, f"rate_limits[{i}]")
+        for i, issuer in enumerate(self.document.token_issuers):
+            self._token_issuer(issuer, f"token_issuers[{i}]")
         if self.prune and not self.problems:
             with self._reporting("(prune)"):
                 self._prune(kept_hosts)
@@ -361,6 +365,13 @@ class Reconciler:
         with self._reporting(path):
             self.changes.append(rate_limit_reconcile(tenant=tenant, spec=spec))
 
+    def _token_issuer(self, spec: TokenIssuerSpec, path: str) -> None:
+        tenant = self._tenants.get(spec.tenant)
+        if tenant is None:
+            return  # the tenant failed; that problem is already reported
+        with self._reporting(path):
+            self.changes.append(token_issuer_reconcile(tenant=tenant, spec=spec))
+
     # --- prune ---------------------------------------------------------------------------------
     def _prune(self, kept_hosts: dict[str, set[str]]) -> None:
         """Delete what the document no longer names, leaves first. A tenant the document does not
@@ -385,6 +396,7 @@ class Reconciler:
         for spec in self.document.tenants:
             tenant = self._tenants[spec.slug]
             self.changes.extend(rate_limits_prune(tenant=tenant, specs=self.document.rate_limits))
+            self.changes.extend(token_issuers_prune(tenant=tenant, specs=self.document.token_issuers))
             for host in virtual_host_list(tenant=tenant):
                 if host.slug not in kept_hosts.get(spec.slug, set()):
                     virtual_host_delete(virtual_host=host)

@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from apps.catalog.selectors import backend_list, virtual_host_list
 from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX_LENGTH
 from apps.configuration.document import ConfigInvalid
+from apps.configuration.issuers import token_issuers_export
 from apps.configuration.limits import rate_limits_export
 from apps.configuration.policies import policy_export
 from apps.configuration.reconcile import Reconciler
@@ -51,8 +52,8 @@ def config_apply(*, document: str, prune: bool, dry_run: bool = False, base_dir:
     - Idempotent: applying the same document again reports everything `unchanged` and writes
       nothing (no configuration version moves).
     - Without `prune` nothing is deleted; with it, every tenant, team, key, backend, virtual host,
-      mount, alias and rate limit the document does not name is deleted, and so is the access
-      policy of every virtual host the document names without a `policies` entry.
+      mount, alias, rate limit and token issuer the document does not name is deleted, and so is
+      the access policy of every virtual host the document names without a `policies` entry.
     - Keys: a `secret` in the document is the key's secret (re-issued in place when it differs);
       without one a secret is generated on creation only and returned once in the report.
     - `dry_run`: everything is worked out and then rolled back; generated secrets are withheld,
@@ -91,6 +92,7 @@ def config_export() -> str:
     virtual_hosts: list[dict[str, Any]] = []
     policies: list[dict[str, Any]] = []
     rate_limits: list[dict[str, Any]] = []
+    token_issuers: list[dict[str, Any]] = []
     for tenant in tenant_list():
         tenants.append(
             {
@@ -131,9 +133,10 @@ def config_export() -> str:
             if (policy := policy_export(virtual_host=host)) is not None:
                 policies.append(policy)
         rate_limits += rate_limits_export(tenant=tenant)  # tenant_list() is by slug: sorted by tenant
+        token_issuers += token_issuers_export(tenant=tenant)
     body = {
         "tenants": tenants, "backends": backends, "virtual_hosts": virtual_hosts, "policies": policies,
-        "rate_limits": rate_limits,
+        "rate_limits": rate_limits, "token_issuers": token_issuers,
     }
     return EXPORT_HEADER + yaml.safe_dump(body, sort_keys=False, allow_unicode=True, default_flow_style=False)
 

@@ -28,12 +28,13 @@ from apps.configuration.document import (
     VirtualHostSpec,
 )
 from apps.configuration.fields import FieldChecks
+from apps.configuration.issuers import token_issuers_check
 from apps.configuration.limits import rate_limits_check
 from apps.configuration.policies import policies_check
 from apps.tenants.keys import key_secret_problem
 from apps.tenants.models import slug_validator
 
-TOP_LEVEL_KEYS = ("tenants", "backends", "virtual_hosts", "policies", "rate_limits")
+TOP_LEVEL_KEYS = ("tenants", "backends", "virtual_hosts", "policies", "rate_limits", "token_issuers")
 _TENANT_FIELDS = ("slug", "name", "teams", "keys")
 _KEY_FIELDS = ("name", "team", "secret", "expires_at", "revoked")
 _BACKEND_FIELDS = (
@@ -113,9 +114,10 @@ class _Checker(FieldChecks):
         virtual_hosts = self.virtual_hosts(raw.get("virtual_hosts"), tenants, backends)
         policies = policies_check(self, raw.get("policies"), tenants=tenants, virtual_hosts=virtual_hosts)
         rate_limits = rate_limits_check(self, raw.get("rate_limits"), tenants=tenants)
+        token_issuers = token_issuers_check(self, raw.get("token_issuers"), tenants=tenants)
         return ConfigDocument(
             tenants=tuple(tenants.values()), backends=backends, virtual_hosts=virtual_hosts, policies=policies,
-            rate_limits=rate_limits,
+            rate_limits=rate_limits, token_issuers=token_issuers,
         )
 
     def tenants(self, raw: Any) -> dict[str, TenantSpec]:
