@@ -325,6 +325,7 @@ class _Watch:
 
     async def _run(self) -> None:
         backend = self._backend
+        failures = 0  # attempts in a row that were never acknowledged
         while True:
             try:
                 await self._lists._client.listen(
@@ -337,9 +338,19 @@ class _Watch:
             if self._live.is_set():
                 log.info("list subscription to backend %s lost (%s); its lists are dropped", backend.name, reason)
                 self._live.clear()
+                failures = 0
                 for notification in CHANGED_LISTS:  # changes may have been missed meanwhile
                     self._lists.invalidate(backend.id, notification)
-            await asyncio.sleep(self._lists._settings.retry_seconds)
+            else:
+                failures += 1
+            await asyncio.sleep(listen_retry_delay(self._lists._settings.retry_seconds, failures))
+
+
+def listen_retry_delay(base: float, failures: int) -> float:
+    """Seconds before subscribing again: `base` after a subscription that worked, doubling with each
+    attempt in a row that was never acknowledged (a backend that announces `listChanged` but refuses
+    to listen), up to five minutes."""
+    return min(base * 2 ** max(failures - 1, 0), 300.0)
 
 
 def _expose(naming: Naming, kind: str, map_key: str, items: tuple[Mapping[str, Any], ...]) -> tuple[list[Any], list[Any]]:

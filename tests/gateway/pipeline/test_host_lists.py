@@ -256,3 +256,10 @@ async def test_policy_views_follow_everything_a_rule_can_read() -> None:
     assert await listed(admin) == ["one-admin", "one-read"]
     assert await lists.tool_listed(vhost, admin, "one-admin", "one") is True
     assert await lists.tool_listed(vhost, plain, "one-admin", "one") is False
+
+
+def test_refused_subscriptions_are_retried_less_and_less_often() -> None:
+    from apps.gateway.pipeline.host_lists import listen_retry_delay
+
+    assert [listen_retry_delay(5.0, n) for n in range(0, 8)] == [5.0, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 300.0]
+    assert listen_retry_delay(5.0, 50) == 300.0
