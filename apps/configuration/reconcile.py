@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -97,9 +97,9 @@ class Reconciler:
         for i, policy in enumerate(self.document.policies):
             self._policy(policy, f"policies[{i}]")
         for i, limit in enumerate(self.document.rate_limits):
-            self._rate_limit(limit, f"rate_limits[{i}]")
+            self._tenant_part(limit, f"rate_limits[{i}]", rate_limit_reconcile)
         for i, issuer in enumerate(self.document.token_issuers):
-            self._token_issuer(issuer, f"token_issuers[{i}]")
+            self._tenant_part(issuer, f"token_issuers[{i}]", token_issuer_reconcile)
         if self.prune and not self.problems:
             with self._reporting("(prune)"):
                 self._prune(kept_hosts)
@@ -358,19 +358,13 @@ class Reconciler:
         with self._reporting(path):
             self.changes.append(policy_reconcile(virtual_host=host, spec=spec))
 
-    def _rate_limit(self, spec: RateLimitSpec, path: str) -> None:
+    def _tenant_part(self, spec: RateLimitSpec | TokenIssuerSpec, path: str, reconcile: Callable[..., Change]) -> None:
+        """A section entry that belongs to a tenant (rate limits, token issuers)."""
         tenant = self._tenants.get(spec.tenant)
         if tenant is None:
             return  # the tenant failed; that problem is already reported
         with self._reporting(path):
-            self.changes.append(rate_limit_reconcile(tenant=tenant, spec=spec))
-
-    def _token_issuer(self, spec: TokenIssuerSpec, path: str) -> None:
-        tenant = self._tenants.get(spec.tenant)
-        if tenant is None:
-            return  # the tenant failed; that problem is already reported
-        with self._reporting(path):
-            self.changes.append(token_issuer_reconcile(tenant=tenant, spec=spec))
+            self.changes.append(reconcile(tenant=tenant, spec=spec))
 
     # --- prune ---------------------------------------------------------------------------------
     def _prune(self, kept_hosts: dict[str, set[str]]) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "config.md"
 
@@ -40,3 +43,20 @@ def docs_examples() -> list[str]:
 def full_example() -> str:
     """The two-tenant example of docs/config.md (the one with aliases and several replicas)."""
     return next(doc for doc in docs_examples() if "globex" in doc)
+
+
+def assert_refused_and_nothing_written(
+    *, stored_first: str, broken: str, expected: str, stored: Callable[[], object]
+) -> None:
+    """Apply `stored_first`, then `broken` (with a tenant rename riding along, which a partial write
+    would show): exactly one problem, starting with `expected`, and `stored()` as before."""
+    from apps.configuration.services import ConfigInvalid, config_apply
+
+    config_apply(document=stored_first, prune=False)
+    before = stored()
+    with pytest.raises(ConfigInvalid) as excinfo:
+        config_apply(document=broken.replace("name: Acme Corp", "name: Renamed"), prune=True)
+    problems = [str(p) for p in excinfo.value.problems]
+    assert len(problems) == 1 and problems[0].startswith(expected), problems
+    assert stored() == before
+    assert not config_apply(document=stored_first, prune=True).changed  # not even the tenant's name
