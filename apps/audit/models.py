@@ -12,6 +12,7 @@ class AuditRecord(models.Model):
         CANCELLED = "cancelled", "cancelled"
         DENIED = "denied", "denied by policy"
         RATE_LIMITED = "rate_limited", "over a rate limit"
+        OVER_BUDGET = "over_budget", "over a budget"
 
     created_at = models.DateTimeField(db_index=True)
     tenant_id = models.BigIntegerField(db_index=True)
@@ -38,7 +39,16 @@ class AuditRecord(models.Model):
     )
     limit_state = models.CharField(
         max_length=16, blank=True,
-        help_text="Rate limits: empty (none apply), ok, limited, or unchecked (Redis unreachable, fail mode applied).",
+        help_text=(
+            "Rate limits and budgets: empty (none apply), ok, limited, or unchecked (Redis unreachable, fail mode "
+            "applied)."
+        ),
+    )
+    cost = models.PositiveIntegerField(
+        # In the database, so that instances still running the previous release (writing no cost)
+        # keep writing rows while a deployment rolls out.
+        db_default=0,
+        help_text="Budget units the call cost, charged when it was admitted (also if it then failed); 0 if refused.",
     )
 
     class Meta:

@@ -26,7 +26,7 @@ _MAX_QUEUED = 200_000
 _COLUMNS = (
     "created_at", "tenant_id", "tenant_slug", "virtual_host", "principal", "api_key_id", "backend", "method",
     "exposed_name", "upstream_name", "outcome", "error_code", "latency_ms", "bytes_in", "bytes_out",
-    "session_id", "trace_id", "backend_kind", "rule", "limit_state", "arguments",
+    "session_id", "trace_id", "backend_kind", "rule", "limit_state", "arguments", "cost",
 )
 
 
@@ -60,6 +60,7 @@ def audit_records_write(entries: list[AuditEntry]) -> None:
                     _text(entry.rule, 64),
                     entry.limit_state,
                     _json(entry.arguments),
+                    entry.cost,
                 ))
 
 

@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.catalog import selectors
+from apps.catalog.credentials import egress_credential_clear, egress_credential_set
 from apps.catalog.models import Backend
 from apps.catalog.serializers import (
     EgressCredentialInputSerializer,
@@ -29,7 +30,7 @@ from apps.catalog.serializers import (
     SpecVersionSummarySerializer,
     spec_version_path,
 )
-from apps.catalog.specs import egress_credential_clear, egress_credential_set, spec_upload
+from apps.catalog.specs import spec_upload
 
 # Content types whose body is the document itself; multipart carries it in the field `file`.
 RAW_SPEC_CONTENT_TYPES = ("application/json", "application/yaml", "application/x-yaml", "text/yaml", "text/plain")
@@ -164,13 +165,16 @@ class SpecVersionDocumentView(CatalogAPIView):
 
 
 class EgressCredentialView(CatalogAPIView):
-    """`/api/v1/backends/<id>/credential`: how the gateway authenticates to an OpenAPI backend.
+    """`/api/v1/backends/<id>/credential`: how the gateway authenticates to a backend.
 
-    `PUT` a JSON object `{kind, name, username, secret}` (all strings; `kind` "" or absent = as the
-    spec's security scheme says) sets or replaces it and answers 200 with its state; `GET` answers
-    the state, 404 when there is none; `DELETE` removes it (204; 404 when there is none). The state
-    never holds the secret. 400 for what the service refuses (an MCP backend, an unknown kind, an
-    API key without a name, an empty secret)."""
+    `PUT` a JSON object sets or replaces it and answers 200 with its state: where the value goes
+    (`kind`, `name`, `username`; `kind` "" or absent = as an OpenAPI spec's security scheme says,
+    bearer for an MCP backend) and where it comes from (`source`: `static` with `secret`;
+    `tenant_secret` naming one; `per_identity` with `identities: [{subject_kind, subject_name,
+    secret}]` and an optional default `secret`; `oauth_client_credentials` with `token_url`,
+    `client_id`, `secret`, `scope`, `audience`, `client_auth`). `GET` answers the state, 404 when
+    there is none; `DELETE` removes it (204; 404 when there is none). The state never holds a
+    secret. 400 for what the service refuses, with its message."""
 
     parser_classes = [JSONParser]
 

@@ -125,10 +125,27 @@ class ToolAlias(models.Model):
         return f"{self.alias} -> {self.map_key}:{self.upstream_name}"
 
 
+class TenantSecret(TimeStampedModel):
+    """A secret a tenant stores once and several backends' credentials use (source `tenant_secret`):
+    rotating it rotates it everywhere. `value` holds a Fernet token, never the plaintext."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=64, validators=[name_validator])
+    value = models.TextField(help_text="Encrypted.")
+
+    class Meta:
+        ordering = ["tenant__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="tenant_secret_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.name}"
+
+
 class EgressCredential(TimeStampedModel):
-    """How the gateway authenticates to an OpenAPI backend. `secret` holds a Fernet token
-    (apps.common.secrets), never the plaintext. An empty `kind` takes kind and name from the
-    spec's first supported security scheme."""
+    """How the gateway authenticates to a backend. `kind` says where the credential goes (an empty
+    kind takes kind and name from an OpenAPI spec's first supported security scheme; bearer for MCP
+    backends); `source` where its value comes from. Secrets are Fernet tokens (apps.common.secrets),
+    never plaintext. Inbound credentials are never forwarded: a backend without one gets none."""
 
     class Kind(models.TextChoices):
         FROM_SPEC = "", "as the spec's security scheme says"
@@ -138,14 +155,61 @@ class EgressCredential(TimeStampedModel):
         BEARER = "bearer", "Bearer token"
         BASIC = "basic", "HTTP basic"
 
+    class Source(models.TextChoices):
+        STATIC = "static", "A secret of this backend"
+        TENANT_SECRET = "tenant_secret", "A secret of the tenant"
+        PER_IDENTITY = "per_identity", "One secret per caller (key, token subject or team)"
+        OAUTH = "oauth_client_credentials", "OAuth 2.0 client credentials"
+
+    class ClientAuth(models.TextChoices):
+        BASIC = "client_secret_basic", "HTTP basic"
+        POST = "client_secret_post", "In the form body"
+
     backend = models.OneToOneField(Backend, on_delete=models.CASCADE, related_name="credential")
     kind = models.CharField(max_length=16, choices=Kind.choices, blank=True)
     name = models.CharField(max_length=128, blank=True, help_text="Header, query parameter or cookie name.")
     username = models.CharField(max_length=128, blank=True)
-    secret = models.TextField(help_text="Encrypted.")
+    source = models.CharField(max_length=32, choices=Source.choices, default=Source.STATIC)
+    secret = models.TextField(
+        blank=True,
+        help_text="Encrypted. static: the secret; per_identity: the default (for unmapped callers and the "
+        "gateway's own requests), may be empty; oauth: the client secret.",
+    )
+    tenant_secret = models.ForeignKey(
+        TenantSecret, on_delete=models.PROTECT, null=True, blank=True, related_name="credentials",
+    )
+    token_url = models.CharField(max_length=500, blank=True, help_text="OAuth: the token endpoint.")
+    client_id = models.CharField(max_length=200, blank=True)
+    scope = models.CharField(max_length=500, blank=True)
+    audience = models.CharField(max_length=500, blank=True)
+    client_auth = models.CharField(max_length=24, choices=ClientAuth.choices, default=ClientAuth.BASIC)
 
     def __str__(self) -> str:
-        return f"{self.backend}: {self.kind or 'from spec'}"
+        return f"{self.backend}: {self.kind or 'from spec'} ({self.source})"
+
+
+class EgressIdentity(models.Model):
+    """One caller's credential for a `per_identity` backend credential. A key's entry wins over its
+    token subject's, which wins over its team's."""
+
+    class Subject(models.TextChoices):
+        KEY = "key", "API key"
+        SUBJECT = "subject", "Token subject"
+        TEAM = "team", "Team"
+
+    credential = models.ForeignKey(EgressCredential, on_delete=models.CASCADE, related_name="identities")
+    subject_kind = models.CharField(max_length=8, choices=Subject.choices)
+    subject_name = models.CharField(max_length=500)
+    secret = models.TextField(help_text="Encrypted.")
+
+    class Meta:
+        ordering = ["credential", "subject_kind", "subject_name"]
+        constraints = [
+            models.UniqueConstraint(fields=["credential", "subject_kind", "subject_name"], name="egress_identity_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject_kind}:{self.subject_name}"
 
 
 class SpecVersion(models.Model):

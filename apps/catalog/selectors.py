@@ -117,12 +117,19 @@ class EgressCredentialState:
     description: str
     created_at: datetime
     updated_at: datetime
+    source: str = "static"
+    tenant_secret: str = ""  # source tenant_secret: the secret's name
+    identities: tuple[dict[str, str], ...] = ()  # per_identity: [{subject_kind, subject_name}]
+    oauth: dict[str, str] | None = None  # oauth_client_credentials: token_url, client_id, scope, audience, client_auth
 
 
 def egress_credential_state(*, backend: Backend) -> EgressCredentialState | None:
     """The backend's credential as `EgressCredentialState`; None when it has none. The encrypted
     secret is not even loaded: nothing here needs it."""
-    stored = EgressCredential.objects.filter(backend=backend).defer("secret").first()
+    stored = (
+        EgressCredential.objects.filter(backend=backend).select_related("tenant_secret").defer("secret", "tenant_secret__value")
+        .first()
+    )
     if stored is None:
         return None
     kind, name, scheme = egress_credential_applied(
@@ -134,7 +141,12 @@ def egress_credential_state(*, backend: Backend) -> EgressCredentialState | None
     return EgressCredentialState(
         kind=stored.kind, name=stored.name, username=stored.username, applied_kind=kind, applied_name=name,
         scheme=scheme, description=credential_kind_describe(kind, name, stored.username) + origin,
-        created_at=stored.created_at, updated_at=stored.updated_at,
+        created_at=stored.created_at, updated_at=stored.updated_at, source=stored.source,
+        tenant_secret=stored.tenant_secret.name if stored.tenant_secret else "",
+        identities=tuple(stored.identities.values("subject_kind", "subject_name")),
+        oauth={"token_url": stored.token_url, "client_id": stored.client_id, "scope": stored.scope,
+               "audience": stored.audience, "client_auth": stored.client_auth}
+        if stored.source == EgressCredential.Source.OAUTH else None,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.urls import reverse
 from rest_framework import serializers
 
+from apps.catalog.credentials import IdentitySecret
 from apps.catalog.models import EgressCredential, SpecVersion
 from apps.catalog.selectors import EgressCredentialState
 
@@ -70,6 +71,12 @@ _NAME_MAX = EgressCredential._meta.get_field("name").max_length
 _USERNAME_MAX = EgressCredential._meta.get_field("username").max_length
 
 
+class EgressIdentityInputSerializer(serializers.Serializer):
+    subject_kind = serializers.CharField()  # key | subject | team
+    subject_name = serializers.CharField(max_length=500)
+    secret = serializers.CharField(trim_whitespace=False, write_only=True)
+
+
 class EgressCredentialInputSerializer(serializers.Serializer):
     """The body of `PUT …/credential`. Whether a kind exists, needs a name or takes a secret is the
     service's to say (one set of messages for the API and the console); lengths are checked here
@@ -80,6 +87,17 @@ class EgressCredentialInputSerializer(serializers.Serializer):
     username = serializers.CharField(required=False, allow_blank=True, default="", max_length=_USERNAME_MAX)
     # Taken exactly as sent: spaces may be part of a secret.
     secret = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False, write_only=True)
+    source = serializers.CharField(required=False, default=EgressCredential.Source.STATIC)
+    tenant_secret = serializers.CharField(required=False, allow_blank=True, default="", max_length=64)
+    identities = EgressIdentityInputSerializer(many=True, required=False, default=list)
+    token_url = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
+    client_id = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
+    scope = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
+    audience = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
+    client_auth = serializers.CharField(required=False, default=EgressCredential.ClientAuth.BASIC)
+
+    def validate_identities(self, value: list[dict[str, str]]) -> tuple[IdentitySecret, ...]:
+        return tuple(IdentitySecret(i["subject_kind"], i["subject_name"], i["secret"]) for i in value)
 
 
 class EgressCredentialStateSerializer(serializers.Serializer):
@@ -89,6 +107,10 @@ class EgressCredentialStateSerializer(serializers.Serializer):
     kind = serializers.CharField()
     name = serializers.CharField()
     username = serializers.CharField()
+    source = serializers.CharField()
+    tenant_secret = serializers.CharField()
+    identities = serializers.ListField(child=serializers.DictField(child=serializers.CharField()))
+    oauth = serializers.DictField(child=serializers.CharField(), allow_null=True)
     applied = serializers.SerializerMethodField()
     description = serializers.CharField()
     created_at = serializers.DateTimeField()

@@ -1,4 +1,4 @@
-"""OpenAPI backends: spec uploads, their compilation into tools, and the egress credential.
+"""OpenAPI backends: spec uploads and their compilation into tools.
 
 An upload is stored as a `pending` spec version and compiled by a Celery task after commit. A
 compile publishes in one transaction (tool rows, the backend's `active_spec`, the configuration
@@ -20,12 +20,11 @@ from django.db import connection, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from apps.catalog.models import Backend, EgressCredential, SpecVersion, Tool
-from apps.catalog.openapi import CompileOptions, Credential, Problem, compile_spec
+from apps.catalog.models import Backend, SpecVersion, Tool
+from apps.catalog.openapi import CompileOptions, Problem, compile_spec
 from apps.catalog.openapi.records import json_safe, tool_fingerprint, tool_record
 from apps.common.config_version import config_version_bump
 from apps.common.list_changes import list_changed_announce
-from apps.common.secrets import secret_encrypt
 
 log = logging.getLogger(__name__)
 
@@ -215,35 +214,6 @@ def _tools_insert(
                 json_text(record["annotations"]), json_text(record["binding"]),
                 _clean(record["operation_id"] or ""), _clean(record["pointer"]), fingerprints[record["name"]],
             ))
-
-
-def egress_credential_set(
-    *, backend: Backend, secret: str, kind: str = "", name: str = "", username: str = ""
-) -> EgressCredential:
-    """Set how the gateway authenticates to the backend. An empty `kind` follows the spec's first
-    supported security scheme (and its parameter name unless `name` is given)."""
-    if backend.kind != Backend.Kind.OPENAPI:
-        raise ValidationError("egress credentials are set on OpenAPI backends")
-    if kind not in EgressCredential.Kind.values:
-        raise ValidationError({"kind": f"unknown credential kind {kind!r}"})
-    if not secret:
-        raise ValidationError({"secret": "the secret is empty"})
-    try:  # the invoker's own rules (names for API keys, no line breaks, ...)
-        Credential(kind=kind or "bearer", value=secret, name=name, username=username)
-    except ValueError as exc:
-        raise ValidationError(str(exc)) from None
-    credential, _ = EgressCredential.objects.update_or_create(
-        backend=backend,
-        defaults={"kind": kind, "name": name, "username": username, "secret": secret_encrypt(secret)},
-    )
-    config_version_bump(tenant_id=backend.tenant_id)
-    return credential
-
-
-def egress_credential_clear(*, backend: Backend) -> None:
-    """Remove the backend's credential (if any): requests go out unauthenticated from then on."""
-    EgressCredential.objects.filter(backend=backend).delete()
-    config_version_bump(tenant_id=backend.tenant_id)
 
 
 def spec_versions_wait(*, ids: Iterable[int], timeout: float, poll: float = 0.2) -> list[SpecVersion]:

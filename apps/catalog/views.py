@@ -21,8 +21,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.catalog import selectors
 from apps.catalog.api import may_manage_catalog
+from apps.catalog.credentials import egress_credential_clear, egress_credential_set
 from apps.catalog.models import Backend, EgressCredential, SpecVersion
-from apps.catalog.specs import egress_credential_clear, egress_credential_set, spec_upload
+from apps.catalog.specs import spec_upload
 
 View = Callable[..., HttpResponse]
 _IN_PROGRESS = {SpecVersion.Status.PENDING, SpecVersion.Status.COMPILING}

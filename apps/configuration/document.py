@@ -38,6 +38,8 @@ class KeySpec:
     secret: str | None = None
     expires_at: datetime | None = None
     revoked: bool = False
+    # None: the file names no scopes, and the key keeps the ones it has.
+    scopes: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -46,13 +48,34 @@ class TenantSpec:
     name: str
     teams: tuple[str, ...] = ()
     keys: tuple[KeySpec, ...] = ()
+    plan: str | None = None  # the name of one of the document's plans; None: on no plan
+    # Secrets backends' credentials can share (`source: tenant_secret`); None: the file names none
+    # and the stored ones stay, also with --prune.
+    secrets: tuple[TenantSecretSpec, ...] | None = None
+
+
+@dataclass(frozen=True)
+class TenantSecretSpec:
+    name: str
+    secret: str | None = None
+    secret_env: str | None = None
+
+
+@dataclass(frozen=True)
+class IdentitySpec:
+    """One caller's credential of a `per_identity` backend credential."""
+
+    subject_kind: str  # key | subject | team
+    subject_name: str
+    secret: str | None = None
+    secret_env: str | None = None
 
 
 @dataclass(frozen=True)
 class CredentialSpec:
-    """An OpenAPI backend's egress credential. The secret is written in the file or named by an
-    environment variable (`secret_env`), read when the document is applied. `remove`: the file
-    says `credential: null`, so the stored credential goes."""
+    """A backend's egress credential (apps/configuration/credentials.py). Secrets are written in the
+    file or named by environment variables (`secret_env`), read when the document is applied.
+    `remove`: the file says `credential: null`, so the stored credential goes."""
 
     kind: str = ""
     name: str = ""
@@ -60,6 +83,14 @@ class CredentialSpec:
     secret: str | None = None
     secret_env: str | None = None
     remove: bool = False
+    source: str = "static"
+    tenant_secret: str = ""
+    identities: tuple[IdentitySpec, ...] = ()
+    token_url: str = ""
+    client_id: str = ""
+    scope: str = ""
+    audience: str = ""
+    client_auth: str = "client_secret_basic"
 
 
 @dataclass(frozen=True)
@@ -126,6 +157,40 @@ class RateLimitSpec:
 
 
 @dataclass(frozen=True)
+class BudgetSpec:
+    """At most `daily` cost units per UTC day and `monthly` per UTC month (None: no cap for that
+    period; at least one is set) for one key (`scope` "key") or one team (`scope` "team")."""
+
+    tenant: str
+    scope: str
+    name: str
+    daily: int | None
+    monthly: int | None
+
+
+@dataclass(frozen=True)
+class ToolCostEntrySpec:
+    """What one call of the tools `tools` names costs on one virtual host. A host's entries are
+    decided in the order the document lists them."""
+
+    tenant: str
+    virtual_host: str
+    tools: tuple[str, ...]
+    cost: int
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    """A plan of the platform: caps every key's and team's budget of the tenants on it, and says
+    whether those tenants may edit their rate limits, budgets and tool costs."""
+
+    name: str
+    daily: int | None = None
+    monthly: int | None = None
+    limits_editable: bool = True
+
+
+@dataclass(frozen=True)
 class TokenIssuerSpec:
     """An authorization server whose JWT access tokens the tenant accepts: tokens whose `iss` is
     `issuer`, for `audience`, signed by a key from `jwks_url` or the PEM `public_key` (one of the
@@ -149,3 +214,6 @@ class ConfigDocument:
     policies: tuple[PolicySpec, ...] = ()
     rate_limits: tuple[RateLimitSpec, ...] = ()
     token_issuers: tuple[TokenIssuerSpec, ...] = ()
+    plans: tuple[PlanSpec, ...] = ()
+    budgets: tuple[BudgetSpec, ...] = ()
+    tool_costs: tuple[ToolCostEntrySpec, ...] = ()

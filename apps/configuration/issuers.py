@@ -18,7 +18,13 @@ from apps.configuration.fields import FieldChecks
 from apps.configuration.reports import Action, Change
 from apps.tenants.models import Tenant, TokenIssuer
 from apps.tenants.selectors import token_issuer_list
-from apps.tenants.services import ALGORITHMS, token_issuer_delete, token_issuer_set
+from apps.tenants.services import (
+    ALGORITHMS,
+    key_algorithms_problem,
+    public_key_algorithms,
+    token_issuer_delete,
+    token_issuer_set,
+)
 
 # The service's defaults: an entry that leaves these out gets them, and an export leaves them out.
 DEFAULT_TEAM_CLAIM = "team"
@@ -54,6 +60,8 @@ def token_issuers_check(
         algorithms = ALGORITHMS
         if "algorithms" in fields:
             algorithms = _algorithms(checks, fields["algorithms"], f"{path}.algorithms")
+        if public_key and algorithms:
+            _check_key_type(checks, public_key, algorithms, f"{path}.public_key")
         team_claim = _text(checks, fields, "team_claim", path, max_length=_CLAIM_MAX_LENGTH, default=DEFAULT_TEAM_CLAIM)
         subject_claim = _text(
             checks, fields, "subject_claim", path, max_length=_CLAIM_MAX_LENGTH, default=DEFAULT_SUBJECT_CLAIM
@@ -88,6 +96,15 @@ def _key_source(checks: FieldChecks, fields: dict[str, Any], path: str) -> tuple
             # Not the library's message: the problem list is printed, and should not quote the key.
             checks.add(where, "must be a PEM public key ('-----BEGIN PUBLIC KEY----- ...')")
     return "", key
+
+
+def _check_key_type(checks: FieldChecks, public_key: str, algorithms: tuple[str, ...], path: str) -> None:
+    try:
+        usable = public_key_algorithms(public_key)
+    except ValueError:
+        return  # reported by _key_source
+    if not set(usable) & set(algorithms):
+        checks.add(path, key_algorithms_problem(usable, algorithms))
 
 
 def _algorithms(checks: FieldChecks, raw: Any, path: str) -> tuple[str, ...]:

@@ -8,7 +8,6 @@ problems with the document path; the caller then rolls everything back."""
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,25 +29,29 @@ from apps.catalog.services import (
     virtual_host_delete,
     virtual_host_update,
 )
-from apps.catalog.specs import egress_credential_clear, egress_credential_set, spec_upload
-from apps.common.secrets import SecretUnreadable, secret_decrypt
+from apps.catalog.specs import spec_upload
+from apps.configuration.budgets import budget_reconcile, budgets_prune, tool_costs_prune, tool_costs_reconcile
+from apps.configuration.credentials import credential_reconcile, tenant_secret_reconcile, tenant_secrets_prune
 from apps.configuration.document import (
     BackendSpec,
+    BudgetSpec,
     ConfigDocument,
-    CredentialSpec,
+    PlanSpec,
     PolicySpec,
     Problem,
     RateLimitSpec,
     TenantSpec,
     TokenIssuerSpec,
+    ToolCostEntrySpec,
     VirtualHostSpec,
 )
 from apps.configuration.issuers import token_issuer_reconcile, token_issuers_prune
 from apps.configuration.limits import rate_limit_reconcile, rate_limits_prune
+from apps.configuration.plans import plan_locks_newly, plan_reconcile, plans_prune
 from apps.configuration.policies import policy_prune, policy_reconcile
 from apps.configuration.reports import Action, Change, GeneratedSecret
 from apps.tenants.keys import key_hash
-from apps.tenants.models import ApiKey, Team, Tenant
+from apps.tenants.models import ApiKey, Plan, Team, Tenant
 from apps.tenants.selectors import api_key_list, team_list, tenant_get, tenant_list
 from apps.tenants.services import (
     api_key_delete,
@@ -60,6 +63,7 @@ from apps.tenants.services import (
     team_delete,
     tenant_create,
     tenant_delete,
+    tenant_plan_set,
     tenant_update,
 )
 
@@ -80,12 +84,22 @@ class Reconciler:
         self._teams: dict[str, dict[str, Team]] = {}
         self._keys: dict[str, dict[str, ApiKey]] = {}
         self._backends: dict[tuple[str, str], Backend] = {}
+        self._plans: dict[str, Plan] = {}
+        self._plans_later: list[tuple[Tenant, str, str]] = []  # (tenant, locking plan's name, path)
 
     def run(self) -> None:
         # Order matters: keys need teams, mounts need backends, vhosts need keys, policies need
         # vhosts and the teams and keys their rules name, rate limits the teams and keys they
         # limit, token issuers only their tenant; pruning runs last and from the leaves up,
         # because mounts PROTECT backends and anonymous keys.
+        # Plans: whatever lets a tenant edit its limits (a plan unlocked, a tenant moved to a plan
+        # that allows editing) is written before the limits, whatever forbids it after them. So an
+        # apply refuses a change to a tenant's limits only when its plan forbids editing them both
+        # before and after the apply; moving tenants between plans is a platform admin's act.
+        locking = [(i, plan) for i, plan in enumerate(self.document.plans) if plan_locks_newly(spec=plan)]
+        for i, plan in enumerate(self.document.plans):
+            if (i, plan) not in locking:
+                self._plan(plan, f"plans[{i}]")
         for i, spec in enumerate(self.document.tenants):
             self._tenant(spec, f"tenants[{i}]")
         for i, spec in enumerate(self.document.backends):
@@ -100,9 +114,21 @@ class Reconciler:
             self._tenant_part(limit, f"rate_limits[{i}]", rate_limit_reconcile)
         for i, issuer in enumerate(self.document.token_issuers):
             self._tenant_part(issuer, f"token_issuers[{i}]", token_issuer_reconcile)
+        for i, budget in enumerate(self.document.budgets):
+            self._tenant_part(budget, f"budgets[{i}]", budget_reconcile)
+        self._tool_costs()
         if self.prune and not self.problems:
             with self._reporting("(prune)"):
                 self._prune(kept_hosts)
+        for i, plan in locking:
+            self._plan(plan, f"plans[{i}]")
+        for tenant, name, path in self._plans_later:
+            if name in self._plans:  # else the plan failed, which is reported
+                with self._reporting(path):
+                    tenant_plan_set(tenant=tenant, plan=self._plans[name])
+        if self.prune and not self.problems:
+            with self._reporting("(prune)"):
+                self.changes.extend(plans_prune(specs=self.document.plans))  # no tenant is on them now
 
     # --- bookkeeping ---------------------------------------------------------------------------
     def _record(self, action: Action, kind: str, name: str, details: list[str] | None = None) -> None:
@@ -120,14 +146,22 @@ class Reconciler:
     def _tenant(self, spec: TenantSpec, path: str) -> None:
         tenant = tenant_get(slug=spec.slug)
         with self._reporting(path):
+            details = []
+            created = tenant is None
             if tenant is None:
                 tenant = tenant_create(slug=spec.slug, name=spec.name)
-                self._record(Action.CREATED, "tenant", spec.slug)
             elif tenant.name != spec.name:
                 tenant_update(tenant=tenant, name=spec.name)
-                self._record(Action.UPDATED, "tenant", spec.slug, ["name"])
-            else:
-                self._record(Action.UNCHANGED, "tenant", spec.slug)
+                details.append("name")
+            if (tenant.plan.name if tenant.plan else None) != spec.plan:
+                details.append(f"plan {spec.plan}" if spec.plan else "plan removed")
+                wanted = next((plan for plan in self.document.plans if plan.name == spec.plan), None)
+                if wanted is not None and not wanted.limits_editable:
+                    self._plans_later.append((tenant, wanted.name, path))  # after the limits (see `run`)
+                elif wanted is None or wanted.name in self._plans:  # else the plan failed, which is reported
+                    tenant_plan_set(tenant=tenant, plan=self._plans[wanted.name] if wanted else None)
+            action = Action.CREATED if created else Action.UPDATED if details else Action.UNCHANGED
+            self._record(action, "tenant", spec.slug, details)
             self._tenants[spec.slug] = tenant
         if spec.slug not in self._tenants:
             return
@@ -145,6 +179,9 @@ class Reconciler:
         for j in range(len(spec.keys)):
             with self._reporting(f"{path}.keys[{j}]"):
                 self._key(tenant, spec, j, path)
+        for j, secret in enumerate(spec.secrets or ()):  # before the backends whose credentials use them
+            with self._reporting(f"{path}.secrets[{j}]"):
+                self.changes.append(tenant_secret_reconcile(tenant=tenant, spec=secret))
 
     def _key(self, tenant: Tenant, tenant_spec: TenantSpec, index: int, tenant_path: str) -> None:
         spec = tenant_spec.keys[index]
@@ -153,7 +190,8 @@ class Reconciler:
         key = self._keys[tenant.slug].get(spec.name)
         if key is None:
             issued = api_key_issue(
-                tenant=tenant, name=spec.name, team=team, secret=spec.secret, expires_at=spec.expires_at
+                tenant=tenant, name=spec.name, team=team, secret=spec.secret, expires_at=spec.expires_at,
+                scopes=spec.scopes or (),
             )
             self._keys[tenant.slug][spec.name] = issued.api_key
             details = []
@@ -179,8 +217,10 @@ class Reconciler:
             details.append("team")
         if key.expires_at != spec.expires_at:
             details.append("expires_at")
+        if spec.scopes is not None and tuple(sorted(key.scopes or ())) != spec.scopes:
+            details.append("scopes")
         if details:
-            api_key_update(api_key=key, team=team, expires_at=spec.expires_at)
+            api_key_update(api_key=key, team=team, expires_at=spec.expires_at, scopes=spec.scopes)
         # A file without a secret keeps whatever secret the key has (exports carry none); a file
         # with one is the truth. A revoked key is never given a working secret again.
         if spec.secret is not None and key.revoked_at is None and key_hash(spec.secret) != key.secret_hash:
@@ -254,36 +294,9 @@ class Reconciler:
                 version = spec_upload(backend=backend, document=document, filename=file.name, uploaded_by="config")
                 self.uploaded.append(version.pk)
                 details.append(f"spec v{version.number} uploaded")
-        if spec.credential is not None and spec.credential.remove:
-            if hasattr(backend, "credential"):
-                egress_credential_clear(backend=backend)
-                details.append("credential removed")
-        elif spec.credential is not None and self._credential_differs(backend, spec.credential):
-            egress_credential_set(
-                backend=backend, secret=self._secret(spec.credential), kind=spec.credential.kind,
-                name=spec.credential.name, username=spec.credential.username,
-            )
-            details.append("credential")
+        if (change := credential_reconcile(backend=backend, spec=spec.credential)) is not None:
+            details.append(change)
         return details
-
-    def _secret(self, credential: CredentialSpec) -> str:
-        if credential.secret_env is None:
-            return credential.secret or ""
-        value = os.environ.get(credential.secret_env)
-        if not value:
-            raise ValidationError({"credential": f"environment variable {credential.secret_env} is not set"})
-        return value
-
-    def _credential_differs(self, backend: Backend, wanted: CredentialSpec) -> bool:
-        stored = getattr(backend, "credential", None)
-        if stored is None:
-            return True
-        try:
-            secret = secret_decrypt(stored.secret)
-        except SecretUnreadable:
-            return True
-        current = (stored.kind, stored.name, stored.username, secret)
-        return current != (wanted.kind, wanted.name, wanted.username, self._secret(wanted))
 
     # --- virtual hosts -------------------------------------------------------------------------
     def _virtual_host(self, spec: VirtualHostSpec, path: str) -> None:
@@ -358,8 +371,29 @@ class Reconciler:
         with self._reporting(path):
             self.changes.append(policy_reconcile(virtual_host=host, spec=spec))
 
-    def _tenant_part(self, spec: RateLimitSpec | TokenIssuerSpec, path: str, reconcile: Callable[..., Change]) -> None:
-        """A section entry that belongs to a tenant (rate limits, token issuers)."""
+    def _plan(self, spec: PlanSpec, path: str) -> None:
+        with self._reporting(path):
+            self._plans[spec.name], change = plan_reconcile(spec=spec)
+            self.changes.append(change)
+
+    def _tool_costs(self) -> None:
+        """Each virtual host's tool costs, its entries in the order written; a problem is reported
+        at the host's first entry."""
+        hosts: dict[tuple[str, str], tuple[int, list[ToolCostEntrySpec]]] = {}
+        for i, entry in enumerate(self.document.tool_costs):
+            hosts.setdefault((entry.tenant, entry.virtual_host), (i, []))[1].append(entry)
+        for (tenant_slug, slug), (first, entries) in hosts.items():
+            tenant = self._tenants.get(tenant_slug)
+            host = virtual_host_list(tenant=tenant).filter(slug=slug).first() if tenant else None
+            if host is None:
+                continue  # the tenant or the host failed; that problem is already reported
+            with self._reporting(f"tool_costs[{first}]"):
+                self.changes.append(tool_costs_reconcile(virtual_host=host, specs=tuple(entries)))
+
+    def _tenant_part(
+        self, spec: RateLimitSpec | TokenIssuerSpec | BudgetSpec, path: str, reconcile: Callable[..., Change]
+    ) -> None:
+        """A section entry that belongs to a tenant (rate limits, token issuers, budgets)."""
         tenant = self._tenants.get(spec.tenant)
         if tenant is None:
             return  # the tenant failed; that problem is already reported
@@ -371,6 +405,7 @@ class Reconciler:
         """Delete what the document no longer names, leaves first. A tenant the document does not
         name goes with everything it owns (reported as the one tenant deletion)."""
         with_policy = {(p.tenant, p.virtual_host) for p in self.document.policies}
+        with_costs = {(c.tenant, c.virtual_host) for c in self.document.tool_costs}
         for spec in self.document.virtual_hosts:
             host = virtual_host_list(tenant=self._tenants[spec.tenant]).filter(slug=spec.slug).first()
             prefix = f"{spec.tenant}/{spec.slug}"
@@ -386,10 +421,15 @@ class Reconciler:
                     self._record(Action.DELETED, "mount", f"{prefix}:{mount.map_key}")
             if (spec.tenant, spec.slug) not in with_policy and (change := policy_prune(virtual_host=host, name=prefix)):
                 self.changes.append(change)
+            if (spec.tenant, spec.slug) not in with_costs and (
+                change := tool_costs_prune(virtual_host=host, name=prefix)
+            ):
+                self.changes.append(change)
         named_backends = {(b.tenant, b.name) for b in self.document.backends}
         for spec in self.document.tenants:
             tenant = self._tenants[spec.slug]
             self.changes.extend(rate_limits_prune(tenant=tenant, specs=self.document.rate_limits))
+            self.changes.extend(budgets_prune(tenant=tenant, specs=self.document.budgets))
             self.changes.extend(token_issuers_prune(tenant=tenant, specs=self.document.token_issuers))
             for host in virtual_host_list(tenant=tenant):
                 if host.slug not in kept_hosts.get(spec.slug, set()):
@@ -399,6 +439,8 @@ class Reconciler:
                 if (spec.slug, backend.name) not in named_backends:
                     backend_delete(backend=backend)
                     self._record(Action.DELETED, "backend", f"{spec.slug}/{backend.name}")
+            if spec.secrets is not None:  # after the backends: a deleted one no longer uses its secret
+                self.changes.extend(tenant_secrets_prune(tenant=tenant, specs=spec.secrets))
             named_keys = {k.name for k in spec.keys}
             for key in api_key_list(tenant=tenant):
                 if key.name not in named_keys:

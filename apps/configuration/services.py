@@ -15,9 +15,11 @@ from django.db import connection, transaction
 
 from apps.catalog.selectors import backend_list, virtual_host_list
 from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX_LENGTH
+from apps.configuration.budgets import budgets_export, tool_costs_export
 from apps.configuration.document import ConfigInvalid
 from apps.configuration.issuers import token_issuers_export
 from apps.configuration.limits import rate_limits_export
+from apps.configuration.plans import plans_export
 from apps.configuration.policies import policy_export
 from apps.configuration.reconcile import Reconciler
 from apps.configuration.reports import ApplyReport
@@ -51,9 +53,12 @@ def config_apply(*, document: str, prune: bool, dry_run: bool = False, base_dir:
       and changes nothing.
     - Idempotent: applying the same document again reports everything `unchanged` and writes
       nothing (no configuration version moves).
-    - Without `prune` nothing is deleted; with it, every tenant, team, key, backend, virtual host,
-      mount, alias, rate limit and token issuer the document does not name is deleted, and so is
-      the access policy of every virtual host the document names without a `policies` entry.
+    - Without `prune` nothing is deleted; with it, every plan, tenant, team, key, backend, virtual
+      host, mount, alias, rate limit, budget and token issuer the document does not name is deleted,
+      and so are the access policy and the tool costs of every virtual host the document names
+      without a `policies` / `tool_costs` entry.
+    - A tenant on a plan that does not allow editing limits cannot have its rate limits, budgets
+      or tool costs changed (the document's plan for it rules): such a change is a problem.
     - Keys: a `secret` in the document is the key's secret (re-issued in place when it differs);
       without one a secret is generated on creation only and returned once in the report.
     - `dry_run`: everything is worked out and then rolled back; generated secrets are withheld,
@@ -93,13 +98,16 @@ def config_export() -> str:
     policies: list[dict[str, Any]] = []
     rate_limits: list[dict[str, Any]] = []
     token_issuers: list[dict[str, Any]] = []
-    for tenant in tenant_list():
+    budgets: list[dict[str, Any]] = []
+    tool_costs: list[dict[str, Any]] = []
+    for tenant in tenant_list().select_related("plan"):
         tenants.append(
             {
                 "slug": tenant.slug,
                 "name": tenant.name,
                 "teams": [team.slug for team in team_list(tenant=tenant)],
                 "keys": [_export_key(key) for key in api_key_list(tenant=tenant)],
+                **({"plan": tenant.plan.name} if tenant.plan is not None else {}),
             }
         )
         for backend in backend_list(tenant=tenant):
@@ -132,11 +140,14 @@ def config_export() -> str:
             virtual_hosts.append(item)
             if (policy := policy_export(virtual_host=host)) is not None:
                 policies.append(policy)
+            tool_costs += tool_costs_export(virtual_host=host)
         rate_limits += rate_limits_export(tenant=tenant)  # tenant_list() is by slug: sorted by tenant
         token_issuers += token_issuers_export(tenant=tenant)
+        budgets += budgets_export(tenant=tenant)
     body = {
-        "tenants": tenants, "backends": backends, "virtual_hosts": virtual_hosts, "policies": policies,
-        "rate_limits": rate_limits, "token_issuers": token_issuers,
+        "plans": plans_export(), "tenants": tenants, "backends": backends, "virtual_hosts": virtual_hosts,
+        "policies": policies, "rate_limits": rate_limits, "budgets": budgets, "tool_costs": tool_costs,
+        "token_issuers": token_issuers,
     }
     return EXPORT_HEADER + yaml.safe_dump(body, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
@@ -149,6 +160,8 @@ def _export_key(key: ApiKey) -> dict[str, Any]:
         item["expires_at"] = key.expires_at.isoformat()
     if key.revoked_at is not None:
         item["revoked"] = True
+    if key.scopes:
+        item["scopes"] = sorted(key.scopes)
     return item
 
 

@@ -12,9 +12,11 @@ from typing import Any
 import yaml
 from django.core.exceptions import ValidationError
 
-from apps.catalog.models import Backend, EgressCredential, map_key_validator, name_validator, tool_name_validator
+from apps.catalog.models import Backend, map_key_validator, name_validator, tool_name_validator
 from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX_LENGTH
 from apps.catalog.validators import replica_url_validate
+from apps.configuration.budgets import budgets_check, tool_costs_check
+from apps.configuration.credentials import credential_check, tenant_secrets_check
 from apps.configuration.document import (
     AliasSpec,
     BackendSpec,
@@ -23,6 +25,7 @@ from apps.configuration.document import (
     CredentialSpec,
     KeySpec,
     MountSpec,
+    PlanSpec,
     Problem,
     TenantSpec,
     VirtualHostSpec,
@@ -30,19 +33,23 @@ from apps.configuration.document import (
 from apps.configuration.fields import FieldChecks
 from apps.configuration.issuers import token_issuers_check
 from apps.configuration.limits import rate_limits_check
+from apps.configuration.plans import plans_check, tenant_plan_check
 from apps.configuration.policies import policies_check
 from apps.tenants.keys import key_secret_problem
 from apps.tenants.models import slug_validator
+from apps.tenants.services import SCOPE_PATTERN
 
-TOP_LEVEL_KEYS = ("tenants", "backends", "virtual_hosts", "policies", "rate_limits", "token_issuers")
-_TENANT_FIELDS = ("slug", "name", "teams", "keys")
-_KEY_FIELDS = ("name", "team", "secret", "expires_at", "revoked")
+TOP_LEVEL_KEYS = (
+    "plans", "tenants", "backends", "virtual_hosts", "policies", "rate_limits", "budgets", "tool_costs",
+    "token_issuers",
+)
+_TENANT_FIELDS = ("slug", "name", "teams", "keys", "plan", "secrets")
+_KEY_FIELDS = ("name", "team", "secret", "expires_at", "revoked", "scopes")
 _BACKEND_FIELDS = (
     "tenant", "name", "kind", "transport", "urls", "timeout_seconds",
     "base_url", "spec", "credential", "tool_name_max_length", "include_deprecated",
 )
-_OPENAPI_ONLY = ("base_url", "spec", "credential", "tool_name_max_length", "include_deprecated")
-_CREDENTIAL_FIELDS = ("kind", "name", "username", "secret", "secret_env")
+_OPENAPI_ONLY = ("base_url", "spec", "tool_name_max_length", "include_deprecated")
 _VHOST_FIELDS = ("tenant", "slug", "backends", "tool_aliases", "allow_anonymous", "anonymous_key")
 _UPSTREAM_NAME_MAX_LENGTH = 128
 
@@ -109,18 +116,22 @@ class _Checker(FieldChecks):
         for key in raw:
             if key not in TOP_LEVEL_KEYS:
                 self.add(str(key), f"unknown top-level key (expected: {', '.join(TOP_LEVEL_KEYS)})")
-        tenants = self.tenants(raw.get("tenants"))
+        plans = plans_check(self, raw.get("plans"))
+        tenants = self.tenants(raw.get("tenants"), plans)
         backends = self.backends(raw.get("backends"), tenants)
         virtual_hosts = self.virtual_hosts(raw.get("virtual_hosts"), tenants, backends)
         policies = policies_check(self, raw.get("policies"), tenants=tenants, virtual_hosts=virtual_hosts)
         rate_limits = rate_limits_check(self, raw.get("rate_limits"), tenants=tenants)
         token_issuers = token_issuers_check(self, raw.get("token_issuers"), tenants=tenants)
+        budgets = budgets_check(self, raw.get("budgets"), tenants=tenants)
+        tool_costs = tool_costs_check(self, raw.get("tool_costs"), tenants=tenants, virtual_hosts=virtual_hosts)
         return ConfigDocument(
             tenants=tuple(tenants.values()), backends=backends, virtual_hosts=virtual_hosts, policies=policies,
-            rate_limits=rate_limits, token_issuers=token_issuers,
+            rate_limits=rate_limits, token_issuers=token_issuers, plans=tuple(plans.values()), budgets=budgets,
+            tool_costs=tool_costs,
         )
 
-    def tenants(self, raw: Any) -> dict[str, TenantSpec]:
+    def tenants(self, raw: Any, plans: dict[str, PlanSpec]) -> dict[str, TenantSpec]:
         tenants: dict[str, TenantSpec] = {}
         secrets: dict[str, str] = {}  # secret -> path of the key that first used it
         for i, item in enumerate(self.items(raw, "tenants")):
@@ -139,10 +150,14 @@ class _Checker(FieldChecks):
                 elif team:
                     teams.append(team)
             keys = self.keys(fields.get("keys"), f"{path}.keys", teams, secrets)
+            plan = tenant_plan_check(self, fields.get("plan"), f"{path}.plan", plans)
+            shared = tenant_secrets_check(self, fields["secrets"], f"{path}.secrets") if "secrets" in fields else None
             if slug in tenants:
                 self.add(f"{path}.slug", f"duplicate tenant {slug!r}")
             elif slug:
-                tenants[slug] = TenantSpec(slug=slug, name=name, teams=tuple(teams), keys=tuple(keys))
+                tenants[slug] = TenantSpec(
+                    slug=slug, name=name, teams=tuple(teams), keys=tuple(keys), plan=plan, secrets=shared
+                )
         return tenants
 
     def keys(self, raw: Any, path: str, teams: list[str], secrets: dict[str, str]) -> list[KeySpec]:
@@ -177,8 +192,22 @@ class _Checker(FieldChecks):
             if expires_at is not None:
                 expires_at = self.timestamp(expires_at, f"{key_path}.expires_at")
             revoked = self.flag(fields["revoked"], f"{key_path}.revoked") if "revoked" in fields else False
-            keys.append(KeySpec(name=name, team=team, secret=secret, expires_at=expires_at, revoked=revoked))
+            scopes = self.scopes(fields["scopes"], f"{key_path}.scopes") if "scopes" in fields else None
+            keys.append(
+                KeySpec(name=name, team=team, secret=secret, expires_at=expires_at, revoked=revoked, scopes=scopes)
+            )
         return keys
+
+    def scopes(self, raw: Any, path: str) -> tuple[str, ...]:
+        found: list[str] = []
+        for i, scope in enumerate(self.items(raw, path)):
+            if not isinstance(scope, str) or not SCOPE_PATTERN.fullmatch(scope):
+                self.add(f"{path}[{i}]", "a scope is 1-64 of A-Z a-z 0-9 _ . : / -")
+            elif scope in found:
+                self.add(f"{path}[{i}]", f"duplicate scope {scope!r}")
+            else:
+                found.append(scope)
+        return tuple(sorted(found))
 
     def backends(self, raw: Any, tenants: dict[str, TenantSpec]) -> tuple[BackendSpec, ...]:
         backends: dict[tuple[str, str], BackendSpec] = {}
@@ -217,6 +246,8 @@ class _Checker(FieldChecks):
                 for field in _OPENAPI_ONLY:
                     if field in fields:
                         self.add(f"{path}.{field}", f"only OpenAPI backends (kind: openapi) have {field!r}")
+                if "credential" in fields:
+                    credential = credential_check(self, fields["credential"], f"{path}.credential")
             timeout = fields.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
                 self.add(f"{path}.timeout_seconds", "must be a positive number of seconds")
@@ -243,28 +274,7 @@ class _Checker(FieldChecks):
         spec_file = None
         if "spec" in fields:
             spec_file = self.text(fields["spec"], f"{path}.spec", max_length=1000) or None
-        credential: CredentialSpec | None = None
-        if fields.get("credential", ...) is None:  # `credential: null` removes the stored one
-            credential = CredentialSpec(remove=True)
-        elif "credential" in fields:
-            raw = self.mapping(fields["credential"], f"{path}.credential", fields=_CREDENTIAL_FIELDS, required=())
-            if raw is not None:
-                where = f"{path}.credential"
-                kind = self.choice(raw.get("kind", ""), f"{where}.kind", EgressCredential.Kind.values)
-                secret = raw.get("secret")
-                secret_env = raw.get("secret_env")
-                if (secret is None) == (secret_env is None):
-                    self.add(where, "give exactly one of 'secret' and 'secret_env'")
-                for field in ("name", "username", "secret", "secret_env"):
-                    if field in raw and not isinstance(raw[field], str):
-                        self.add(f"{where}.{field}", "must be a string")
-                if kind.startswith("api_key_") and not raw.get("name"):
-                    self.add(f"{where}.name", f"credential kind {kind!r} needs the header, parameter or cookie name")
-                credential = CredentialSpec(
-                    kind=kind, name=str(raw.get("name", "")), username=str(raw.get("username", "")),
-                    secret=secret if isinstance(secret, str) else None,
-                    secret_env=secret_env if isinstance(secret_env, str) else None,
-                )
+        credential = credential_check(self, fields["credential"], f"{path}.credential") if "credential" in fields else None
         return base_url, spec_file, credential
 
     def urls(self, raw: Any, path: str) -> tuple[str, ...]:

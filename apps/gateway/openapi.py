@@ -21,9 +21,8 @@ from typing import Any
 import orjson
 from django.conf import settings
 
-from apps.catalog.models import Backend, EgressCredential
+from apps.catalog.models import Backend
 from apps.catalog.openapi import (
-    Credential,
     InvokeError,
     build_request,
     check_structured,
@@ -33,10 +32,10 @@ from apps.catalog.openapi import (
 from apps.catalog.openapi.invoke import has_builder, prepare_builder
 from apps.catalog.openapi.model import CompiledTool
 from apps.catalog.openapi.records import tool_from_record
-from apps.catalog.selectors import backend_security_schemes, egress_credential_applied, tool_records_list
-from apps.common.secrets import SecretUnreadable, secret_decrypt
+from apps.catalog.selectors import tool_records_list
+from apps.gateway.egress import EgressPlan
 from apps.gateway.pipeline.ports import UpstreamUnavailable
-from apps.gateway.pipeline.values import BackendInfo
+from apps.gateway.pipeline.values import BackendInfo, Principal
 from apps.gateway.protocol.versions import LATEST_LEGACY, MODERN_VERSIONS
 from apps.gateway.upstream.http import BodyTooLarge, HttpPool, Target, UpstreamHttpError
 
@@ -215,7 +214,7 @@ class OpenApiServer:
         name: str,
         toolset: ToolSet,
         base_url: str | None,
-        credential: Credential | None,
+        egress: EgressPlan | None,
         timeout: float,
         max_response_bytes: int,
         http: OpenApiHttp,
@@ -226,7 +225,7 @@ class OpenApiServer:
         self._name = name
         self._toolset = toolset
         self._base_url = base_url
-        self._credential = credential
+        self._egress = egress
         self._timeout = timeout
         self._max_response = max_response_bytes
         self._http = http
@@ -247,12 +246,18 @@ class OpenApiServer:
         return name in self._toolset.tools
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, Any], *, headers: Sequence[tuple[str, str]] = ()
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        headers: Sequence[tuple[str, str]] = (),
+        principal: Principal | None = None,
     ) -> dict[str, Any]:
         tool = self._toolset.tools[name]
+        credential = None if self._egress is None else await self._egress.credential(principal)
         try:
             validate_arguments(tool, arguments)
-            request = build_request(tool, arguments, base_url=self._base_url, credential=self._credential)
+            request = build_request(tool, arguments, base_url=self._base_url, credential=credential)
         except InvokeError as exc:
             return _tool_result(exc.message)
         except UnicodeError:  # lone surrogates: JSON parsers refuse them, a hand-made call may not
@@ -311,37 +316,15 @@ def toolset_get(*, spec_version_id: int | None) -> ToolSet:
     return toolset
 
 
-def egress_credential_resolve(*, backend: Backend) -> Credential | None:
-    """The backend's credential as the invoker applies it; a kind left to the spec takes the
-    spec's first supported security scheme (bearer when it names none). None if not set or
-    unreadable (then logged: the service will answer 401 and the caller sees that)."""
-    stored: EgressCredential | None = getattr(backend, "credential", None)
-    if stored is None:
-        return None
-    try:
-        secret = secret_decrypt(stored.secret)
-    except SecretUnreadable as exc:
-        log.error("backend %s: %s", backend, exc)
-        return None
-    kind, name, _ = egress_credential_applied(
-        kind=stored.kind, name=stored.name, schemes=backend_security_schemes(backend=backend)
-    )
-    try:
-        return Credential(kind=kind, value=secret, name=name, username=stored.username)
-    except ValueError as exc:
-        log.error("backend %s: unusable credential: %s", backend, exc)
-        return None
-
-
-def openapi_server_build(*, backend: Backend, http: OpenApiHttp) -> OpenApiServer:
-    """The tool server of an OpenAPI backend (its `active_spec` and `credential` fetched)."""
+def openapi_server_build(*, backend: Backend, http: OpenApiHttp, egress: EgressPlan | None) -> OpenApiServer:
+    """The tool server of an OpenAPI backend (its `active_spec` fetched), authenticating with `egress`."""
     spec = backend.active_spec
     return OpenApiServer(
         backend_id=backend.pk,
         name=backend.name,
         toolset=toolset_get(spec_version_id=spec.pk if spec else None),
         base_url=backend.base_url or None,
-        credential=egress_credential_resolve(backend=backend),
+        egress=egress,
         timeout=backend.timeout_seconds,
         max_response_bytes=settings.GATEWAY_OPENAPI_MAX_RESPONSE_BYTES,
         http=http,

@@ -19,12 +19,13 @@ from django.utils import timezone
 
 from apps.catalog.models import Backend, SpecVersion, VirtualHost
 from apps.common.config_version import CONFIG_VERSION_KEY
+from apps.gateway.egress import OAuthTokens, egress_plan_build
 from apps.gateway.openapi import OpenApiHttp, openapi_server_build
 from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.singleflight import SingleFlight
 from apps.gateway.pipeline.values import BackendView, Limit, Principal, TokenIssuerView, VirtualHostView
 from apps.policies.models import RateLimit
-from apps.policies.selectors import access_policy_compiled
+from apps.policies.selectors import EffectiveBudgets, access_policy_compiled, budgets_effective, tool_costs_compiled
 from apps.tenants.keys import key_hash
 from apps.tenants.models import ApiKey, Team, Tenant, TokenIssuer
 
@@ -56,6 +57,7 @@ class TenantSnapshot:
         issuers: tuple[TokenIssuerView, ...] = (),
         teams: frozenset[str] = frozenset(),
         team_limits: dict[str, Limit] | None = None,
+        budgets: EffectiveBudgets | None = None,
     ):
         self._keys = {key.principal.key_id: key for key in keys}
         self._by_hash = key_hashes
@@ -64,6 +66,7 @@ class TenantSnapshot:
         self.issuers = issuers
         self._teams = teams
         self._team_limits = team_limits or {}
+        self._budgets = budgets
 
     def principal_for_token(self, issuer: TokenIssuerView, claims: Mapping[str, Any]) -> Principal:
         subject = str(claims.get(issuer.subject_claim) or "")
@@ -75,10 +78,15 @@ class TenantSnapshot:
         scopes = tuple(scope.split() if isinstance(scope, str) else (s for s in scope if isinstance(s, str)))
         digest = hashlib.blake2b(f"{issuer.issuer}\x00{subject}".encode(), digest_size=7).digest()
         limit = self._team_limits.get(team or "")
+        # A token spends from its team's budget; without a team, its subject is capped by the plan.
+        budget = None
+        if self._budgets is not None:
+            budget = self._budgets.of("team", team) if team else self._budgets.of("token", f"{subject}@{issuer.issuer}")
         return Principal(
             tenant_id=self._tenant[0], tenant_slug=self._tenant[1],
             key_id=-1 - int.from_bytes(digest, "big"),  # negative: never an API key's id
             key_name=subject, team=team, limits=(limit,) if limit else (), issuer=issuer.issuer, scopes=scopes,
+            budgets=(budget,) if budget else (),
         )
 
     def virtual_host(self, slug: str) -> VirtualHostView | None:
@@ -98,10 +106,10 @@ class TenantSnapshot:
             return None
         p = key.principal
         return Principal(p.tenant_id, p.tenant_slug, p.key_id, p.key_name, p.team, anonymous=True, limits=p.limits,
-                         scopes=p.scopes)
+                         scopes=p.scopes, budgets=p.budgets)
 
 
-def tenant_snapshot_load(*, slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
+def tenant_snapshot_load(*, slug: str, http: OpenApiHttp, tokens: OAuthTokens | None = None) -> TenantSnapshot | None:
     """Read one tenant's configuration (a handful of queries, off the request path). Runs in a
     worker thread outside any request cycle, so it recycles its connection itself; a database that
     cannot be reached is StoreUnavailable."""
@@ -114,17 +122,18 @@ def tenant_snapshot_load(*, slug: str, http: OpenApiHttp) -> TenantSnapshot | No
                 # of the version this snapshot names before they are read.
                 with connection.cursor() as cursor:
                     cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            return _load(slug, http)
+            return _load(slug, http, tokens)
     except DatabaseError as exc:
         connection.close()
         raise StoreUnavailable(f"database: {type(exc).__name__}") from None
 
 
-def _backend_view(backend: Backend, http: OpenApiHttp) -> BackendView:
+def _backend_view(backend: Backend, http: OpenApiHttp, tokens: OAuthTokens | None) -> BackendView:
+    egress = egress_plan_build(backend=backend, tokens=tokens)
     if backend.kind == Backend.Kind.OPENAPI:
         return BackendView(
             id=backend.pk, name=backend.name, transport="", urls=(), timeout=backend.timeout_seconds,
-            kind=backend.kind, server=openapi_server_build(backend=backend, http=http),
+            kind=backend.kind, server=openapi_server_build(backend=backend, http=http, egress=egress),
         )
     return BackendView(
         id=backend.pk,
@@ -132,13 +141,15 @@ def _backend_view(backend: Backend, http: OpenApiHttp) -> BackendView:
         transport=backend.transport,
         urls=tuple(replica.url for replica in backend.replicas.all()),
         timeout=backend.timeout_seconds,
+        egress=egress,
     )
 
 
-def _load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
-    tenant = Tenant.objects.filter(slug=slug).first()
+def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSnapshot | None:
+    tenant = Tenant.objects.filter(slug=slug).select_related("plan").first()
     if tenant is None:
         return None
+    budgets = budgets_effective(tenant=tenant)
     keys: list[_Key] = []
     hashes: dict[str, int] = {}
     limits = {
@@ -157,6 +168,10 @@ def _load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
             limits=tuple(
                 limit for limit in (limits.get(("key", api_key.name)), limits.get(("team", team or ""))) if limit
             ),
+            budgets=tuple(
+                budget for budget in (budgets.of("key", api_key.name), budgets.of("team", team) if team else None)
+                if budget
+            ),
         )
         expires = api_key.expires_at.timestamp() if api_key.expires_at else None
         keys.append(_Key(principal, expires, api_key.revoked_at is not None and api_key.revoked_at <= timezone.now()))
@@ -170,18 +185,20 @@ def _load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
     views: dict[int, BackendView] = {}  # one per backend, however many hosts mount it
     vhost_rows = VirtualHost.objects.filter(tenant=tenant).prefetch_related(
         "mounts__backend__replicas",
-        "mounts__backend__credential",
+        "mounts__backend__credential__tenant_secret",
+        "mounts__backend__credential__identities",
         # Not the document: megabytes per backend, and every configuration change reloads snapshots.
         Prefetch("mounts__backend__active_spec", queryset=SpecVersion.objects.only(*_SPEC_FIELDS)),
         "tool_aliases",
         "access_policy__rules",
+        "tool_costs",
     )
     for vhost in vhost_rows:
         mounts = {}
         for mount in vhost.mounts.all():
             view = views.get(mount.backend_id)
             if view is None:
-                view = views[mount.backend_id] = _backend_view(mount.backend, http)
+                view = views[mount.backend_id] = _backend_view(mount.backend, http, tokens)
             mounts[mount.map_key] = view
         vhosts[vhost.slug] = VirtualHostView(
             tenant_id=tenant.pk,
@@ -192,11 +209,13 @@ def _load(slug: str, http: OpenApiHttp) -> TenantSnapshot | None:
             anonymous_key_id=vhost.anonymous_key_id if vhost.allow_anonymous else None,
             audit_arguments=tenant.audit_arguments,
             policy=access_policy_compiled(virtual_host=vhost),
+            costs=tool_costs_compiled(virtual_host=vhost),
         )
     return TenantSnapshot(
         keys, hashes, vhosts, tenant=(tenant.pk, tenant.slug), issuers=issuers,
         teams=frozenset(Team.objects.filter(tenant=tenant).values_list("slug", flat=True)),
         team_limits={name: limit for (scope, name), limit in limits.items() if scope == "team"},
+        budgets=budgets,
     )
 
 
@@ -204,8 +223,11 @@ class SnapshotDirectory:
     """The `Directory` port. Checks the version counter at most every `check_seconds`; while Redis is
     unreachable it keeps serving what it has."""
 
-    def __init__(self, client: redis.asyncio.Redis, *, check_seconds: float, http: OpenApiHttp) -> None:
+    def __init__(
+        self, client: redis.asyncio.Redis, *, check_seconds: float, http: OpenApiHttp, tokens: OAuthTokens | None = None
+    ) -> None:
         self._http = http
+        self._tokens = tokens
         self._redis = client
         self._check_seconds = check_seconds
         self._checked = float("-inf")
@@ -241,7 +263,7 @@ class SnapshotDirectory:
 
     async def _load_into_cache(self, slug: str) -> TenantSnapshot | None:
         version = self._version
-        snapshot = await self._load(slug=slug, http=self._http)
+        snapshot = await self._load(slug=slug, http=self._http, tokens=self._tokens)
         if version == self._version:  # else it may predate the change that moved the counter
             if snapshot is not None:
                 self._tenants[slug] = snapshot

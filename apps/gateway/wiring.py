@@ -12,6 +12,7 @@ from apps.audit.writer import AuditWriter
 from apps.common.redis import async_redis_client
 from apps.common.secrets import derived_key
 from apps.gateway.changes import RedisChangeFeed
+from apps.gateway.egress import OAuthTokens
 from apps.gateway.limits import RedisRateLimiter
 from apps.gateway.openapi import OpenApiHttp
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
@@ -52,7 +53,8 @@ def gateway() -> Gateway:
         client = async_redis_client()
         instance = Gateway(
             directory=SnapshotDirectory(
-                client, check_seconds=settings.GATEWAY_SNAPSHOT_CHECK_SECONDS, http=OpenApiHttp()
+                client, check_seconds=settings.GATEWAY_SNAPSHOT_CHECK_SECONDS, http=OpenApiHttp(),
+                tokens=OAuthTokens(client),
             ),
             sessions=RedisSessionStore(
                 client,

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from apps.common.admin import ReadOnlyAdmin
-from apps.policies.models import AccessPolicy, AccessRule
+from apps.policies.models import AccessPolicy, AccessRule, Budget, RateLimit, ToolCost
 
 
 class AccessRuleInline(admin.TabularInline):
@@ -21,3 +21,9 @@ class AccessPolicyAdmin(ReadOnlyAdmin):
 
     list_display = ["virtual_host", "default_effect", "updated_at"]
     inlines = [AccessRuleInline]
+
+
+@admin.register(RateLimit, Budget, ToolCost)
+class LimitAdmin(ReadOnlyAdmin):
+    """Shown, not edited here: the services check a change (subjects found, the tenant's plan allows
+    editing) before it is stored, which the admin's forms would bypass."""

@@ -71,3 +71,53 @@ class RateLimit(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"{self.scope}:{self.name} {self.limit}/{self.window_seconds}s"
+
+
+class Budget(TimeStampedModel):
+    """At most `daily` cost units per UTC calendar day and `monthly` per UTC calendar month (either
+    may be absent) for one key or for a whole team (a ceiling over all its keys together). The
+    tenant's plan clamps both (apps/gateway/snapshots.py). Counted atomically in Redis."""
+
+    class Scope(models.TextChoices):
+        KEY = "key", "Key"
+        TEAM = "team", "Team"
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="budgets")
+    scope = models.CharField(max_length=8, choices=Scope.choices)
+    name = models.CharField(max_length=100, help_text="The key's name or the team's slug.")
+    daily = models.PositiveIntegerField(null=True, blank=True, help_text="Units per UTC day; empty: no daily cap.")
+    monthly = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Units per UTC month; empty: no monthly cap."
+    )
+
+    class Meta:
+        ordering = ["tenant", "scope", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "scope", "name"], name="budget_unique_per_subject"),
+            models.CheckConstraint(
+                condition=models.Q(daily__isnull=False) | models.Q(monthly__isnull=False), name="budget_has_a_cap"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope}:{self.name} {self.daily}/day {self.monthly}/month"
+
+
+class ToolCost(models.Model):
+    """What one call of the tools `tools` names costs on a virtual host, in budget units. A host's
+    entries are tried in the order written (`position`); the first that names the tool decides, and
+    a tool none names costs 1 (apps/gateway/pipeline/costs.py)."""
+
+    virtual_host = models.ForeignKey(VirtualHost, on_delete=models.CASCADE, related_name="tool_costs")
+    position = models.PositiveIntegerField()
+    tools = models.JSONField(help_text="Exposed or upstream tool names; globs (* ? [...]) allowed.")
+    cost = models.PositiveIntegerField(help_text="Units per call; 0: free.")
+
+    class Meta:
+        ordering = ["virtual_host", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["virtual_host", "position"], name="tool_cost_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.virtual_host}: {', '.join(self.tools)} = {self.cost}"

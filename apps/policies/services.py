@@ -1,4 +1,6 @@
-"""Setting and clearing the access policy of a virtual host."""
+"""Setting and clearing what a tenant's callers may do: the access policy of a virtual host, rate
+limits, budgets and tool costs. Rate limits, budgets and tool costs are the tenant's *limits*: a
+plan that does not let its tenants edit them (`Plan.limits_editable`) refuses every change here."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ from django.db import transaction
 
 from apps.catalog.models import VirtualHost
 from apps.common.config_version import config_version_bump
+from apps.gateway.pipeline.costs import UNITS_MAX, ToolCostSpec, tool_costs_compile
 from apps.gateway.pipeline.policy import PolicyError, RuleSpec, policy_compile
-from apps.policies.models import AccessPolicy, AccessRule, RateLimit
-from apps.tenants.models import Tenant
+from apps.policies.models import AccessPolicy, AccessRule, Budget, RateLimit, ToolCost
+from apps.tenants.models import Plan, Tenant
 
 
 @transaction.atomic
@@ -48,14 +51,30 @@ def access_policy_clear(*, virtual_host: VirtualHost) -> None:
     config_version_bump(tenant_id=virtual_host.tenant_id)
 
 
-def rate_limit_set(*, tenant: Tenant, scope: str, name: str, limit: int, window_seconds: int) -> RateLimit:
-    """Limit a key (`scope="key"`, by name) or a team (by slug) of `tenant` to `limit` routed calls per
-    `window_seconds`; replaces the subject's previous limit."""
+def limits_editable_check(*, tenant: Tenant) -> None:
+    """Raise the ValidationError that names the plan when the tenant's plan forbids editing its
+    limits. Read from the database, not from `tenant`, which may predate a plan change."""
+    plan = Plan.objects.filter(tenants__pk=tenant.pk).first()
+    if plan is not None and not plan.limits_editable:
+        raise ValidationError(
+            f"tenant {tenant.slug!r} is on plan {plan.name!r}, which does not allow editing its rate limits, "
+            "budgets or tool costs; a platform admin can move it to another plan"
+        )
+
+
+def _subject_check(tenant: Tenant, scope: str, name: str, what: str) -> None:
     if scope not in RateLimit.Scope.values:
-        raise ValidationError(f"rate limit scope must be key or team, not {scope!r}")
+        raise ValidationError(f"{what} scope must be key or team, not {scope!r}")
     subjects = tenant.api_keys if scope == "key" else tenant.teams
     if not subjects.filter(**{"name" if scope == "key" else "slug": name}).exists():
         raise ValidationError(f"tenant {tenant.slug!r} has no {scope} {name!r}")
+
+
+def rate_limit_set(*, tenant: Tenant, scope: str, name: str, limit: int, window_seconds: int) -> RateLimit:
+    """Limit a key (`scope="key"`, by name) or a team (by slug) of `tenant` to `limit` routed calls per
+    `window_seconds`; replaces the subject's previous limit."""
+    limits_editable_check(tenant=tenant)
+    _subject_check(tenant, scope, name, "rate limit")
     if not (isinstance(limit, int) and limit >= 1 and isinstance(window_seconds, int) and window_seconds >= 1):
         raise ValidationError("limit and window_seconds must be whole numbers of at least 1")
     rate_limit, _ = RateLimit.objects.update_or_create(
@@ -66,5 +85,59 @@ def rate_limit_set(*, tenant: Tenant, scope: str, name: str, limit: int, window_
 
 
 def rate_limit_clear(*, tenant: Tenant, scope: str, name: str) -> None:
+    limits_editable_check(tenant=tenant)
     RateLimit.objects.filter(tenant=tenant, scope=scope, name=name).delete()
     config_version_bump(tenant_id=tenant.pk)
+
+
+def budget_caps_check(*, daily: int | None, monthly: int | None, what: str = "budget") -> None:
+    """Caps are whole numbers of units from 0 (only free calls pass) up to `UNITS_MAX`, or None."""
+    for period, cap in (("daily", daily), ("monthly", monthly)):
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or not 0 <= cap <= UNITS_MAX):
+            raise ValidationError(f"{what}: {period} must be a whole number from 0 to {UNITS_MAX}, or absent")
+
+
+def budget_set(*, tenant: Tenant, scope: str, name: str, daily: int | None, monthly: int | None) -> Budget:
+    """Let a key (`scope="key"`, by name) or a team (by slug) of `tenant` spend at most `daily` cost
+    units per UTC day and `monthly` per UTC month (None: no cap for that period; at least one is
+    needed); replaces the subject's previous budget. Units already spent this day and month count."""
+    limits_editable_check(tenant=tenant)
+    _subject_check(tenant, scope, name, "budget")
+    budget_caps_check(daily=daily, monthly=monthly)
+    if daily is None and monthly is None:
+        raise ValidationError("a budget needs a daily cap, a monthly cap or both")
+    budget, _ = Budget.objects.update_or_create(
+        tenant=tenant, scope=scope, name=name, defaults={"daily": daily, "monthly": monthly}
+    )
+    config_version_bump(tenant_id=tenant.pk)
+    return budget
+
+
+def budget_clear(*, tenant: Tenant, scope: str, name: str) -> None:
+    """Remove the subject's budget: only the plan's caps, if any, still apply to it."""
+    limits_editable_check(tenant=tenant)
+    Budget.objects.filter(tenant=tenant, scope=scope, name=name).delete()
+    config_version_bump(tenant_id=tenant.pk)
+
+
+@transaction.atomic
+def tool_costs_set(*, virtual_host: VirtualHost, costs: Sequence[ToolCostSpec]) -> list[ToolCost]:
+    """Replace what calls of the host's tools cost (in order: the first entry naming a tool decides;
+    a tool none names costs 1 unit). Every entry is checked first, so a bad one changes nothing."""
+    limits_editable_check(tenant=virtual_host.tenant)
+    try:
+        tool_costs_compile(costs)
+    except PolicyError as exc:
+        raise ValidationError(str(exc)) from None
+    virtual_host.tool_costs.all().delete()
+    created = ToolCost.objects.bulk_create(
+        ToolCost(virtual_host=virtual_host, position=position, tools=list(spec.tools), cost=spec.cost)
+        for position, spec in enumerate(costs)
+    )
+    config_version_bump(tenant_id=virtual_host.tenant_id)
+    return created
+
+
+def tool_costs_clear(*, virtual_host: VirtualHost) -> None:
+    """Every call on the host costs 1 unit again."""
+    tool_costs_set(virtual_host=virtual_host, costs=[])

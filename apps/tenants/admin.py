@@ -1,12 +1,23 @@
 from django.contrib import admin
 
 from apps.common.admin import ConfigAdmin
-from apps.tenants.models import ApiKey, Team, Tenant
+from apps.tenants.models import ApiKey, Plan, Team, Tenant
+
+
+@admin.register(Plan)
+class PlanAdmin(ConfigAdmin):
+    """Plans are the platform's: changing one reaches every tenant on it (one configuration counter
+    serves all tenants, so any tenant id moves it)."""
+
+    list_display = ["name", "daily", "monthly", "limits_editable"]
+
+    def tenant_id_of(self, obj: Plan) -> int:
+        return 0
 
 
 @admin.register(Tenant)
 class TenantAdmin(ConfigAdmin):
-    list_display = ["slug", "name", "created_at"]
+    list_display = ["slug", "name", "plan", "created_at"]
     search_fields = ["slug", "name"]
 
     def tenant_id_of(self, obj: Tenant) -> int:

@@ -9,6 +9,26 @@ slug_validator = RegexValidator(
 )
 
 
+class Plan(TimeStampedModel):
+    """What the platform grants the tenants on it: caps in budget units per UTC day and month (either
+    may be absent) that every key's and every team's budget is clamped to — also of keys and teams
+    without a budget of their own — and whether those tenants may edit their rate limits, budgets
+    and tool costs. Assigned by platform admins."""
+
+    name = models.CharField(max_length=64, unique=True, validators=[slug_validator])
+    daily = models.PositiveIntegerField(null=True, blank=True, help_text="Units per UTC day; empty: no cap.")
+    monthly = models.PositiveIntegerField(null=True, blank=True, help_text="Units per UTC month; empty: no cap.")
+    limits_editable = models.BooleanField(
+        default=True, help_text="Whether tenants on this plan may change their rate limits, budgets and tool costs."
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Tenant(TimeStampedModel):
     class AuditArguments(models.TextChoices):
         OFF = "off", "Not stored"
@@ -20,6 +40,10 @@ class Tenant(TimeStampedModel):
     audit_arguments = models.CharField(
         max_length=8, choices=AuditArguments.choices, default=AuditArguments.OFF,
         help_text="What audit rows keep of call arguments.",
+    )
+    plan = models.ForeignKey(
+        Plan, on_delete=models.PROTECT, null=True, blank=True, related_name="tenants",
+        help_text="Caps every budget of the tenant, and may forbid editing its limits.",
     )
 
     class Meta:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from apps.tenants.keys import key_hash
-from apps.tenants.models import ApiKey, Team, Tenant, TokenIssuer
+from apps.tenants.models import ApiKey, Plan, Team, Tenant, TokenIssuer
 
 
 def tenant_get(*, slug: str) -> Tenant | None:
@@ -32,3 +32,11 @@ def api_key_get_by_secret(*, secret: str) -> ApiKey | None:
 
 def token_issuer_list(*, tenant: Tenant) -> QuerySet[TokenIssuer]:
     return TokenIssuer.objects.filter(tenant=tenant).order_by("issuer")
+
+
+def plan_list() -> QuerySet[Plan]:
+    return Plan.objects.order_by("name")
+
+
+def plan_get(*, name: str) -> Plan | None:
+    return Plan.objects.filter(name=name).first()

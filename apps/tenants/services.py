@@ -12,14 +12,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from apps.common.config_version import config_version_bump
 from apps.tenants.keys import key_display_prefix, key_generate, key_hash, key_secret_problem
-from apps.tenants.models import ApiKey, Team, Tenant, TokenIssuer
+from apps.tenants.models import ApiKey, Plan, Team, Tenant, TokenIssuer
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,44 @@ def tenant_delete(*, tenant: Tenant) -> None:
     config_version_bump(tenant_id=tenant_id)
 
 
+#: The largest cap a plan can have (the column is a PostgreSQL integer).
+PLAN_CAP_MAX = 2_147_483_647
+
+
+def plan_set(*, name: str, daily: int | None, monthly: int | None, limits_editable: bool = True) -> Plan:
+    """Create the plan `name`, or replace its caps (units per UTC day and month; None: no cap) and
+    whether its tenants may edit their rate limits, budgets and tool costs. A platform admin's
+    operation: the tenants on the plan are not asked."""
+    for period, cap in (("daily", daily), ("monthly", monthly)):
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or not 0 <= cap <= PLAN_CAP_MAX):
+            raise ValidationError({period: f"must be a whole number from 0 to {PLAN_CAP_MAX}, or absent"})
+    plan = Plan.objects.filter(name=name).first() or Plan(name=name)
+    plan.daily, plan.monthly, plan.limits_editable = daily, monthly, limits_editable
+    plan.full_clean()
+    plan.save()
+    for tenant_id in plan.tenants.values_list("pk", flat=True):
+        config_version_bump(tenant_id=tenant_id)
+    return plan
+
+
+def plan_delete(*, plan: Plan) -> None:
+    """Delete a plan no tenant is on."""
+    on_it = list(plan.tenants.values_list("slug", flat=True)[:5])
+    if on_it:
+        raise ValidationError(f"plan {plan.name!r} is assigned to tenant(s) {', '.join(on_it)}; move them first")
+    plan.delete()
+
+
+def tenant_plan_set(*, tenant: Tenant, plan: Plan | None) -> Tenant:
+    """Put the tenant on `plan` (None: on none). A platform admin's operation: it is allowed whatever
+    the tenant's current plan says about editing limits."""
+    if tenant.plan_id != (plan.pk if plan else None):
+        tenant.plan = plan
+        tenant.save(update_fields=["plan", "updated_at"])
+        config_version_bump(tenant_id=tenant.pk)
+    return tenant
+
+
 def team_create(*, tenant: Tenant, slug: str) -> Team:
     team = Team(tenant=tenant, slug=slug)
     team.full_clean()
@@ -77,11 +117,12 @@ def _check_team(*, tenant: Tenant, team: Team | None) -> None:
         raise ValidationError({"team": f"team {team.slug!r} belongs to another tenant"})
 
 
-_SCOPE = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+#: What a key scope may be (also checked by `gateway apply`).
+SCOPE_PATTERN = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
 
 
 def _check_scopes(scopes: Sequence[str]) -> None:
-    bad = [scope for scope in scopes if not isinstance(scope, str) or not _SCOPE.fullmatch(scope)]
+    bad = [scope for scope in scopes if not isinstance(scope, str) or not SCOPE_PATTERN.fullmatch(scope)]
     if bad:
         raise ValidationError({"scopes": f"scopes are 1-64 of A-Z a-z 0-9 _ . : / -; not {bad[0]!r}"})
 
@@ -186,6 +227,22 @@ def api_key_delete(*, api_key: ApiKey) -> None:
 ALGORITHMS = ("RS256", "ES256", "EdDSA")
 
 
+def public_key_algorithms(pem: str) -> tuple[str, ...]:
+    """The accepted algorithms a PEM public key can verify (RS256 for RSA, ES256 for EC P-256,
+    EdDSA for Ed25519; none for other keys). Raises ValueError when it is no PEM public key."""
+    try:
+        key = serialization.load_pem_public_key(pem.encode())
+    except UnsupportedAlgorithm as exc:
+        raise ValueError(str(exc)) from None
+    if isinstance(key, rsa.RSAPublicKey):
+        return ("RS256",)
+    if isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
+        return ("ES256",)
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        return ("EdDSA",)
+    return ()
+
+
 def token_issuer_set(
     *,
     tenant: Tenant,
@@ -205,14 +262,16 @@ def token_issuer_set(
         raise ValidationError("give either jwks_url or public_key")
     if jwks_url and not jwks_url.startswith(("https://", "http://")):
         raise ValidationError({"jwks_url": "must be an http(s) URL"})
-    if public_key:
-        try:
-            serialization.load_pem_public_key(public_key.encode())
-        except ValueError as exc:
-            raise ValidationError({"public_key": f"not a PEM public key: {exc}"}) from None
     unknown = [alg for alg in algorithms if alg not in ALGORITHMS]
     if not algorithms or unknown:
         raise ValidationError({"algorithms": f"choose from {', '.join(ALGORITHMS)}"})
+    if public_key:
+        try:
+            usable = public_key_algorithms(public_key)
+        except ValueError:  # the library's message may quote the key
+            raise ValidationError({"public_key": "not a PEM public key ('-----BEGIN PUBLIC KEY----- ...')"}) from None
+        if not set(usable) & set(algorithms):
+            raise ValidationError({"public_key": key_algorithms_problem(usable, algorithms)})
     token_issuer, _ = TokenIssuer.objects.update_or_create(
         tenant=tenant, issuer=issuer,
         defaults={"audience": audience, "jwks_url": jwks_url, "public_key": public_key,
@@ -220,6 +279,13 @@ def token_issuer_set(
     )
     config_version_bump(tenant_id=tenant.pk)
     return token_issuer
+
+
+def key_algorithms_problem(usable: Sequence[str], algorithms: Sequence[str]) -> str:
+    """Why a public key that can verify `usable` is no use for tokens signed with `algorithms`."""
+    if not usable:
+        return f"the public key is of a type none of {', '.join(ALGORITHMS)} uses (RSA, EC P-256 or Ed25519)"
+    return f"the public key verifies {usable[0]} tokens, but algorithms lists only {', '.join(algorithms)}"
 
 
 def token_issuer_delete(*, token_issuer: TokenIssuer) -> None:

@@ -13,8 +13,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from apps.catalog.credentials import egress_credential_set
 from apps.catalog.models import Backend, EgressCredential, Tool
-from apps.catalog.specs import egress_credential_set
 from apps.common.secrets import secret_decrypt
 from tests.factories import backend_factory, openapi_backend_factory
 
@@ -358,10 +358,24 @@ def test_a_credential_body_must_be_json(admin_client: Client) -> None:
     assert not EgressCredential.objects.filter(backend=backend).exists()
 
 
-def test_an_mcp_backend_takes_no_credential(admin_client: Client) -> None:
-    response = _put(admin_client, backend_factory(), {"kind": "bearer", "secret": "k"})
-    assert response.status_code == 400
-    assert response.json() == {"detail": "egress credentials are set on OpenAPI backends"}
+def test_an_mcp_backend_takes_a_header_credential_of_any_source(admin_client: Client) -> None:
+    backend = backend_factory()
+    response = _put(admin_client, backend, {"kind": "api_key_query", "name": "k", "secret": "k"})
+    assert response.status_code == 400 and "takes its credential in a header" in response.json()["detail"]
+    identities = [{"subject_kind": "key", "subject_name": "agent", "secret": "for-agent"},
+                  {"subject_kind": "team", "subject_name": "ops", "secret": "for-ops"}]
+    response = _put(admin_client, backend, {"source": "per_identity", "identities": identities})
+    assert response.status_code == 200, response.json()
+    state = response.json()
+    assert (state["source"], state["applied"]["kind"]) == ("per_identity", "bearer")
+    assert sorted(i["subject_name"] for i in state["identities"]) == ["agent", "ops"]
+    assert "for-agent" not in response.content.decode()
+    oauth = {"source": "oauth_client_credentials", "token_url": "https://idp.example/oauth/token",
+             "client_id": "gateway", "secret": "client-secret", "scope": "tools"}
+    state = _put(admin_client, backend, oauth).json()
+    assert state["oauth"] == {"token_url": "https://idp.example/oauth/token", "client_id": "gateway",
+                              "scope": "tools", "audience": "", "client_auth": "client_secret_basic"}
+    assert state["identities"] == [] and "client-secret" not in str(state)
 
 
 def test_credential_of_an_unknown_backend_is_404(admin_client: Client) -> None:

@@ -1,4 +1,4 @@
-"""Spec uploads, their compilation and publication, and egress credentials (the services)."""
+"""Spec uploads, their compilation and publication (the services)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,16 @@ import datetime
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connection
 from django.utils import timezone
 
-from apps.catalog.models import Backend, EgressCredential, SpecVersion, Tool
+from apps.catalog.models import Backend, SpecVersion, Tool
 from apps.catalog.services import backend_update
 from apps.catalog.specs import (
     COMPILE_STALE_SECONDS,
-    egress_credential_set,
     spec_upload,
     spec_version_compile,
     spec_versions_requeue,
 )
-from apps.common.secrets import secret_decrypt
-from apps.gateway.openapi import egress_credential_resolve
 from tests.backends.specs import as_json, as_yaml, service_spec, swagger_spec
 from tests.factories import backend_factory, openapi_backend_factory
 
@@ -131,45 +127,6 @@ def test_an_older_version_compiled_late_does_not_replace_a_newer_one(django_capt
     older.refresh_from_db()
     assert backend.active_spec == newer and tool_names(backend) == ["getItem", "listItems"]
     assert older.status == SpecVersion.Status.READY and older.changes == {"superseded_by": newer.number}
-
-
-def test_credentials_are_encrypted_at_rest_and_resolved_for_the_invoker(django_capture_on_commit_callbacks) -> None:
-    backend = openapi_backend_factory()
-    egress_credential_set(backend=backend, kind="bearer", secret="s3cret-token-value")
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT secret FROM catalog_egresscredential WHERE backend_id = %s", [backend.pk])
-        (stored,) = cursor.fetchone()
-    assert "s3cret-token-value" not in stored
-    assert secret_decrypt(stored) == "s3cret-token-value"
-    backend = Backend.objects.select_related("credential", "active_spec").get(pk=backend.pk)
-    credential = egress_credential_resolve(backend=backend)
-    assert (credential.kind, credential.value) == ("bearer", "s3cret-token-value")
-
-
-def test_a_credential_without_a_kind_follows_the_specs_security_scheme(django_capture_on_commit_callbacks) -> None:
-    backend = openapi_backend_factory()
-    upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
-    egress_credential_set(backend=backend, secret="k-123")
-    backend = Backend.objects.select_related("credential", "active_spec").get(pk=backend.pk)
-    credential = egress_credential_resolve(backend=backend)
-    assert (credential.kind, credential.name, credential.value) == ("api_key_header", "X-API-Key", "k-123")
-
-
-@pytest.mark.parametrize(
-    ("kind", "name", "username", "secret", "message"),
-    [
-        ("api_key_header", "", "", "v", "needs a name"),
-        ("basic", "", "a:b", "v", "':'"),
-        ("bearer", "", "", "line\nbreak", "CR, LF"),
-        ("oauth", "", "", "v", "unknown credential kind"),
-        ("bearer", "", "", "", "empty"),
-    ],
-)
-def test_unusable_credentials_are_refused(kind: str, name: str, username: str, secret: str, message: str) -> None:
-    backend = openapi_backend_factory()
-    with pytest.raises(ValidationError, match=message):
-        egress_credential_set(backend=backend, kind=kind, name=name, username=username, secret=secret)
-    assert not EgressCredential.objects.filter(backend=backend).exists()
 
 
 def test_changing_the_compile_options_compiles_the_active_spec_again(django_capture_on_commit_callbacks) -> None:

@@ -9,8 +9,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from apps.catalog.credentials import egress_credential_set
 from apps.catalog.models import Backend, EgressCredential
-from apps.catalog.specs import egress_credential_set, spec_upload, spec_version_compile
+from apps.catalog.specs import spec_upload, spec_version_compile
 from apps.common.secrets import secret_decrypt
 from tests.factories import backend_factory, openapi_backend_factory
 
@@ -227,12 +228,15 @@ def test_a_refused_credential_shows_why_and_never_echoes_the_secret(
 
 
 @pytest.mark.django_db
-def test_an_mcp_backend_has_no_credential_section_and_takes_no_credential(admin_client: Client) -> None:
+def test_an_mcp_backend_takes_only_a_header_credential(admin_client: Client) -> None:
     backend = backend_factory()
-    assert 'id="credential-heading"' not in admin_client.get(_page(backend)).content.decode()
-    response = admin_client.post(_credential(backend), {"kind": "bearer", "secret": SECRET})
+    response = admin_client.post(_credential(backend), {"kind": "api_key_query", "name": "key", "secret": SECRET})
     assert response.status_code == 400
-    assert "egress credentials are set on OpenAPI backends" in response.content.decode()
+    assert "an MCP backend takes its credential in a header" in response.content.decode()
+    assert SECRET not in response.content.decode()
+    response = admin_client.post(_credential(backend), {"kind": "bearer", "secret": SECRET})
+    assert response.status_code == 302
+    assert EgressCredential.objects.get(backend=backend).kind == "bearer"
 
 
 @pytest.mark.django_db

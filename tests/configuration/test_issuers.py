@@ -177,6 +177,8 @@ def test_a_changed_issuer_is_an_update(
         (_pem_block(PUBLIC_PEM), "not a key\n",
          "token_issuers[1].public_key: must be a PEM public key ('-----BEGIN PUBLIC KEY----- ...')"),
         (_pem_block(PUBLIC_PEM), _pem_block(PUBLIC_PEM.replace("A", "B", 3)), "token_issuers[1].public_key: must be a PEM"),
+        ("    public_key: ", "    algorithms: [RS256]\n    public_key: ",
+         "token_issuers[1].public_key: the public key verifies ES256 tokens, but algorithms lists only RS256"),
         ("algorithms: [RS256, ES256]", "algorithms: [RS256, HS256]",
          "token_issuers[0].algorithms[1]: must be one of: RS256, ES256, EdDSA"),
         ("algorithms: [RS256, ES256]", "algorithms: [none]",

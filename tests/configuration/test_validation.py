@@ -127,7 +127,7 @@ def test_every_problem_is_reported_together() -> None:
     problems = _problems(text)
     for expected in (
         "extra: unknown top-level key",
-        "tenants[0].plan: unknown field",
+        "tenants[0].plan: unknown plan 'gold' (add it under plans)",
         "tenants[0].keys[0].team: unknown team 'nope'",
         "tenants[0].keys[0].secret: must be at least 16 characters",
         "virtual_hosts[0].backends.x: unknown backend 'nope'",

@@ -14,9 +14,10 @@ import pytest
 from channels.db import database_sync_to_async
 
 from apps.audit.models import AuditRecord
+from apps.catalog.credentials import egress_credential_set
 from apps.catalog.models import Backend
 from apps.catalog.services import backend_update
-from apps.catalog.specs import egress_credential_set, spec_upload
+from apps.catalog.specs import spec_upload
 from tests import factories
 from tests.backends.specs import as_json, service_spec
 from tests.conftest import mcp_client

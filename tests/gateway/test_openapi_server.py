@@ -14,6 +14,7 @@ import pytest
 from apps.catalog.openapi import Credential, compile_spec
 from apps.catalog.openapi.invoke import has_builder
 from apps.gateway import openapi
+from apps.gateway.egress import EgressPlan
 from apps.gateway.openapi import OpenApiHttp, OpenApiServer, ToolSet, ToolSetCache
 from tests.gateway.upstream.test_http import ScriptedServer
 
@@ -66,7 +67,11 @@ class Service(ScriptedServer):
 
 
 def _server(base_url: str, *, timeout: float = 5.0, credential: Credential | None = None) -> OpenApiServer:
-    return OpenApiServer(backend_id=1, name="svc", toolset=TOOLS, base_url=base_url, credential=credential,
+    egress = None
+    if credential is not None:
+        placement = (credential.kind, credential.name, credential.username)
+        egress = EgressPlan(backend="svc", placement=placement, fixed=credential.value)
+    return OpenApiServer(backend_id=1, name="svc", toolset=TOOLS, base_url=base_url, egress=egress,
                          timeout=timeout, max_response_bytes=1000, http=OpenApiHttp())
 
 
@@ -149,7 +154,7 @@ async def test_a_failed_builder_generation_is_logged_once(
     monkeypatch.setattr(invoke, "generate", broken)
     tools = ToolSet.of(compile_spec(orjson.dumps(SPEC)).tools)  # fresh tools: no plan cached yet
     server = OpenApiServer(backend_id=1, name="svc", toolset=tools, base_url="http://127.0.0.1:99999",
-                           credential=None, timeout=1,
+                           egress=None, timeout=1,
                            max_response_bytes=1000, http=OpenApiHttp())
     caplog.set_level(logging.WARNING, logger="apps.gateway.openapi")
     for _ in range(3):

@@ -6,7 +6,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from apps.catalog.specs import egress_credential_set, spec_upload
+from apps.catalog.credentials import egress_credential_set
+from apps.catalog.specs import spec_upload
 from apps.gateway.openapi import OpenApiHttp
 from apps.gateway.snapshots import tenant_snapshot_load
 from tests import factories

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from django.core.exceptions import ValidationError
 
 from apps.tenants.keys import KEY_PREFIX, MIN_SECRET_LENGTH, key_hash
-from apps.tenants.models import ApiKey, Tenant
+from apps.tenants.models import ApiKey, Tenant, TokenIssuer
 from apps.tenants.selectors import api_key_get_by_secret
 from apps.tenants.services import (
     api_key_delete,
@@ -15,6 +17,7 @@ from apps.tenants.services import (
     team_delete,
     tenant_create,
     tenant_delete,
+    token_issuer_set,
 )
 from tests.factories import (
     api_key_factory,
@@ -114,3 +117,30 @@ def test_tenant_delete_removes_everything_it_owns() -> None:
     tenant_delete(tenant=tenant)
     assert not Tenant.objects.filter(pk=tenant.pk).exists()
     assert not ApiKey.objects.filter(tenant_id=tenant.pk).exists()
+
+
+def _pem(key: object) -> str:
+    return key.public_key().public_bytes(  # type: ignore[attr-defined]
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode()
+
+
+@pytest.mark.parametrize(
+    ("key", "algorithms", "problem"),
+    [
+        (ec.generate_private_key(ec.SECP256R1()), ["RS256"], "verifies ES256 tokens, but algorithms lists only RS256"),
+        (rsa.generate_private_key(public_exponent=65537, key_size=2048), ["ES256", "EdDSA"],
+         "verifies RS256 tokens, but algorithms lists only ES256, EdDSA"),
+        (ec.generate_private_key(ec.SECP384R1()), ["ES256"], "of a type none of RS256, ES256, EdDSA uses"),
+        (None, ["ES256"], "not a PEM public key"),
+    ],
+)
+def test_an_issuers_public_key_must_verify_one_of_its_algorithms(key: object, algorithms: list[str], problem: str) -> None:
+    tenant = tenant_factory()
+    pem = _pem(key) if key is not None else "-----BEGIN PUBLIC KEY-----\nnot base64\n-----END PUBLIC KEY-----\n"
+    with pytest.raises(ValidationError, match=problem):
+        token_issuer_set(tenant=tenant, issuer="https://idp", audience="gw", public_key=pem, algorithms=algorithms)
+    assert not TokenIssuer.objects.filter(tenant=tenant).exists()
+    edwards = ed25519.Ed25519PrivateKey.generate()
+    token_issuer_set(tenant=tenant, issuer="https://idp", audience="gw", public_key=_pem(edwards), algorithms=["EdDSA"])
+    assert TokenIssuer.objects.get(tenant=tenant).algorithms == ["EdDSA"]

@@ -4,7 +4,6 @@ generated ones (``codegen``), so that both follow the rules in ``invoke``'s docs
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
@@ -36,18 +35,11 @@ def _apply(credential: Credential, headers: list[tuple[str, str]], query: list[s
     names of the tool's header parameters (the only headers in the list yet): when the credential's
     header is not among them, nothing needs removing."""
     kind = credential.kind
-    if kind in ("bearer", "basic", "api_key_header"):
-        header = credential.name if kind == "api_key_header" else "Authorization"
-        low = header.lower()
+    if (header := credential.header()) is not None:
+        low = header[0].lower()
         if low in header_names:
             headers[:] = [h for h in headers if h[0].lower() != low]
-        if kind == "bearer":
-            headers.append((header, f"Bearer {credential.value}"))
-        elif kind == "basic":
-            token = base64.b64encode(f"{credential.username}:{credential.value}".encode()).decode("ascii")
-            headers.append((header, f"Basic {token}"))
-        else:
-            headers.append((header, credential.value))
+        headers.append(header)
     elif kind == "api_key_query":
         # Exploded object values add pairs named by their keys, so any entry may carry the name.
         prefix = _enc(credential.name) + "="

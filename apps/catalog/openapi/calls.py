@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -43,6 +44,17 @@ class Credential:
         for text in (self.value, self.name, self.username):
             if not isinstance(text, str) or _BAD_HEADER(text):
                 raise ValueError("credential fields must be strings without CR, LF or NUL")
+
+    def header(self) -> tuple[str, str] | None:
+        """The header that carries the credential (None for the query and cookie kinds)."""
+        if self.kind == "bearer":
+            return "Authorization", f"Bearer {self.value}"
+        if self.kind == "basic":
+            token = base64.b64encode(f"{self.username}:{self.value}".encode()).decode("ascii")
+            return "Authorization", f"Basic {token}"
+        if self.kind == "api_key_header":
+            return self.name, self.value
+        return None
 
 
 @dataclass(frozen=True, slots=True)

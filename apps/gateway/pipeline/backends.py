@@ -12,7 +12,7 @@ from typing import Any
 
 from apps.gateway.pipeline.ports import Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.singleflight import SingleFlight
-from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView
+from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, Principal
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.versions import (
     LATEST_LEGACY,
@@ -34,6 +34,13 @@ _ids = itertools.count(1)
 
 class BackendRefused(Exception):
     """The backend answered, but not with what the gateway asked for."""
+
+
+async def egress_headers(backend: BackendView, principal: Principal | None) -> tuple[tuple[str, str], ...]:
+    """The headers that authenticate a request to `backend` on behalf of `principal` (None: the
+    gateway's own); raises CredentialUnavailable (an UpstreamUnavailable). Every request to a
+    backend carries these and no credential of the caller's: inbound tokens are never forwarded."""
+    return () if backend.egress is None else await backend.egress.headers(principal)
 
 
 async def first_response(reply: UpstreamReply) -> dict[str, Any]:
@@ -73,8 +80,11 @@ async def open_session(
     version: str,
     capabilities: Any,
     client_info: Any,
+    principal: Principal | None = None,
 ) -> tuple[BackendSession, dict[str, Any]]:
-    """Run the initialize handshake with a backend replica; returns the session and its result."""
+    """Run the initialize handshake with a backend replica on behalf of `principal` (None: the
+    gateway itself); returns the session and its result."""
+    auth = await egress_headers(backend, principal)
     request = {
         "jsonrpc": "2.0",
         "id": f"gw-init-{next(_ids)}",
@@ -82,7 +92,7 @@ async def open_session(
         "params": {"protocolVersion": version, "capabilities": capabilities or {}, "clientInfo": client_info},
     }
     reply = await upstream.send(
-        backend, replica, "POST", [CONTENT_JSON, ACCEPT], jsonrpc.dumps(request), timeout=backend.timeout
+        backend, replica, "POST", [CONTENT_JSON, ACCEPT, *auth], jsonrpc.dumps(request), timeout=backend.timeout
     )
     session_id = reply.headers.get("mcp-session-id")
     message = await first_response(reply)
@@ -92,7 +102,7 @@ async def open_session(
     negotiated = result.get("protocolVersion")
     if not isinstance(negotiated, str):
         raise BackendRefused("initialize result carries no protocolVersion")
-    headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", negotiated)]
+    headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", negotiated), *auth]
     if session_id:
         headers.append(("mcp-session-id", session_id))
     ack = await upstream.send(
@@ -125,12 +135,16 @@ class HeldSessions:
         self._sessions.pop(key, None)
 
 
-async def close_session(upstream: Upstream, backend: BackendView, session: BackendSession) -> None:
-    """End a backend session; a backend that is gone or refuses (405) is not an error here."""
+async def close_session(
+    upstream: Upstream, backend: BackendView, session: BackendSession, principal: Principal | None = None
+) -> None:
+    """End a backend session (opened for `principal`); a backend that is gone or refuses (405) is
+    not an error here."""
     if not session.session_id:
         return
     headers = [("mcp-session-id", session.session_id), ("mcp-protocol-version", session.version)]
     try:
+        headers.extend(await egress_headers(backend, principal))
         reply = await upstream.send(backend, session.replica, "DELETE", headers, timeout=5.0)
         await reply.read()
     except (UpstreamUnavailable, TimeoutError):
@@ -150,7 +164,8 @@ async def _discover(upstream: Upstream, backend: BackendView, replica: str) -> d
             }
         },
     }
-    headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", LATEST_MODERN), ("mcp-method", "server/discover")]
+    headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", LATEST_MODERN), ("mcp-method", "server/discover"),
+               *await egress_headers(backend, None)]
     reply = await upstream.send(backend, replica, "POST", headers, jsonrpc.dumps(request), timeout=backend.timeout)
     try:
         message = await first_response(reply)

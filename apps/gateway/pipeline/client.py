@@ -19,6 +19,7 @@ from apps.gateway.pipeline.backends import (
     BackendCatalog,
     BackendRefused,
     HeldSessions,
+    egress_headers,
     first_response,
     open_session,
 )
@@ -85,7 +86,8 @@ class BackendClient:
             envelope = {META_PROTOCOL_VERSION: version, META_CLIENT_CAPABILITIES: {}, META_CLIENT_INFO: GATEWAY_INFO}
             body = {"jsonrpc": "2.0", "id": f"gw-own-{next(_ids)}", "method": method,
                     "params": {**params, "_meta": envelope}}
-            headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", version), ("mcp-method", method)]
+            headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", version), ("mcp-method", method),
+                       *await egress_headers(backend, None)]
             reply = await self._upstream.send(
                 backend, backend.urls[0], "POST", headers, jsonrpc.dumps(body), timeout=backend.timeout
             )
@@ -93,7 +95,8 @@ class BackendClient:
         body = {"jsonrpc": "2.0", "id": f"gw-own-{next(_ids)}", "method": method, "params": params}
         for _ in range(2):
             session = await self._session(backend)
-            headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", session.version)]
+            headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", session.version),
+                       *await egress_headers(backend, None)]
             if session.session_id:
                 headers.append(("mcp-session-id", session.session_id))
             reply = await self._upstream.send(
@@ -122,7 +125,8 @@ class BackendClient:
         envelope = {META_PROTOCOL_VERSION: version, META_CLIENT_CAPABILITIES: {}, META_CLIENT_INFO: GATEWAY_INFO}
         params = {"notifications": notifications, "_meta": envelope}
         body = {"jsonrpc": "2.0", "id": f"gw-listen-{next(_ids)}", "method": "subscriptions/listen", "params": params}
-        headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", version), ("mcp-method", "subscriptions/listen")]
+        headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", version), ("mcp-method", "subscriptions/listen"),
+                   *await egress_headers(backend, None)]
         reply = await self._upstream.send(
             backend, backend.urls[0], "POST", headers, jsonrpc.dumps(body), timeout=backend.timeout
         )

@@ -205,8 +205,8 @@ class Gateway:
         if request.method in {"GET", "DELETE"} and session_id:
             state = await self.legacy.session_for(session_id, principal, vhost)
             if request.method == "GET":
-                return await self.legacy.open_stream(request, vhost, state)
-            return await self.legacy.terminate(state, vhost)
+                return await self.legacy.open_stream(request, vhost, principal, state)
+            return await self.legacy.terminate(state, vhost, principal)
         # Stateless clients have no GET stream and nothing to delete (2026-07-28: 405).
         raise HttpError(405, "Method Not Allowed", headers=(("allow", "POST"),))
 

@@ -16,6 +16,7 @@ from apps.gateway.pipeline.backends import (
     BackendCatalog,
     BackendRefused,
     close_session,
+    egress_headers,
     open_session,
 )
 from apps.gateway.pipeline.host_lists import HostLists
@@ -187,7 +188,7 @@ class LegacyEra:
                 return await self._forward_to_modern(request, state, call, wants_sse)
             lost: BackendSession | None = None
             for _ in range(2):
-                session = await self.backend_session(state, map_key, backend, info, lost=lost)
+                session = await self.backend_session(state, map_key, backend, info, principal, lost=lost)
                 headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", session.version)]
                 if session.session_id:
                     headers.append(("mcp-session-id", session.session_id))
@@ -240,6 +241,7 @@ class LegacyEra:
         map_key: str,
         backend: BackendView,
         info: BackendInfo,
+        principal: Principal,
         *,
         lost: BackendSession | None = None,
     ) -> BackendSession:
@@ -255,14 +257,14 @@ class LegacyEra:
             async with lock:
                 session = state.backends.get(map_key)
                 if session is None:
-                    session = await self._open_once(state, map_key, backend, lost)
+                    session = await self._open_once(state, map_key, backend, principal, lost)
                 state.backends[map_key] = session
         finally:
             self._opening.pop((state.id, map_key), None)
         return session
 
     async def _open_once(
-        self, state: SessionState, map_key: str, backend: BackendView, lost: BackendSession | None
+        self, state: SessionState, map_key: str, backend: BackendView, principal: Principal, lost: BackendSession | None
     ) -> BackendSession:
         """Open the backend session, or wait for the instance that is opening it: whichever
         instances a session's first requests land on, the backend sees one `initialize`."""
@@ -297,28 +299,33 @@ class LegacyEra:
                 version=state.protocol_version,
                 capabilities=state.client_capabilities,
                 client_info=state.client_info,
+                principal=principal,
             )
             state.backends[map_key] = session
             if not await self._sessions.save(state, create=False):
-                await close_session(self._upstream, backend, session)
+                await close_session(self._upstream, backend, session, principal)
                 raise HttpError(404, "Not Found: the session has ended", code=-32600)
         finally:
             await self._sessions.release(state.id, map_key)
         return session
 
-    async def open_stream(self, request: HttpRequest, vhost: VirtualHostView, state: SessionState) -> Reply:
+    async def open_stream(
+        self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, state: SessionState
+    ) -> Reply:
         """The GET stream of a session: the backend's own stream, relayed event by event (ids kept,
         so a client resuming with Last-Event-ID resumes at the backend). Hosts with several
         backends merge theirs (`ComposedLegacy.open_stream`)."""
         if vhost.composed:
-            return await self._composed.open_stream(request, vhost, state)
+            return await self._composed.open_stream(request, vhost, principal, state)
         session_header = (("mcp-session-id", state.id),)
         try:
             map_key, backend = single_backend(vhost)
             info = await self._backends.info(backend)
             if info.legacy_version is None or backend.server is not None:
                 raise HttpError(405, "Method Not Allowed: this backend has no server stream", headers=(("allow", "POST, DELETE"),))
-            reply = await self.backend_stream(state, map_key, backend, info, request.headers.get("last-event-id"))
+            reply = await self.backend_stream(
+                state, map_key, backend, info, principal, request.headers.get("last-event-id")
+            )
         except (UpstreamUnavailable, BackendRefused, TimeoutError, GatewayError) as exc:
             raise HttpError(502, f"Bad Gateway: backend stream unavailable: {exc}") from None
         if reply.status == 200 and reply.content_type == "text/event-stream":
@@ -331,14 +338,21 @@ class LegacyEra:
         return Reply(reply.status, reply_headers + session_header, body)
 
     async def backend_stream(
-        self, state: SessionState, map_key: str, backend: BackendView, info: BackendInfo, last_event_id: str | None
+        self,
+        state: SessionState,
+        map_key: str,
+        backend: BackendView,
+        info: BackendInfo,
+        principal: Principal,
+        last_event_id: str | None,
     ) -> UpstreamReply:
         """The backend's answer to the GET of this session's backend session (re-opened once if the
         backend has lost it)."""
         lost: BackendSession | None = None
         for _ in range(2):
-            session = await self.backend_session(state, map_key, backend, info, lost=lost)
-            headers = [("accept", "text/event-stream"), ("mcp-protocol-version", session.version)]
+            session = await self.backend_session(state, map_key, backend, info, principal, lost=lost)
+            headers = [("accept", "text/event-stream"), ("mcp-protocol-version", session.version),
+                       *await egress_headers(backend, principal)]
             if session.session_id:
                 headers.append(("mcp-session-id", session.session_id))
             if last_event_id:
@@ -350,12 +364,12 @@ class LegacyEra:
             lost = session
         return reply
 
-    async def terminate(self, state: SessionState, vhost: VirtualHostView) -> Reply:
+    async def terminate(self, state: SessionState, vhost: VirtualHostView, principal: Principal) -> Reply:
         await self._sessions.delete(state.id)
         # Backend sessions end too; one that cannot be reached ends by its own idle timeout.
         await asyncio.gather(
             *(
-                close_session(self._upstream, vhost.mounts[key], session)
+                close_session(self._upstream, vhost.mounts[key], session, principal)
                 for key, session in state.backends.items()
                 if key in vhost.mounts
             )

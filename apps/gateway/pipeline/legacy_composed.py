@@ -168,14 +168,16 @@ class ComposedLegacy:
 
     # --- the GET stream ------------------------------------------------------------------------------
 
-    async def open_stream(self, request: HttpRequest, vhost: VirtualHostView, state: SessionState) -> Reply:
+    async def open_stream(
+        self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, state: SessionState
+    ) -> Reply:
         """One stream made of every backend's GET stream, each message in client terms, plus the
         `list_changed` notifications of the host's backends seen anywhere in this process. Event ids
         carry every backend's last event id, so a client resuming with Last-Event-ID resumes each
         backend where it was."""
         resume = _decode_event_id(request.headers.get("last-event-id"))
         opened = await asyncio.gather(*(
-            self._open(state, map_key, backend, resume.get(map_key)) for map_key, backend in vhost.mounts.items()
+            self._open(state, map_key, backend, principal, resume.get(map_key)) for map_key, backend in vhost.mounts.items()
         ))
         replies = {map_key: reply for map_key, reply in zip(vhost.mounts, opened, strict=True) if reply is not None}
         if not replies and not any(backend.server is None for backend in vhost.mounts.values()):
@@ -227,7 +229,7 @@ class ComposedLegacy:
         return Reply(200, SSE_HEADERS + (("mcp-session-id", state.id),), stream=Stream(chunks(), close))
 
     async def _open(
-        self, state: SessionState, map_key: str, backend: BackendView, last_event_id: str | None
+        self, state: SessionState, map_key: str, backend: BackendView, principal: Principal, last_event_id: str | None
     ) -> UpstreamReply | None:
         """The backend's stream for this session, or None if it has none (it is left out)."""
         if backend.server is not None:
@@ -236,7 +238,7 @@ class ComposedLegacy:
             info = await self._backends.info(backend)
             if info.legacy_version is None:
                 return None
-            reply = await self._era.backend_stream(state, map_key, backend, info, last_event_id)
+            reply = await self._era.backend_stream(state, map_key, backend, info, principal, last_event_id)
         except (UpstreamUnavailable, BackendRefused, TimeoutError, GatewayError, HttpError) as exc:
             log.info("backend %s left out of the stream of session %s: %s", map_key, state.id, exc)
             return None

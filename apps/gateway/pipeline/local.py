@@ -78,7 +78,7 @@ class LocalTools:
             if not server.has_tool(name):
                 raise InvalidParams(f"Unknown tool: {name}")
             try:
-                return await server.call_tool(name, arguments, headers=trace_headers(request_headers))
+                return await server.call_tool(name, arguments, headers=trace_headers(request_headers), principal=call.principal)
             except UpstreamUnavailable as exc:
                 raise self._unavailable(call, str(exc)) from None
             except TimeoutError:

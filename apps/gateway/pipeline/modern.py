@@ -233,6 +233,7 @@ class ModernEra:
             session, _ = await open_session(
                 self._upstream, backend, backend.urls[0], version=LATEST_LEGACY,
                 capabilities=envelope.client_capabilities, client_info=envelope.client_info or GATEWAY_INFO,
+                principal=principal,
             )
             return session
 

@@ -52,6 +52,7 @@ class Condition:
     source: str
     program: Any  # cel.Program
     reads_arguments: bool
+    reads_principal: bool = True
 
     @classmethod
     def compile(cls, source: str) -> Condition:
@@ -65,14 +66,16 @@ class Condition:
             raise PolicyError(
                 f"condition {source!r} reads {', '.join(sorted(unknown))}; only arguments and principal are known"
             )
-        return cls(source, program, "arguments" in variables)
+        return cls(source, program, "arguments" in variables, "principal" in variables)
 
     def holds(self, principal: Mapping[str, Any], arguments: Mapping[str, Any] | object) -> bool | object:
         """True or False; `_UNKNOWN` when the condition reads arguments and none are given, `_ERROR`
         when it cannot be evaluated."""
         if arguments is _UNKNOWN and self.reads_arguments:
             return _UNKNOWN
-        context = {"principal": principal, "arguments": {} if arguments is _UNKNOWN else arguments}
+        context = {"arguments": {} if arguments is _UNKNOWN else arguments}
+        if self.reads_principal:  # converting it for CEL costs several times the evaluation
+            context["principal"] = principal
         try:
             return self.program.execute(context) is True
         except Exception:  # noqa: BLE001 - CEL raises KeyError/TypeError/... for data it cannot use
@@ -98,7 +101,7 @@ class Rule:
         return principal.issuer is None and principal.key_name == self.subject_name
 
     def names(self, exposed: str, upstream: str) -> bool:
-        return self.match(exposed) is not None or (upstream != exposed and self.match(upstream) is not None)
+        return names_tool(self.match, exposed, upstream)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +163,20 @@ def principal_context(principal: Principal) -> dict[str, Any]:
     }
 
 
+def tool_patterns_compile(patterns: Sequence[str]) -> Any:
+    """One matcher for a list of tool-name globs (`*`, `?`, `[...]`, case-sensitive, whole name):
+    what `names_tool` takes. Raises PolicyError for an empty list or an empty pattern."""
+    if not patterns or not all(isinstance(p, str) and p for p in patterns):
+        raise PolicyError("tools must be a non-empty list of names or globs")
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
+
+
+def names_tool(match: Any, exposed: str, upstream: str) -> bool:
+    """Whether the patterns compiled into `match` name the tool: its exposed *or* its upstream name
+    (neither takes precedence). Access rules and tool costs (`costs.py`) match tools the same way."""
+    return match(exposed) is not None or (upstream != exposed and match(upstream) is not None)
+
+
 @dataclass(frozen=True, slots=True)
 class RuleSpec:
     """A rule as configured (the control plane's shape)."""
@@ -193,9 +210,10 @@ def policy_compile(default: str, rules: Sequence[RuleSpec]) -> Policy:
         if spec.effect not in EFFECTS:
             raise PolicyError(f"{where}: effect must be allow or deny, not {spec.effect!r}")
         patterns = tuple(spec.tools)
-        if not patterns or not all(isinstance(p, str) and p for p in patterns):
-            raise PolicyError(f"{where}: tools must be a non-empty list of names or globs")
-        match = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
+        try:
+            match = tool_patterns_compile(patterns)
+        except PolicyError as exc:
+            raise PolicyError(f"{where}: {exc}") from None
         try:
             condition = Condition.compile(spec.condition) if spec.condition.strip() else None
         except PolicyError as exc:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from apps.gateway.pipeline.values import (
     BackendInfo,
     BackendView,
+    Budget,
     Limit,
     Principal,
     SessionState,
@@ -25,6 +26,20 @@ class UpstreamUnavailable(Exception):
 
 class StoreUnavailable(Exception):
     """The shared session store cannot be reached; the request cannot be served right now."""
+
+
+class CredentialUnavailable(UpstreamUnavailable):
+    """The gateway has no credential to send to a backend for this caller (none is mapped to it,
+    or the token endpoint failed): the backend cannot be used, as if unreachable (-32004). The
+    message says why, naming no secret."""
+
+
+class Egress(Protocol):
+    """How the gateway authenticates to one backend (`BackendView.egress`)."""
+
+    async def headers(self, principal: Principal | None) -> tuple[tuple[str, str], ...]:
+        """The headers that authenticate a request on behalf of `principal` (None: the gateway's
+        own requests: probing, lists, change subscriptions). Raises CredentialUnavailable."""
 
 
 class InvalidToken(Exception):
@@ -100,18 +115,21 @@ class SessionStore(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """A rate limiter's answer. `refused_by`: the limit that refused (None: admitted). `checked`:
-    False when the store could not be asked and the configured fail mode decided."""
+    """A limiter's answer. `refused_by`: the rate limit or budget that refused (None: admitted);
+    for a budget, `period` says which of its caps ("day" or "month"). `checked`: False when the
+    store could not be asked and the configured fail mode decided."""
 
-    refused_by: Limit | None = None
-    retry_after: float = 0.0  # seconds until the refused call would pass
+    refused_by: Limit | Budget | None = None
+    retry_after: float = 0.0  # seconds until the refused call would pass (a budget: its period resets)
     checked: bool = True
+    period: str = ""
 
 
 class RateLimiter(Protocol):
-    async def admit(self, limits: Sequence[Limit]) -> Admission:
-        """Count one call against every limit, atomically across all instances: either all of them
-        have room and each is charged, or the first without room refuses and none is charged."""
+    async def admit(self, limits: Sequence[Limit], budgets: Sequence[Budget] = (), cost: int = 1) -> Admission:
+        """Count one call against every rate limit and `cost` units against every budget, atomically
+        across all instances: either all of them have room and each is charged, or one without room
+        refuses and none is charged."""
 
 
 class UpstreamReply(Protocol):
@@ -156,11 +174,17 @@ class ToolServer(Protocol):
     def has_tool(self, name: str) -> bool: ...
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, Any], *, headers: Sequence[tuple[str, str]] = ()
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        headers: Sequence[tuple[str, str]] = (),
+        principal: Principal | None = None,
     ) -> dict[str, Any]:
-        """Run the tool `name` (which exists) and return its `CallToolResult`: bad arguments and
-        failed operations are results with `isError`. `headers` go along to the service (trace
-        context). Raises UpstreamUnavailable or TimeoutError when the service cannot answer."""
+        """Run the tool `name` (which exists) on behalf of `principal` and return its
+        `CallToolResult`: bad arguments and failed operations are results with `isError`. `headers`
+        go along to the service (trace context). Raises UpstreamUnavailable or TimeoutError when
+        the service cannot answer, CredentialUnavailable when there is no credential to send."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +195,7 @@ class AuditEntry:
     method: str
     exposed_name: str
     upstream_name: str
-    outcome: str  # ok | tool_error | error | cancelled | denied
+    outcome: str  # ok | tool_error | error | cancelled | denied | rate_limited | over_budget
     error_code: int | None
     latency_ms: float
     bytes_in: int
@@ -183,6 +207,7 @@ class AuditEntry:
     rule: str = ""  # the access rule that decided the call, if one did
     limit_state: str = ""  # "" no limit applies | ok | limited | unchecked (store unreachable)
     arguments: Any = None  # as the tenant's audit setting keeps them (None: not kept)
+    cost: int = 0  # budget units the call costs (charged at admission); 0 when it was refused
 
 
 class AuditSink(Protocol):

@@ -12,11 +12,20 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from apps.gateway.pipeline.costs import ToolCosts, call_cost
 from apps.gateway.pipeline.metrics import Counters
-from apps.gateway.pipeline.ports import AuditEntry, AuditSink, RateLimiter, Upstream, UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.ports import (
+    Admission,
+    AuditEntry,
+    AuditSink,
+    RateLimiter,
+    Upstream,
+    UpstreamReply,
+    UpstreamUnavailable,
+)
 from apps.gateway.pipeline.replies import JSON, SSE_HEADERS, Headers, Reply, Stream, error_reply
 from apps.gateway.pipeline.tracing import trace_id_of
-from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, VirtualHostView
+from apps.gateway.pipeline.values import BackendView, Budget, HttpRequest, Limit, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import BackendUnavailable, PolicyDenied, RateLimited
 from apps.gateway.protocol.jsonrpc import Kind, Message, RequestId
@@ -56,8 +65,10 @@ class Call:
     #: The name the client used, when the backend knows the target by another (multi-backend hosts).
     exposed_name: str | None = None
     rule: str = ""  # the access rule that allowed or denied it
-    limit_state: str = ""  # "" no rate limit applies | ok | limited | unchecked (limiter unreachable)
+    limit_state: str = ""  # "" no limit or budget applies | ok | limited | unchecked (limiter unreachable)
     audit_arguments: str = "off"  # the tenant's setting: off | hash | full
+    costs: ToolCosts | None = None  # the host's tool costs
+    cost: int = 0  # units charged at admission (0 until admitted, and when refused)
 
     @classmethod
     def begin(
@@ -73,6 +84,7 @@ class Call:
             principal=principal,
             virtual_host=vhost.slug,
             audit_arguments=vhost.audit_arguments,
+            costs=vhost.costs,
             backend=backend,
             message=message,
             bytes_in=len(request.body),
@@ -90,6 +102,12 @@ class Call:
         value = self.message.params.get(AUDITED.get(self.message.method or "", ""), "")
         return value if isinstance(value, str) else ""
 
+    def price(self) -> int:
+        """What the call costs against budgets (`costs.py`)."""
+        upstream = self.target_name()
+        exposed = upstream if self.exposed_name is None else self.exposed_name
+        return call_cost(self.costs, self.message.method or "", exposed, upstream)
+
 
 def arguments_kept(mode: str, arguments: object, key: bytes) -> Any:
     """What an audit row keeps of a call's arguments: nothing (`off`), each top-level argument as
@@ -100,6 +118,23 @@ def arguments_kept(mode: str, arguments: object, key: bytes) -> Any:
     if mode == "hash" and isinstance(arguments, dict):
         return {name: hmac.new(key, jsonrpc.dumps(value), "sha256").hexdigest() for name, value in arguments.items()}
     return None
+
+
+def _refusal(refused: Limit | Budget, admission: Admission, cost: int) -> str:
+    """The -32005 message: which rate limit or budget refused, and why."""
+    subject = f"{refused.scope} {refused.name!r}"
+    if not admission.checked:
+        return f"Rate limits and budgets could not be checked for {subject}; try again later"
+    if isinstance(refused, Limit):
+        return f"Rate limit exceeded: {refused.limit} calls per {refused.window_seconds} s for {subject}"
+    daily = admission.period == "day"
+    cap = refused.daily if daily else refused.monthly
+    plan = refused.daily_plan if daily else refused.monthly_plan
+    budget = f"{'daily' if daily else 'monthly'} budget of {cap} units{f' (plan {plan!r})' if plan else ''}"
+    resets = f"it resets at the start of the next UTC {'day' if daily else 'month'}"
+    if cap is not None and cost > cap:
+        return f"Over budget: this call costs {cost} units, more than the whole {budget} of {subject}"
+    return f"Over budget: {subject} has spent its {budget}; this call costs {cost}, and {resets}"
 
 
 def outcome_of(response: dict[str, Any]) -> tuple[str, int | None]:
@@ -130,26 +165,40 @@ class Relay:
         self._counters = counters or Counters()
 
     async def admit(self, call: Call, headers: Headers = ()) -> Reply | None:
-        """Charge an audited call to the caller's rate limits: None to go on, or the refusal
-        (-32005 with `data: {limit_scope, retry_after}`), audited."""
-        limits = call.principal.limits
-        if self._limiter is None or not limits or not call.audited:
+        """Charge an audited call to the caller's rate limits (one call each) and budgets (the
+        call's cost each), all or nothing: None to go on, or the refusal (-32005 with
+        `data: {limit_scope, retry_after}`), audited. A call is charged when it is admitted, so one
+        that then fails (a tool error, an unreachable backend) has still cost its units."""
+        if not call.audited:
             return None
-        admission = await self._limiter.admit(limits)
+        cost = call.price()
+        limits = call.principal.limits
+        budgets = call.principal.budgets if cost > 0 else ()  # a free call cannot overspend
+        if self._limiter is None or not (limits or budgets):
+            call.cost = cost
+            return None
+        admission = await self._limiter.admit(limits, budgets, cost)
         if not admission.checked:
             self._counters.increment("rate_limit_unchecked")
-        limit = admission.refused_by
-        if limit is None:
+            if budgets:
+                self._counters.increment("budget_unchecked")
+        refused = admission.refused_by
+        if refused is None:
             call.limit_state = "ok" if admission.checked else "unchecked"
+            call.cost = cost  # when unchecked, what it would have been charged (the audit row says so)
             return None
         call.limit_state = "limited" if admission.checked else "unchecked"
+        retry_after = math.ceil(admission.retry_after * 1000) / 1000
         error = RateLimited(
-            f"Rate limit exceeded: {limit.limit} calls per {limit.window_seconds} s for {limit.scope} {limit.name!r}",
-            data={"limit_scope": limit.scope, "retry_after": math.ceil(admission.retry_after * 1000) / 1000},
+            _refusal(refused, admission, cost), data={"limit_scope": refused.scope, "retry_after": retry_after}
         )
         reply = error_reply(call.message.id, error, headers)
-        self._counters.increment("rate_limited", scope=limit.scope)
-        self.record(call, "rate_limited", error.code, len(reply.body))
+        if isinstance(refused, Budget):
+            self._counters.increment("over_budget", scope=refused.scope, period=admission.period)
+            self.record(call, "over_budget", error.code, len(reply.body))
+        else:
+            self._counters.increment("rate_limited", scope=refused.scope)
+            self.record(call, "rate_limited", error.code, len(reply.body))
         return reply
 
     def record(self, call: Call, outcome: str, code: int | None, bytes_out: int) -> None:
@@ -177,6 +226,7 @@ class Relay:
                 rule=call.rule,
                 limit_state=call.limit_state,
                 arguments=arguments_kept(call.audit_arguments, call.message.params.get("arguments"), self._hash_key),
+                cost=call.cost,
             )
         )
 
@@ -227,6 +277,8 @@ class Relay:
         in_session: bool,
     ) -> Reply:
         try:
+            if call.backend.egress is not None:
+                headers = [*headers, *await call.backend.egress.headers(call.principal)]
             reply = await self._upstream.send(
                 call.backend, replica, "POST", headers, body, timeout=call.backend.timeout
             )

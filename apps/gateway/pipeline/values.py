@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from apps.gateway.pipeline.costs import ToolCosts
     from apps.gateway.pipeline.names import Naming
     from apps.gateway.pipeline.policy import Policy
-    from apps.gateway.pipeline.ports import ToolServer
+    from apps.gateway.pipeline.ports import Egress, ToolServer
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,9 +26,25 @@ class Limit:
 
 
 @dataclass(frozen=True, slots=True)
+class Budget:
+    """Cost units one key, team or token subject (`scope`) may spend per UTC calendar day and per UTC
+    calendar month; None: no cap for that period. The caps are the effective ones, already clamped
+    to the tenant's plan; `daily_plan` / `monthly_plan` name the plan when its cap is the one in
+    force (for the refusal's message)."""
+
+    tenant_id: int
+    scope: str  # key | team | token
+    name: str
+    daily: int | None
+    monthly: int | None
+    daily_plan: str = ""
+    monthly_plan: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Principal:
     """Who is calling. `anonymous` callers act as the configured key of the virtual host. `limits`:
-    the rate limits that apply to its calls (its key's, its team's)."""
+    the rate limits that apply to its calls (its key's, its team's); `budgets` likewise."""
 
     tenant_id: int
     tenant_slug: str
@@ -40,6 +57,7 @@ class Principal:
     #: stable number for that issuer and subject). None for API keys.
     issuer: str | None = None
     scopes: tuple[str, ...] = ()
+    budgets: tuple[Budget, ...] = field(default=(), compare=False)
 
     @property
     def label(self) -> str:
@@ -74,6 +92,8 @@ class BackendView:
     timeout: float
     kind: str = "mcp"
     server: ToolServer | None = field(default=None, compare=False, repr=False)
+    #: How the gateway authenticates to the backend (None: it sends no credential).
+    egress: Egress | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +109,8 @@ class VirtualHostView:
     naming: Naming = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
     #: Who may see and call which tool (`policy.Policy`); None: every key of the tenant, everything.
     policy: Policy | None = field(default=None, compare=False, repr=False)
+    #: What a `tools/call` costs against budgets (`costs.ToolCosts`); None: every call costs 1 unit.
+    costs: ToolCosts | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.naming is None:

@@ -13,7 +13,7 @@ from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.ports import UpstreamUnavailable
 from apps.gateway.pipeline.relay import Call, Relay
 from apps.gateway.pipeline.replies import Reply
-from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest
+from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest, Principal
 from apps.gateway.protocol.jsonrpc import classify
 from tests.gateway.pipeline.test_gateway import PRINCIPAL, VHOST, Audit, DownUpstream
 
@@ -38,7 +38,8 @@ class FakeTools:
         return name == "add"
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, Any], *, headers: Sequence[tuple[str, str]] = ()
+        self, name: str, arguments: Mapping[str, Any], *, headers: Sequence[tuple[str, str]] = (),
+        principal: Principal | None = None,
     ) -> dict[str, Any]:
         self.calls.append((name, dict(arguments), list(headers)))
         self.started.set()
@@ -49,7 +50,8 @@ class FakeTools:
 
 class Hanging(FakeTools):
     async def call_tool(
-        self, name: str, arguments: Mapping[str, Any], *, headers: Sequence[tuple[str, str]] = ()
+        self, name: str, arguments: Mapping[str, Any], *, headers: Sequence[tuple[str, str]] = (),
+        principal: Principal | None = None,
     ) -> dict[str, Any]:
         self.started.set()
         await asyncio.Event().wait()  # the service never answers

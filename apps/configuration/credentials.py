@@ -1,0 +1,236 @@
+"""A backend's `credential` and a tenant's `secrets` in the configuration document: checking them
+(pure, like `validation`) and bringing what is stored in line with them (for `reconcile`). Secrets are written in the file
+or named by environment variables (`secret_env`), read when the document is applied; exports carry
+no credential at all (they hold no secrets).
+
+The rules are the service's (apps/catalog/credentials.py), which refuses anything these checks let
+through with a message at the credential's path."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from apps.catalog.credentials import (
+    IdentitySecret,
+    egress_credential_clear,
+    egress_credential_set,
+    tenant_secret_delete,
+    tenant_secret_set,
+)
+from apps.catalog.models import Backend, EgressCredential, TenantSecret, name_validator
+from apps.common.secrets import SecretUnreadable, secret_decrypt
+from apps.configuration.document import CredentialSpec, IdentitySpec, TenantSecretSpec
+from apps.configuration.fields import FieldChecks
+from apps.configuration.reports import Action, Change
+from apps.tenants.models import Tenant
+
+_FIELDS = (
+    "kind", "name", "username", "secret", "secret_env", "source", "tenant_secret", "identities",
+    "token_url", "client_id", "scope", "audience", "client_auth",
+)
+_SUBJECTS = ("key", "subject", "team")
+_OAUTH_FIELDS = ("token_url", "client_id", "scope", "audience", "client_auth")
+_TEXT_MAX_LENGTH = 500
+
+
+# --- validation ----------------------------------------------------------------------------------
+def credential_check(checks: FieldChecks, raw: Any, path: str) -> CredentialSpec | None:
+    """The credential as written at `path` (`null`: remove the stored one); problems go to `checks`."""
+    if raw is None:
+        return CredentialSpec(remove=True)
+    fields = checks.mapping(raw, path, fields=_FIELDS, required=())
+    if fields is None:
+        return None
+    for field in _FIELDS:
+        if field != "identities" and field in fields and not isinstance(fields[field], str):
+            checks.add(f"{path}.{field}", "must be a string")
+    text = {field: fields[field] for field in _FIELDS if isinstance(fields.get(field), str)}
+    kind = checks.choice(text.get("kind", ""), f"{path}.kind", EgressCredential.Kind.values)
+    source = checks.choice(text.get("source", "static"), f"{path}.source", EgressCredential.Source.values)
+    if kind.startswith("api_key_") and not text.get("name"):
+        checks.add(f"{path}.name", f"credential kind {kind!r} needs the header, parameter or cookie name")
+    if not source:
+        return None  # which other fields belong depends on the source: nothing more to say
+    secret_given = "secret" in fields or "secret_env" in fields
+    if "secret" in fields and "secret_env" in fields:
+        checks.add(path, "give at most one of 'secret' and 'secret_env'")
+    if source in ("static", "oauth_client_credentials") and not secret_given:
+        what = "the client secret" if source != "static" else "the secret"
+        checks.add(path, f"give {what} as 'secret' or 'secret_env'")
+    if source == "tenant_secret":
+        if not text.get("tenant_secret"):
+            checks.add(f"{path}.tenant_secret", "name the tenant secret to send")
+        if secret_given:
+            checks.add(path, "a tenant_secret credential takes its value from the tenant secret, not 'secret'")
+    elif "tenant_secret" in fields:
+        checks.add(f"{path}.tenant_secret", "only for source: tenant_secret")
+    identities: tuple[IdentitySpec, ...] = ()
+    if source == "per_identity":
+        identities = _identities(checks, fields.get("identities"), f"{path}.identities")
+    elif "identities" in fields:
+        checks.add(f"{path}.identities", "only for source: per_identity")
+    if source == "oauth_client_credentials":
+        for field in ("token_url", "client_id"):
+            if not text.get(field):
+                checks.add(f"{path}.{field}", "is required for source: oauth_client_credentials")
+        if "client_auth" in text:
+            checks.choice(text["client_auth"], f"{path}.client_auth", EgressCredential.ClientAuth.values)
+    else:
+        for field in _OAUTH_FIELDS:
+            if field in fields:
+                checks.add(f"{path}.{field}", "only for source: oauth_client_credentials")
+    for field in ("token_url", "scope", "audience", "client_id"):
+        if len(text.get(field, "")) > _TEXT_MAX_LENGTH:
+            checks.add(f"{path}.{field}", f"must be at most {_TEXT_MAX_LENGTH} characters")
+    return CredentialSpec(
+        kind=kind, name=text.get("name", ""), username=text.get("username", ""),
+        secret=text.get("secret"), secret_env=text.get("secret_env"), source=source,
+        tenant_secret=text.get("tenant_secret", ""), identities=identities,
+        token_url=text.get("token_url", ""), client_id=text.get("client_id", ""), scope=text.get("scope", ""),
+        audience=text.get("audience", ""),
+        client_auth=text.get("client_auth", EgressCredential.ClientAuth.BASIC.value),
+    )
+
+
+def _identities(checks: FieldChecks, raw: Any, path: str) -> tuple[IdentitySpec, ...]:
+    if not checks.items(raw, path):
+        checks.add(path, "list at least one caller's credential, e.g. {key: agent, secret_env: AGENT_TOKEN}")
+        return ()
+    found: list[IdentitySpec] = []
+    for i, item in enumerate(raw):
+        where = f"{path}[{i}]"
+        fields = checks.mapping(item, where, fields=(*_SUBJECTS, "secret", "secret_env"), required=())
+        if fields is None:
+            continue
+        subjects = [s for s in _SUBJECTS if s in fields]
+        if len(subjects) != 1:
+            checks.add(where, "name exactly one of 'key', 'subject' and 'team'")
+            continue
+        name = checks.text(fields[subjects[0]], f"{where}.{subjects[0]}", max_length=_TEXT_MAX_LENGTH)
+        if ("secret" in fields) == ("secret_env" in fields):
+            checks.add(where, "give exactly one of 'secret' and 'secret_env'")
+        secret, secret_env = fields.get("secret"), fields.get("secret_env")
+        for field, value in (("secret", secret), ("secret_env", secret_env)):
+            if value is not None and not isinstance(value, str):
+                checks.add(f"{where}.{field}", "must be a string")
+        if any(s.subject_kind == subjects[0] and s.subject_name == name for s in found):
+            checks.add(where, f"{subjects[0]} {name!r} is listed twice")
+        found.append(IdentitySpec(subjects[0], name, secret if isinstance(secret, str) else None,
+                                  secret_env if isinstance(secret_env, str) else None))
+    return tuple(found)
+
+
+def tenant_secrets_check(checks: FieldChecks, raw: Any, path: str) -> tuple[TenantSecretSpec, ...]:
+    """A tenant's `secrets`: `[{name, secret | secret_env}]`, names unique."""
+    found: list[TenantSecretSpec] = []
+    for i, item in enumerate(checks.items(raw, path)):
+        where = f"{path}[{i}]"
+        fields = checks.mapping(item, where, fields=("name", "secret", "secret_env"), required=("name",))
+        if fields is None:
+            continue
+        name = checks.text(fields.get("name"), f"{where}.name", max_length=64, validator=name_validator,
+                           what="secret name")
+        if ("secret" in fields) == ("secret_env" in fields):
+            checks.add(where, "give exactly one of 'secret' and 'secret_env'")
+        secret, secret_env = fields.get("secret"), fields.get("secret_env")
+        for field, value in (("secret", secret), ("secret_env", secret_env)):
+            if value is not None and not isinstance(value, str):
+                checks.add(f"{where}.{field}", "must be a string")
+        if any(s.name == name for s in found):
+            checks.add(f"{where}.name", f"duplicate secret {name!r}")
+        found.append(TenantSecretSpec(name, secret if isinstance(secret, str) else None,
+                                      secret_env if isinstance(secret_env, str) else None))
+    return tuple(found)
+
+
+# --- applying ------------------------------------------------------------------------------------
+def _value(secret: str | None, secret_env: str | None, where: str) -> str:
+    if secret_env is None:
+        return secret or ""
+    value = os.environ.get(secret_env)
+    if not value:
+        raise ValidationError({where: f"environment variable {secret_env} is not set"})
+    return value
+
+
+def _wanted(spec: CredentialSpec) -> dict[str, Any]:
+    """The service's arguments for `spec`, secrets read from the environment."""
+    return {
+        "kind": spec.kind, "name": spec.name, "username": spec.username, "source": spec.source,
+        "secret": _value(spec.secret, spec.secret_env, "credential"), "tenant_secret": spec.tenant_secret,
+        "identities": tuple(
+            IdentitySecret(i.subject_kind, i.subject_name, _value(i.secret, i.secret_env, "credential.identities"))
+            for i in spec.identities
+        ),
+        "token_url": spec.token_url, "client_id": spec.client_id, "scope": spec.scope, "audience": spec.audience,
+        "client_auth": spec.client_auth,
+    }
+
+
+def _stored(stored: EgressCredential) -> dict[str, Any] | None:
+    """The stored credential as the service's arguments; None when its secrets cannot be read."""
+    try:
+        identities = tuple(
+            IdentitySecret(i.subject_kind, i.subject_name, secret_decrypt(i.secret))
+            for i in stored.identities.all()
+        )
+        secret = secret_decrypt(stored.secret) if stored.secret else ""
+    except SecretUnreadable:
+        return None
+    return {
+        "kind": stored.kind, "name": stored.name, "username": stored.username, "source": stored.source,
+        "secret": secret, "tenant_secret": stored.tenant_secret.name if stored.tenant_secret else "",
+        "identities": identities, "token_url": stored.token_url, "client_id": stored.client_id,
+        "scope": stored.scope, "audience": stored.audience, "client_auth": stored.client_auth,
+    }
+
+
+def credential_reconcile(*, backend: Backend, spec: CredentialSpec | None) -> str | None:
+    """Bring the backend's credential in line with `spec` (None: leave it as it is). Returns what
+    changed ("credential", "credential removed") or None."""
+    if spec is None:
+        return None
+    stored: EgressCredential | None = getattr(backend, "credential", None)
+    if spec.remove:
+        if stored is None:
+            return None
+        egress_credential_clear(backend=backend)
+        return "credential removed"
+    wanted = _wanted(spec)
+    if stored is not None:
+        current = _stored(stored)
+        order = sorted  # identities compare as sets: their order in the file means nothing
+        if current is not None and {**current, "identities": order(current["identities"], key=repr)} == {
+            **wanted, "identities": order(wanted["identities"], key=repr)
+        }:
+            return None
+    egress_credential_set(backend=backend, **wanted)
+    return "credential"
+
+
+def tenant_secret_reconcile(*, tenant: Tenant, spec: TenantSecretSpec) -> Change:
+    """Create the tenant secret, or replace its value when it differs."""
+    value = _value(spec.secret, spec.secret_env, "secret")
+    name = f"{tenant.slug}/{spec.name}"
+    stored = TenantSecret.objects.filter(tenant=tenant, name=spec.name).first()
+    if stored is not None:
+        try:
+            if secret_decrypt(stored.value) == value:
+                return Change(Action.UNCHANGED, "secret", name)
+        except SecretUnreadable:
+            pass
+    tenant_secret_set(tenant=tenant, name=spec.name, value=value)
+    return Change(Action.CREATED if stored is None else Action.UPDATED, "secret", name, "" if stored is None else "value")
+
+
+def tenant_secrets_prune(*, tenant: Tenant, specs: tuple[TenantSecretSpec, ...]) -> list[Change]:
+    """Delete the tenant's secrets `specs` does not name (refused for one a credential still uses)."""
+    named = {spec.name for spec in specs}
+    changes = []
+    for stored in TenantSecret.objects.filter(tenant=tenant).exclude(name__in=named).order_by("name"):
+        tenant_secret_delete(tenant=tenant, name=stored.name)
+        changes.append(Change(Action.DELETED, "secret", f"{tenant.slug}/{stored.name}"))
+    return changes

@@ -1,0 +1,320 @@
+"""Egress credentials on the hot path: the `Egress` port of each backend, built per configuration
+snapshot with its secrets decrypted once, and the OAuth client-credentials token cache shared by
+every gateway instance.
+
+Inbound credentials never reach a backend: requests to backends carry only headers the gateway
+builds, and the credential headers come from here."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import orjson
+import redis
+import redis.asyncio
+
+from apps.catalog.models import Backend, EgressCredential
+from apps.catalog.openapi import Credential
+from apps.catalog.selectors import backend_security_schemes, egress_credential_applied
+from apps.common.secrets import SecretUnreadable, secret_decrypt, secret_encrypt
+from apps.gateway.pipeline.ports import CredentialUnavailable
+from apps.gateway.pipeline.singleflight import SingleFlight
+from apps.gateway.pipeline.values import Principal
+
+log = logging.getLogger(__name__)
+
+_Headers = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthClient:
+    """An OAuth 2.0 client (RFC 6749 §4.4) the gateway obtains access tokens as."""
+
+    token_url: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    scope: str = ""
+    audience: str = ""
+    client_auth: str = "client_secret_basic"
+
+    @property
+    def cache_id(self) -> str:
+        """Names the token in the shared cache: any change of the client (a rotated secret too)
+        names another token, so no instance keeps using one obtained with the old settings."""
+        parts = (self.token_url, self.client_id, self.client_secret, self.scope, self.audience, self.client_auth)
+        return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    value: str = field(repr=False)
+    expires_at: float  # unix time
+    refresh_at: float  # from then on one instance fetches the next one
+
+
+class OAuthTokens:
+    """Access tokens per OAuth client, cached in this process and in Redis (encrypted) for every
+    instance. A token is fetched again a little before it expires, by one instance only: the one
+    that takes the refresh lock in Redis; the others keep using the current token meanwhile, or,
+    when there is none, wait for the new one. Without Redis each instance fetches its own.
+
+    A token endpoint that fails is not asked again for `failure_seconds` by any instance: callers
+    get the same error without adding to the load."""
+
+    def __init__(
+        self,
+        client: redis.asyncio.Redis | None,
+        *,
+        timeout: float = 10.0,
+        lock_seconds: float = 15.0,
+        failure_seconds: float = 5.0,
+        default_lifetime: float = 300.0,
+        poll_seconds: float = 0.025,
+    ) -> None:
+        self._redis = client
+        self._timeout = timeout
+        self._lock_seconds = lock_seconds
+        self._failure_seconds = failure_seconds
+        self._default_lifetime = default_lifetime
+        self._poll = poll_seconds
+        self._tokens: dict[str, _Token] = {}
+        self._flights: SingleFlight[_Token] = SingleFlight()
+        self._refreshing: set[str] = set()
+        self._http: httpx.AsyncClient | None = None
+        self.fetches = 0  # token endpoint requests made by this process (for tests and metrics)
+
+    async def token(self, oauth: OAuthClient) -> str:
+        """A valid access token for `oauth`; raises CredentialUnavailable."""
+        key = oauth.cache_id
+        token = self._tokens.get(key)
+        now = time.time()
+        if token is not None and now < token.expires_at:
+            if now >= token.refresh_at and key not in self._refreshing:
+                self._refreshing.add(key)
+                asyncio.get_running_loop().create_task(self._refresh(oauth, token))
+            return token.value
+        return (await self._flights.run(key, lambda: self._obtain(oauth, stale=None))).value
+
+    async def _refresh(self, oauth: OAuthClient, stale: _Token) -> None:
+        try:
+            await self._flights.run(oauth.cache_id, lambda: self._obtain(oauth, stale=stale))
+        except CredentialUnavailable as exc:
+            log.warning("refreshing the access token from %s failed: %s", oauth.token_url, exc)
+        finally:
+            self._refreshing.discard(oauth.cache_id)
+
+    async def _obtain(self, oauth: OAuthClient, *, stale: _Token | None) -> _Token:
+        """A fresh token from the shared cache, else fetched under the fleet-wide lock. `stale`: the
+        still-valid token a background refresh replaces (kept while another instance refreshes)."""
+        key = oauth.cache_id
+        if self._redis is None:
+            return self._keep(key, await self._fetch(oauth))
+        try:
+            shared = await self._shared(key)
+            if shared is not None and (stale is None or shared.refresh_at > time.time()):
+                return self._keep(key, shared)
+            deadline = time.monotonic() + self._lock_seconds
+            while True:
+                if await self._redis.set(f"gw:oauth:{key}:lock", "1", nx=True, px=int(self._lock_seconds * 1000)):
+                    shared = await self._shared(key)  # another instance may have just finished
+                    if shared is not None and shared.refresh_at > time.time():
+                        await self._redis.delete(f"gw:oauth:{key}:lock")
+                        return self._keep(key, shared)
+                    return self._keep(key, await self._fetch_and_share(oauth))
+                if stale is not None:  # another instance refreshes; the current token still serves
+                    self._tokens[key] = _Token(stale.value, stale.expires_at, min(stale.expires_at, time.time() + 1))
+                    return stale
+                await asyncio.sleep(self._poll)
+                shared = await self._shared(key)
+                if shared is not None:
+                    return self._keep(key, shared)
+                failure = await self._redis.get(f"gw:oauth:{key}:error")
+                if failure is not None:
+                    raise CredentialUnavailable(failure.decode())
+                if time.monotonic() > deadline:
+                    raise CredentialUnavailable("no access token: another gateway instance is still fetching one")
+        except (redis.RedisError, OSError) as exc:
+            log.warning("OAuth token cache unreachable (%s); fetching a token for this instance alone", exc)
+            return self._keep(key, await self._fetch(oauth))
+
+    def _keep(self, key: str, token: _Token) -> _Token:
+        self._tokens[key] = token
+        return token
+
+    async def _shared(self, key: str) -> _Token | None:
+        assert self._redis is not None
+        raw = await self._redis.get(f"gw:oauth:{key}")
+        if raw is None:
+            return None
+        try:
+            value, expires_at, refresh_at = orjson.loads(secret_decrypt(raw.decode()))
+        except (SecretUnreadable, ValueError, TypeError):
+            return None  # written with other keys; fetch a new one
+        return _Token(value, expires_at, refresh_at) if expires_at > time.time() else None
+
+    async def _fetch_and_share(self, oauth: OAuthClient) -> _Token:
+        assert self._redis is not None
+        key = oauth.cache_id
+        try:
+            token = await self._fetch(oauth)
+        except CredentialUnavailable as exc:
+            await self._redis.set(f"gw:oauth:{key}:error", str(exc), px=int(self._failure_seconds * 1000))
+            await self._redis.delete(f"gw:oauth:{key}:lock")
+            raise
+        payload = secret_encrypt(orjson.dumps([token.value, token.expires_at, token.refresh_at]).decode())
+        ttl = max(1, int((token.expires_at - time.time()) * 1000))
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.set(f"gw:oauth:{key}", payload, px=ttl)
+            pipe.delete(f"gw:oauth:{key}:lock", f"gw:oauth:{key}:error")
+            await pipe.execute()
+        return token
+
+    async def _fetch(self, oauth: OAuthClient) -> _Token:
+        """Ask the token endpoint (client credentials grant); raises CredentialUnavailable."""
+        form = {"grant_type": "client_credentials"}
+        if oauth.scope:
+            form["scope"] = oauth.scope
+        if oauth.audience:
+            form["audience"] = oauth.audience
+        auth: tuple[str, str] | None = None
+        if oauth.client_auth == "client_secret_post":
+            form |= {"client_id": oauth.client_id, "client_secret": oauth.client_secret}
+        else:  # RFC 6749 §2.3.1: both parts form-encoded before they are joined
+            auth = (quote(oauth.client_id, safe=""), quote(oauth.client_secret, safe=""))
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=self._timeout)
+        self.fetches += 1
+        started = time.time()
+        try:
+            response = await self._http.post(oauth.token_url, data=form, auth=auth, headers={"Accept": "application/json"})
+        except httpx.HTTPError as exc:
+            raise CredentialUnavailable(f"the token endpoint cannot be reached ({type(exc).__name__})") from None
+        try:
+            body: Any = response.json()
+        except ValueError:
+            body = None
+        if response.status_code != 200 or not isinstance(body, dict) or not isinstance(body.get("access_token"), str):
+            reason = ""
+            if isinstance(body, dict) and isinstance(body.get("error"), str):
+                reason = f": {body['error']}"
+                if isinstance(body.get("error_description"), str):
+                    reason += f" ({body['error_description'][:200]})"
+            raise CredentialUnavailable(f"the token endpoint answered HTTP {response.status_code}{reason}")
+        if str(body.get("token_type", "bearer")).lower() != "bearer":
+            raise CredentialUnavailable(f"the token endpoint issued a {body.get('token_type')!r} token, not a bearer token")
+        lifetime = body.get("expires_in")
+        if not isinstance(lifetime, int | float) or isinstance(lifetime, bool) or lifetime <= 0:
+            lifetime = self._default_lifetime
+        # Fetch the next one a little ahead: a fifth of the lifetime, at most a minute.
+        return _Token(body["access_token"], started + lifetime, started + lifetime - min(60.0, lifetime / 5))
+
+
+class EgressPlan:
+    """The `Egress` port of one backend as of one configuration snapshot: what each caller's
+    requests carry. `placement` (kind, name, username) says where the value goes; the value is
+    fixed (`fixed`), per caller (`by_key`, `by_subject`, `by_team`, then `fixed` as the default),
+    or an OAuth access token (`oauth`)."""
+
+    def __init__(
+        self,
+        *,
+        backend: str,
+        placement: tuple[str, str, str],
+        fixed: str | None = None,
+        by_key: dict[str, str] | None = None,
+        by_subject: dict[str, str] | None = None,
+        by_team: dict[str, str] | None = None,
+        oauth: OAuthClient | None = None,
+        tokens: OAuthTokens | None = None,
+    ) -> None:
+        self._backend = backend
+        self._kind, self._name, self._username = placement
+        self._per_identity = by_key is not None
+        self._by_key = {name: self._credential(v) for name, v in (by_key or {}).items()}
+        self._by_subject = {name: self._credential(v) for name, v in (by_subject or {}).items()}
+        self._by_team = {name: self._credential(v) for name, v in (by_team or {}).items()}
+        self._fixed = self._credential(fixed) if fixed else None
+        self._oauth = oauth
+        self._tokens = tokens
+        self._headers = {id(c): _headers_of(c) for c in self._all()}
+
+    def _credential(self, value: str) -> Credential:
+        return Credential(kind=self._kind, value=value, name=self._name, username=self._username)  # type: ignore[arg-type]
+
+    def _all(self) -> list[Credential]:
+        found = [*self._by_key.values(), *self._by_subject.values(), *self._by_team.values()]
+        return found + ([self._fixed] if self._fixed else [])
+
+    async def credential(self, principal: Principal | None) -> Credential | None:
+        """What requests on behalf of `principal` carry (None: the gateway's own requests); None
+        when they carry nothing. Raises CredentialUnavailable."""
+        if self._oauth is not None:
+            assert self._tokens is not None
+            return self._credential(await self._tokens.token(self._oauth))
+        if not self._per_identity or principal is None:
+            return self._fixed
+        found = None
+        if principal.issuer is None:
+            found = self._by_key.get(principal.key_name)
+        else:
+            found = self._by_subject.get(principal.key_name)
+        if found is None and principal.team is not None:
+            found = self._by_team.get(principal.team)
+        if found is None:
+            found = self._fixed
+        if found is None:
+            raise CredentialUnavailable(f"no credential for {principal.label} is configured on backend {self._backend!r}")
+        return found
+
+    async def headers(self, principal: Principal | None) -> _Headers:
+        credential = await self.credential(principal)
+        if credential is None:
+            return ()
+        cached = self._headers.get(id(credential))
+        return cached if cached is not None else _headers_of(credential)
+
+
+def _headers_of(credential: Credential) -> _Headers:
+    header = credential.header()
+    return (header,) if header is not None else ()
+
+
+def egress_plan_build(*, backend: Backend, tokens: OAuthTokens | None) -> EgressPlan | None:
+    """The backend's plan (its `credential`, its identities, tenant secret and active spec fetched),
+    or None when it has no credential. A credential that cannot be used (a secret encrypted with
+    keys no longer configured) is logged and its requests go out without one: the backend answers
+    401 and the caller sees that."""
+    stored: EgressCredential | None = getattr(backend, "credential", None)
+    if stored is None:
+        return None
+    schemes = backend_security_schemes(backend=backend) if backend.kind == Backend.Kind.OPENAPI else []
+    kind, name, _ = egress_credential_applied(kind=stored.kind, name=stored.name, schemes=schemes)
+    placement = (kind, name, stored.username)
+    try:
+        secret = secret_decrypt(stored.secret) if stored.secret else None
+        source = stored.source
+        if source == EgressCredential.Source.STATIC:
+            return EgressPlan(backend=backend.name, placement=placement, fixed=secret)
+        if source == EgressCredential.Source.TENANT_SECRET:
+            assert stored.tenant_secret is not None
+            return EgressPlan(backend=backend.name, placement=placement, fixed=secret_decrypt(stored.tenant_secret.value))
+        if source == EgressCredential.Source.PER_IDENTITY:
+            mapped: dict[str, dict[str, str]] = {"key": {}, "subject": {}, "team": {}}
+            for identity in stored.identities.all():
+                mapped[identity.subject_kind][identity.subject_name] = secret_decrypt(identity.secret)
+            return EgressPlan(backend=backend.name, placement=placement, fixed=secret, by_key=mapped["key"],
+                              by_subject=mapped["subject"], by_team=mapped["team"])
+        oauth = OAuthClient(stored.token_url, stored.client_id, secret or "", stored.scope, stored.audience,
+                            stored.client_auth)
+        return EgressPlan(backend=backend.name, placement=placement, oauth=oauth, tokens=tokens)
+    except (SecretUnreadable, ValueError) as exc:
+        log.error("backend %s: unusable credential, requests go out without one: %s", backend, exc)
+        return None
+
