@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -25,6 +26,18 @@ MCP_KINDS = ("", "bearer", "api_key_header", "basic")
 #: What an OAuth access token can be sent as.
 TOKEN_KINDS = ("", "bearer", "api_key_header")
 _SECRET_NAME_MAX = 64
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+#: Headers the gateway writes on MCP requests, or that frame or route them: never a credential's.
+_RESERVED = frozenset({
+    "host", "content-length", "content-type", "transfer-encoding", "connection", "keep-alive", "te", "trailer",
+    "upgrade", "accept", "expect", "mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name",
+    "last-event-id", "traceparent", "tracestate", "baggage",
+})
+
+
+def _reserved_header(name: str) -> bool:
+    low = name.lower()
+    return low in _RESERVED or low.startswith(("mcp-param-", "proxy-"))
 
 
 @dataclass(frozen=True)
@@ -96,6 +109,8 @@ def egress_credential_set(
     if backend.kind == Backend.Kind.MCP and kind not in MCP_KINDS:
         raise ValidationError({"kind": f"an MCP backend takes its credential in a header: use bearer, "
                                        f"api_key_header or basic, not {kind!r}"})
+    if backend.kind == Backend.Kind.MCP and kind == "api_key_header" and _reserved_header(name):
+        raise ValidationError({"name": f"the header {name!r} carries the MCP exchange itself; choose another name"})
     placement = {"kind": kind, "name": name, "username": username}
     shared: TenantSecret | None = None
     if source == EgressCredential.Source.STATIC:
@@ -119,6 +134,9 @@ def egress_credential_set(
             replica_url_validate(token_url)
         except ValidationError as exc:
             raise ValidationError({"token_url": f"token endpoint: {exc.messages[0]}"}) from None
+        if urlsplit(token_url).scheme != "https" and urlsplit(token_url).hostname not in _LOOPBACK:
+            raise ValidationError({"token_url": "the token endpoint must use https (the client secret goes to it); "
+                                                "plain http is for loopback addresses only"})
         if not client_id:
             raise ValidationError({"client_id": "the client id is empty"})
         if client_auth not in EgressCredential.ClientAuth.values:

@@ -133,7 +133,7 @@ def egress_credential_state(*, backend: Backend) -> EgressCredentialState | None
     if stored is None:
         return None
     kind, name, scheme = egress_credential_applied(
-        kind=stored.kind, name=stored.name, schemes=backend_security_schemes(backend=backend)
+        kind=stored.kind, name=stored.name, schemes=egress_schemes(backend=backend, source=stored.source)
     )
     origin = ""
     if not stored.kind:
@@ -159,6 +159,14 @@ def egress_credential_applied(*, kind: str, name: str, schemes: list[dict[str, s
     if not schemes:
         return "bearer", name, ""
     return schemes[0]["kind"], name or schemes[0]["parameter"], schemes[0]["name"]
+
+
+def egress_schemes(*, backend: Backend, source: str) -> list[dict[str, str]]:
+    """The schemes a credential without a kind follows: an OpenAPI spec's, except for OAuth access
+    tokens and on MCP backends, which go as bearer tokens (none to follow)."""
+    if backend.kind != Backend.Kind.OPENAPI or source == EgressCredential.Source.OAUTH:
+        return []
+    return backend_security_schemes(backend=backend)
 
 
 def backend_security_schemes(*, backend: Backend) -> list[dict[str, str]]:

@@ -5,7 +5,7 @@ named in it, so it can be validated without a database."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from apps.gateway.pipeline.policy import RuleSpec
@@ -57,7 +57,7 @@ class TenantSpec:
 @dataclass(frozen=True)
 class TenantSecretSpec:
     name: str
-    secret: str | None = None
+    secret: str | None = field(default=None, repr=False)
     secret_env: str | None = None
 
 
@@ -67,7 +67,7 @@ class IdentitySpec:
 
     subject_kind: str  # key | subject | team
     subject_name: str
-    secret: str | None = None
+    secret: str | None = field(default=None, repr=False)
     secret_env: str | None = None
 
 
@@ -80,7 +80,7 @@ class CredentialSpec:
     kind: str = ""
     name: str = ""
     username: str = ""
-    secret: str | None = None
+    secret: str | None = field(default=None, repr=False)
     secret_env: str | None = None
     remove: bool = False
     source: str = "static"

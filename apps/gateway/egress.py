@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import logging
+import re
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +25,7 @@ import redis.asyncio
 
 from apps.catalog.models import Backend, EgressCredential
 from apps.catalog.openapi import Credential
-from apps.catalog.selectors import backend_security_schemes, egress_credential_applied
+from apps.catalog.selectors import egress_credential_applied, egress_schemes
 from apps.common.secrets import SecretUnreadable, secret_decrypt, secret_encrypt
 from apps.gateway.pipeline.ports import CredentialUnavailable
 from apps.gateway.pipeline.singleflight import SingleFlight
@@ -44,19 +47,23 @@ class OAuthClient:
     audience: str = ""
     client_auth: str = "client_secret_basic"
 
-    @property
-    def cache_id(self) -> str:
-        """Names the token in the shared cache: any change of the client (a rotated secret too)
-        names another token, so no instance keeps using one obtained with the old settings."""
-        parts = (self.token_url, self.client_id, self.client_secret, self.scope, self.audience, self.client_auth)
-        return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:32]
-
 
 @dataclass(frozen=True, slots=True)
 class _Token:
     value: str = field(repr=False)
     expires_at: float  # unix time
     refresh_at: float  # from then on one instance fetches the next one
+
+
+#: Releases the refresh lock only if this instance still holds it (it may have expired and been
+#: taken by another instance meanwhile).
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+_MAX_TOKEN_RESPONSE = 64 * 1024
+_MAX_LIFETIME = 86400.0  # a token said to live longer is fetched again daily anyway
+_BAD_TOKEN = re.compile(r"[\x00-\x20\x7f]").search  # no controls or spaces: it goes into a header
 
 
 class OAuthTokens:
@@ -66,12 +73,14 @@ class OAuthTokens:
     when there is none, wait for the new one. Without Redis each instance fetches its own.
 
     A token endpoint that fails is not asked again for `failure_seconds` by any instance: callers
-    get the same error without adding to the load."""
+    get the same error without adding to the load. `key` keys the cache names (an HMAC of the
+    client's settings, secret included, so that Redis key names reveal nothing of it)."""
 
     def __init__(
         self,
         client: redis.asyncio.Redis | None,
         *,
+        key: bytes = b"",
         timeout: float = 10.0,
         lock_seconds: float = 15.0,
         failure_seconds: float = 5.0,
@@ -79,73 +88,95 @@ class OAuthTokens:
         poll_seconds: float = 0.025,
     ) -> None:
         self._redis = client
-        self._timeout = timeout
+        self._key = key
+        self._timeout = min(timeout, lock_seconds * 0.8)  # a fetch ends well before its lock expires
         self._lock_seconds = lock_seconds
         self._failure_seconds = failure_seconds
         self._default_lifetime = default_lifetime
         self._poll = poll_seconds
         self._tokens: dict[str, _Token] = {}
+        self._failures: dict[str, tuple[float, str]] = {}  # cache id -> (until, error)
         self._flights: SingleFlight[_Token] = SingleFlight()
         self._refreshing: set[str] = set()
         self._http: httpx.AsyncClient | None = None
+        self._release = client.register_script(_RELEASE) if client is not None else None
         self.fetches = 0  # token endpoint requests made by this process (for tests and metrics)
+
+    def cache_id(self, oauth: OAuthClient) -> str:
+        """Names the token in the shared cache: any change of the client (a rotated secret too)
+        names another token, so no instance keeps using one obtained with the old settings."""
+        parts = (oauth.token_url, oauth.client_id, oauth.client_secret, oauth.scope, oauth.audience, oauth.client_auth)
+        return hmac.new(self._key, "\x00".join(parts).encode(), hashlib.sha256).hexdigest()[:32]
 
     async def token(self, oauth: OAuthClient) -> str:
         """A valid access token for `oauth`; raises CredentialUnavailable."""
-        key = oauth.cache_id
+        key = self.cache_id(oauth)
         token = self._tokens.get(key)
         now = time.time()
         if token is not None and now < token.expires_at:
             if now >= token.refresh_at and key not in self._refreshing:
                 self._refreshing.add(key)
-                asyncio.get_running_loop().create_task(self._refresh(oauth, token))
+                asyncio.get_running_loop().create_task(self._refresh(oauth, key, token))
             return token.value
-        return (await self._flights.run(key, lambda: self._obtain(oauth, stale=None))).value
+        failed = self._failures.get(key)
+        if failed is not None and now < failed[0]:
+            raise CredentialUnavailable(failed[1])
+        return (await self._flights.run(key, lambda: self._obtain(oauth, key, stale=None))).value
 
-    async def _refresh(self, oauth: OAuthClient, stale: _Token) -> None:
+    async def _refresh(self, oauth: OAuthClient, key: str, stale: _Token) -> None:
         try:
-            await self._flights.run(oauth.cache_id, lambda: self._obtain(oauth, stale=stale))
+            # A flight of its own: a caller whose token has expired meanwhile must not be handed
+            # the stale one this refresh may fall back to.
+            await self._flights.run(f"{key}:refresh", lambda: self._obtain(oauth, key, stale=stale))
         except CredentialUnavailable as exc:
             log.warning("refreshing the access token from %s failed: %s", oauth.token_url, exc)
+            # Try again when the failure has passed, still before the current token expires.
+            self._tokens[key] = _Token(stale.value, stale.expires_at, time.time() + self._failure_seconds)
         finally:
-            self._refreshing.discard(oauth.cache_id)
+            self._refreshing.discard(key)
 
-    async def _obtain(self, oauth: OAuthClient, *, stale: _Token | None) -> _Token:
+    async def _obtain(self, oauth: OAuthClient, key: str, *, stale: _Token | None) -> _Token:
         """A fresh token from the shared cache, else fetched under the fleet-wide lock. `stale`: the
         still-valid token a background refresh replaces (kept while another instance refreshes)."""
-        key = oauth.cache_id
         if self._redis is None:
-            return self._keep(key, await self._fetch(oauth))
+            return self._keep(key, await self._fetch_remembering(oauth, key))
         try:
             shared = await self._shared(key)
             if shared is not None and (stale is None or shared.refresh_at > time.time()):
                 return self._keep(key, shared)
             deadline = time.monotonic() + self._lock_seconds
+            owner = secrets.token_hex(8)
             while True:
-                if await self._redis.set(f"gw:oauth:{key}:lock", "1", nx=True, px=int(self._lock_seconds * 1000)):
+                failure = await self._redis.get(f"gw:oauth:{key}:error")
+                if failure is not None:
+                    self._failures[key] = (time.time() + self._failure_seconds, failure.decode())
+                    raise CredentialUnavailable(failure.decode())
+                if await self._redis.set(f"gw:oauth:{key}:lock", owner, nx=True, px=int(self._lock_seconds * 1000)):
                     shared = await self._shared(key)  # another instance may have just finished
-                    if shared is not None and shared.refresh_at > time.time():
-                        await self._redis.delete(f"gw:oauth:{key}:lock")
-                        return self._keep(key, shared)
-                    return self._keep(key, await self._fetch_and_share(oauth))
-                if stale is not None:  # another instance refreshes; the current token still serves
-                    self._tokens[key] = _Token(stale.value, stale.expires_at, min(stale.expires_at, time.time() + 1))
-                    return stale
+                    if shared is None or shared.refresh_at <= time.time():
+                        shared = await self._fetch_and_share(oauth, key, owner)
+                    else:
+                        await self._release(keys=[f"gw:oauth:{key}:lock"], args=[owner])
+                    return self._keep(key, shared)
+                if stale is not None and stale.expires_at > time.time():
+                    # Another instance refreshes; the current token serves, and is looked at again soon.
+                    return self._keep(key, _Token(stale.value, stale.expires_at, min(stale.expires_at, time.time() + 1)))
                 await asyncio.sleep(self._poll)
                 shared = await self._shared(key)
                 if shared is not None:
                     return self._keep(key, shared)
-                failure = await self._redis.get(f"gw:oauth:{key}:error")
-                if failure is not None:
-                    raise CredentialUnavailable(failure.decode())
                 if time.monotonic() > deadline:
                     raise CredentialUnavailable("no access token: another gateway instance is still fetching one")
         except (redis.RedisError, OSError) as exc:
             log.warning("OAuth token cache unreachable (%s); fetching a token for this instance alone", exc)
-            return self._keep(key, await self._fetch(oauth))
+            return self._keep(key, await self._fetch_remembering(oauth, key))
 
     def _keep(self, key: str, token: _Token) -> _Token:
+        if len(self._tokens) > 1000:  # clients come and go with configuration changes
+            now = time.time()
+            self._tokens = {k: t for k, t in self._tokens.items() if t.expires_at > now}
         self._tokens[key] = token
+        self._failures.pop(key, None)
         return token
 
     async def _shared(self, key: str) -> _Token | None:
@@ -159,21 +190,29 @@ class OAuthTokens:
             return None  # written with other keys; fetch a new one
         return _Token(value, expires_at, refresh_at) if expires_at > time.time() else None
 
-    async def _fetch_and_share(self, oauth: OAuthClient) -> _Token:
-        assert self._redis is not None
-        key = oauth.cache_id
+    async def _fetch_remembering(self, oauth: OAuthClient, key: str) -> _Token:
         try:
-            token = await self._fetch(oauth)
+            return await self._fetch(oauth)
         except CredentialUnavailable as exc:
-            await self._redis.set(f"gw:oauth:{key}:error", str(exc), px=int(self._failure_seconds * 1000))
-            await self._redis.delete(f"gw:oauth:{key}:lock")
+            self._failures[key] = (time.time() + self._failure_seconds, str(exc))
+            raise
+
+    async def _fetch_and_share(self, oauth: OAuthClient, key: str, owner: str) -> _Token:
+        assert self._redis is not None and self._release is not None
+        lock = f"gw:oauth:{key}:lock"
+        try:
+            token = await self._fetch_remembering(oauth, key)
+        except CredentialUnavailable as exc:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.set(f"gw:oauth:{key}:error", str(exc), px=int(self._failure_seconds * 1000))
+                # Held on through the failure: no instance asks the endpoint again before it passes.
+                pipe.pexpire(lock, int(self._failure_seconds * 1000))
+                await pipe.execute()
             raise
         payload = secret_encrypt(orjson.dumps([token.value, token.expires_at, token.refresh_at]).decode())
         ttl = max(1, int((token.expires_at - time.time()) * 1000))
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.set(f"gw:oauth:{key}", payload, px=ttl)
-            pipe.delete(f"gw:oauth:{key}:lock", f"gw:oauth:{key}:error")
-            await pipe.execute()
+        await self._redis.set(f"gw:oauth:{key}", payload, px=ttl)
+        await self._release(keys=[lock], args=[owner])
         return token
 
     async def _fetch(self, oauth: OAuthClient) -> _Token:
@@ -193,27 +232,36 @@ class OAuthTokens:
         self.fetches += 1
         started = time.time()
         try:
-            response = await self._http.post(oauth.token_url, data=form, auth=auth, headers={"Accept": "application/json"})
-        except httpx.HTTPError as exc:
+            async with asyncio.timeout(self._timeout):
+                response = await self._http.post(
+                    oauth.token_url, data=form, auth=auth, headers={"Accept": "application/json"}
+                )
+        except (httpx.HTTPError, TimeoutError) as exc:
             raise CredentialUnavailable(f"the token endpoint cannot be reached ({type(exc).__name__})") from None
-        try:
-            body: Any = response.json()
-        except ValueError:
-            body = None
-        if response.status_code != 200 or not isinstance(body, dict) or not isinstance(body.get("access_token"), str):
+        body: Any = None
+        if len(response.content) <= _MAX_TOKEN_RESPONSE:
+            try:
+                body = response.json()
+            except ValueError:
+                pass
+        token = body.get("access_token") if isinstance(body, dict) else None
+        if response.status_code != 200 or not isinstance(token, str):
             reason = ""
             if isinstance(body, dict) and isinstance(body.get("error"), str):
-                reason = f": {body['error']}"
+                reason = f": {body['error'][:100]}"
                 if isinstance(body.get("error_description"), str):
                     reason += f" ({body['error_description'][:200]})"
             raise CredentialUnavailable(f"the token endpoint answered HTTP {response.status_code}{reason}")
         if str(body.get("token_type", "bearer")).lower() != "bearer":
             raise CredentialUnavailable(f"the token endpoint issued a {body.get('token_type')!r} token, not a bearer token")
+        if not token or len(token) > 16 * 1024 or _BAD_TOKEN(token):
+            raise CredentialUnavailable("the token endpoint issued an access token that cannot be sent in a header")
         lifetime = body.get("expires_in")
         if not isinstance(lifetime, int | float) or isinstance(lifetime, bool) or lifetime <= 0:
             lifetime = self._default_lifetime
+        lifetime = min(float(lifetime), _MAX_LIFETIME)
         # Fetch the next one a little ahead: a fifth of the lifetime, at most a minute.
-        return _Token(body["access_token"], started + lifetime, started + lifetime - min(60.0, lifetime / 5))
+        return _Token(token, started + lifetime, started + lifetime - min(60.0, lifetime / 5))
 
 
 class EgressPlan:
@@ -248,6 +296,12 @@ class EgressPlan:
     def _credential(self, value: str) -> Credential:
         return Credential(kind=self._kind, value=value, name=self._name, username=self._username)  # type: ignore[arg-type]
 
+    def _token_credential(self, token: str) -> Credential:
+        try:
+            return self._credential(token)
+        except ValueError:  # checked when fetched; this guards the header all the same
+            raise CredentialUnavailable("the access token cannot be sent in a header") from None
+
     def _all(self) -> list[Credential]:
         found = [*self._by_key.values(), *self._by_subject.values(), *self._by_team.values()]
         return found + ([self._fixed] if self._fixed else [])
@@ -257,7 +311,7 @@ class EgressPlan:
         when they carry nothing. Raises CredentialUnavailable."""
         if self._oauth is not None:
             assert self._tokens is not None
-            return self._credential(await self._tokens.token(self._oauth))
+            return self._token_credential(await self._tokens.token(self._oauth))
         if not self._per_identity or principal is None:
             return self._fixed
         found = None
@@ -294,8 +348,9 @@ def egress_plan_build(*, backend: Backend, tokens: OAuthTokens | None) -> Egress
     stored: EgressCredential | None = getattr(backend, "credential", None)
     if stored is None:
         return None
-    schemes = backend_security_schemes(backend=backend) if backend.kind == Backend.Kind.OPENAPI else []
-    kind, name, _ = egress_credential_applied(kind=stored.kind, name=stored.name, schemes=schemes)
+    kind, name, _ = egress_credential_applied(
+        kind=stored.kind, name=stored.name, schemes=egress_schemes(backend=backend, source=stored.source)
+    )
     placement = (kind, name, stored.username)
     try:
         secret = secret_decrypt(stored.secret) if stored.secret else None

@@ -54,7 +54,7 @@ def gateway() -> Gateway:
         instance = Gateway(
             directory=SnapshotDirectory(
                 client, check_seconds=settings.GATEWAY_SNAPSHOT_CHECK_SECONDS, http=OpenApiHttp(),
-                tokens=OAuthTokens(client),
+                tokens=OAuthTokens(client, key=derived_key(settings.SECRET_KEY, b"mcp-gateway oauth token cache v1")),
             ),
             sessions=RedisSessionStore(
                 client,

@@ -5,7 +5,8 @@
                      (client_secret_post). Issues `oauth-token-<n>`, valid `--lifetime` seconds;
                      a bad client gets 401 {"error": "invalid_client"}.
     GET /__stats     {"issued": n, "requests": [form fields and how the client authenticated]}
-    POST /__config   {"lifetime": s, "delay": s, "fail": bool}: change what the next requests get
+    POST /__config   {"lifetime": s, "delay": s, "fail": bool, "bad": bool}: change what the next
+                     requests get (`bad`: a token with a line break in it)
 
 Run: python -m tests.backends.token_server --port N --client-id gw --client-secret s3cret"""
 
@@ -22,7 +23,7 @@ import uvicorn
 
 from tests.backends.asgi import read_body
 
-state: dict[str, Any] = {"issued": 0, "requests": [], "lifetime": 3600, "delay": 0.0, "fail": False}
+state: dict[str, Any] = {"issued": 0, "requests": [], "lifetime": 3600, "delay": 0.0, "fail": False, "bad": False}
 
 
 async def _reply(send: Any, status: int, payload: object) -> None:
@@ -60,7 +61,8 @@ def build(client_id: str, client_secret: str) -> Any:
         if given != (client_id, client_secret):
             return await _reply(send, 401, {"error": "invalid_client", "error_description": "bad client credentials"})
         state["issued"] += 1
-        return await _reply(send, 200, {"access_token": f"oauth-token-{state['issued']}", "token_type": "Bearer",
+        token = f"oauth-token-{state['issued']}" + ("\r\nX-Injected: 1" if state["bad"] else "")
+        return await _reply(send, 200, {"access_token": token, "token_type": "Bearer",
                                         "expires_in": state["lifetime"]})
 
     return app

@@ -13,6 +13,7 @@ from django.db import connection
 from apps.catalog.credentials import IdentitySecret, egress_credential_set, tenant_secret_delete, tenant_secret_set
 from apps.catalog.models import Backend, EgressCredential, SpecVersion
 from apps.catalog.openapi import Credential
+from apps.catalog.selectors import egress_credential_state
 from apps.catalog.specs import spec_upload
 from apps.common.secrets import secret_decrypt
 from apps.gateway.egress import EgressPlan, egress_plan_build
@@ -80,6 +81,9 @@ def test_an_mcp_backend_takes_a_header_credential_and_bearer_when_no_kind_is_giv
     assert headers(backend) == (("Authorization", "Basic Z3c6cHc="),)
     with pytest.raises(ValidationError, match="in a header"):
         egress_credential_set(backend=backend, kind="api_key_query", name="key", secret="k")
+    for reserved in ("Mcp-Session-Id", "content-type", "traceparent", "mcp-param-region"):
+        with pytest.raises(ValidationError, match="carries the MCP exchange itself"):
+            egress_credential_set(backend=backend, kind="api_key_header", name=reserved, secret="k")
     assert EgressCredential.objects.get(backend=backend).kind == "basic"  # the old one stays
 
 
@@ -100,6 +104,8 @@ def test_an_mcp_backend_takes_a_header_credential_and_bearer_when_no_kind_is_giv
         ({"source": "per_identity", "identities": [IdentitySecret("team", "ops", "")]}, "team:ops is empty"),
         ({"source": "oauth_client_credentials", "token_url": "ftp://x", "client_id": "c", "secret": "s"}, "token endpoint"),
         ({"source": "oauth_client_credentials", "token_url": "https://idp.example/token", "secret": "s"}, "client id"),
+        ({"source": "oauth_client_credentials", "token_url": "http://idp.example/token", "client_id": "c",
+          "secret": "s"}, "must use https"),
         ({"source": "oauth_client_credentials", "token_url": "https://idp.example/token", "client_id": "c",
           "secret": "s", "kind": "basic"}, "bearer or api_key_header"),
     ],
@@ -159,3 +165,13 @@ def test_per_identity_credentials_go_by_key_then_token_subject_then_team_then_de
     assert value(caller("stranger")) == "default"
     assert value(None) == "default"
     assert EgressCredential.objects.get(backend=backend).identities.count() == 1  # replaced, not added
+
+
+def test_an_oauth_token_goes_as_a_bearer_token_whatever_the_spec_says(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    with django_capture_on_commit_callbacks(execute=True):
+        spec_upload(backend=backend, document=as_json(service_spec()), filename="spec.json")  # an API key scheme
+    egress_credential_set(backend=backend, source="oauth_client_credentials", token_url="https://idp.example/token",
+                          client_id="gateway", secret="s")
+    state = egress_credential_state(backend=backend)
+    assert (state.applied_kind, state.applied_name) == ("bearer", "")  # not the spec's api_key_header

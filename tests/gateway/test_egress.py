@@ -164,7 +164,7 @@ def client_for(token_url: str, **overrides: str) -> OAuthClient:
 
 
 def configure(token_url: str, **values: object) -> None:
-    httpx.post(f"{token_url}/__config", json={"lifetime": 3600, "delay": 0.0, "fail": False, **values})
+    httpx.post(f"{token_url}/__config", json={"lifetime": 3600, "delay": 0.0, "fail": False, "bad": False, **values})
 
 
 def token_requests(token_url: str, oauth: OAuthClient) -> int:
@@ -174,7 +174,7 @@ def token_requests(token_url: str, oauth: OAuthClient) -> int:
 @pytest.fixture
 async def instances() -> Any:
     clients = [redis.asyncio.Redis.from_url(settings.REDIS_URL) for _ in range(2)]
-    yield [OAuthTokens(client, poll_seconds=0.01) for client in clients]
+    yield [OAuthTokens(client, key=b"test", poll_seconds=0.01, failure_seconds=1.0) for client in clients]
     for client in clients:
         await client.aclose()
 
@@ -202,7 +202,18 @@ async def test_a_failing_token_endpoint_is_asked_once_and_its_error_reported(
     answers = await asyncio.gather(*(instances[i % 2].token(oauth) for i in range(20)), return_exceptions=True)
     assert all(isinstance(a, CredentialUnavailable) and "HTTP 503: temporarily_unavailable" in str(a) for a in answers)
     assert token_requests(token_url, oauth) == 1
+    # Later callers, on an instance that has not seen the failure too, get it from the shared cache.
+    client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+    with pytest.raises(CredentialUnavailable, match="HTTP 503"):
+        await OAuthTokens(client, key=b"test").token(oauth)
+    await client.aclose()
+    with pytest.raises(CredentialUnavailable, match="HTTP 503"):
+        await instances[1].token(oauth)
+    assert token_requests(token_url, oauth) == 1
     configure(token_url)
+    await asyncio.sleep(1.1)  # the failure has passed: the endpoint is asked again
+    assert (await instances[1].token(oauth)).startswith("oauth-token-")
+    assert token_requests(token_url, oauth) == 2
     with pytest.raises(CredentialUnavailable, match=r"HTTP 401: invalid_client \(bad client credentials\)"):
         await instances[0].token(client_for(token_url, client_secret="wrong"))
     posted = client_for(token_url, client_auth="client_secret_post")
@@ -216,3 +227,10 @@ async def test_without_redis_each_instance_fetches_its_own_token(token_url: str)
     oauth = client_for(token_url)
     assert (await OAuthTokens(unreachable).token(oauth)).startswith("oauth-token-")
     await unreachable.aclose()
+
+
+async def test_a_token_that_cannot_go_in_a_header_is_refused(instances: list[OAuthTokens], token_url: str) -> None:
+    configure(token_url, bad=True)
+    with pytest.raises(CredentialUnavailable, match="cannot be sent in a header"):
+        await instances[0].token(client_for(token_url))
+    configure(token_url)
