@@ -53,8 +53,11 @@ def access_policy_clear(*, virtual_host: VirtualHost) -> None:
 
 def limits_editable_check(*, tenant: Tenant) -> None:
     """Raise the ValidationError that names the plan when the tenant's plan forbids editing its
-    limits. Read from the database, not from `tenant`, which may predate a plan change."""
-    plan = Plan.objects.filter(tenants__pk=tenant.pk).first()
+    limits. Read from the database, not from `tenant`, which may predate a plan change, with the
+    tenant's row locked until the caller's transaction ends: a plan change cannot slip in between
+    this check and the edit (`tenant_plan_set` waits for it)."""
+    plan_id = Tenant.objects.select_for_update().filter(pk=tenant.pk).values_list("plan_id", flat=True).first()
+    plan = Plan.objects.filter(pk=plan_id).first() if plan_id is not None else None
     if plan is not None and not plan.limits_editable:
         raise ValidationError(
             f"tenant {tenant.slug!r} is on plan {plan.name!r}, which does not allow editing its rate limits, "
@@ -70,6 +73,7 @@ def _subject_check(tenant: Tenant, scope: str, name: str, what: str) -> None:
         raise ValidationError(f"tenant {tenant.slug!r} has no {scope} {name!r}")
 
 
+@transaction.atomic
 def rate_limit_set(*, tenant: Tenant, scope: str, name: str, limit: int, window_seconds: int) -> RateLimit:
     """Limit a key (`scope="key"`, by name) or a team (by slug) of `tenant` to `limit` routed calls per
     `window_seconds`; replaces the subject's previous limit."""
@@ -84,6 +88,7 @@ def rate_limit_set(*, tenant: Tenant, scope: str, name: str, limit: int, window_
     return rate_limit
 
 
+@transaction.atomic
 def rate_limit_clear(*, tenant: Tenant, scope: str, name: str) -> None:
     limits_editable_check(tenant=tenant)
     RateLimit.objects.filter(tenant=tenant, scope=scope, name=name).delete()
@@ -97,6 +102,7 @@ def budget_caps_check(*, daily: int | None, monthly: int | None, what: str = "bu
             raise ValidationError(f"{what}: {period} must be a whole number from 0 to {UNITS_MAX}, or absent")
 
 
+@transaction.atomic
 def budget_set(*, tenant: Tenant, scope: str, name: str, daily: int | None, monthly: int | None) -> Budget:
     """Let a key (`scope="key"`, by name) or a team (by slug) of `tenant` spend at most `daily` cost
     units per UTC day and `monthly` per UTC month (None: no cap for that period; at least one is
@@ -113,6 +119,7 @@ def budget_set(*, tenant: Tenant, scope: str, name: str, daily: int | None, mont
     return budget
 
 
+@transaction.atomic
 def budget_clear(*, tenant: Tenant, scope: str, name: str) -> None:
     """Remove the subject's budget: only the plan's caps, if any, still apply to it."""
     limits_editable_check(tenant=tenant)
@@ -138,6 +145,7 @@ def tool_costs_set(*, virtual_host: VirtualHost, costs: Sequence[ToolCostSpec]) 
     return created
 
 
+@transaction.atomic
 def tool_costs_clear(*, virtual_host: VirtualHost) -> None:
     """Every call on the host costs 1 unit again."""
     tool_costs_set(virtual_host=virtual_host, costs=[])

@@ -92,6 +92,7 @@ def tenant_plan_set(*, tenant: Tenant, plan: Plan | None) -> Tenant:
     the tenant's current plan says about editing limits."""
     if tenant.plan_id != (plan.pk if plan else None):
         tenant.plan = plan
+        # An UPDATE: it waits for a limits edit that holds the row (`limits_editable_check`).
         tenant.save(update_fields=["plan", "updated_at"])
         config_version_bump(tenant_id=tenant.pk)
     return tenant
