@@ -5,7 +5,10 @@ the part of the code it was spent in.
     .venv/bin/python -m bench.profile_call [--era modern|legacy] [--target mcp|openapi] [--calls N] [--raw FILE]
 
 `--target openapi` calls the `getPet` tool of an OpenAPI backend (bench/openapi_call.py's setup)
-instead of the demo MCP server's `add`."""
+instead of the demo MCP server's `add`; `--target guarded` calls `add` through the whole policy path
+(bench/policy_path.py's guarded host: access policy with CEL, rate limits and budgets, tool costs,
+per-caller egress credential, hashed audit arguments); `--target limited` through its host with
+rate limits only (the Redis round trip, nothing else), for comparison."""
 
 from __future__ import annotations
 
@@ -32,6 +35,11 @@ CATEGORIES = [
     ("openapi: result shaping", "shape_result"),
     ("openapi: output schema check", "check_structured"),
     ("configuration snapshot", "SnapshotDirectory"),
+    ("rate limits and budgets (Redis)", "RedisRateLimiter"),
+    ("access policy", "policy.py"),
+    ("host lists (policy views)", "HostLists"),
+    ("audit arguments", "arguments_kept"),
+    ("egress credential", "egress"),
     ("sessions (Redis)", "RedisSessionStore"),
     ("upstream HTTP client", "HttpPool"),
     ("upstream SSE parsing", "UpstreamReply.events"),
@@ -83,7 +91,7 @@ async def drive(caller: Caller, calls: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--era", choices=["modern", "legacy"], default="modern")
-    parser.add_argument("--target", choices=["mcp", "openapi"], default="mcp")
+    parser.add_argument("--target", choices=["mcp", "openapi", "guarded", "limited"], default="mcp")
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--raw", type=Path, help="keep py-spy's raw samples here (for flame graphs)")
     args = parser.parse_args()
@@ -94,6 +102,14 @@ def main() -> None:
             openapi_call.configure(f"http://127.0.0.1:{demo_port}", Path(folder))
         path, key = "bench-rest/rest", openapi_call.KEY
         params: dict[str, object] = {"name": "getPet", "arguments": openapi_call.ARGUMENTS}
+    elif args.target in ("guarded", "limited"):
+        from bench import policy_path
+
+        backend = backend_argv("scripts.demo_server", demo_port)
+        policy_path.configure(f"http://127.0.0.1:{demo_port}/mcp")
+        path, key = {"guarded": ("bench-policy/guarded", policy_path.KEY),
+                     "limited": ("bench-limits/limited", policy_path.LIMITS_KEY)}[args.target]
+        params = {"name": "add", "arguments": {"a": 1, "b": 2}}
     else:
         backend = backend_argv("scripts.demo_server", demo_port)
         apply_config(f"http://127.0.0.1:{demo_port}/mcp", f"http://127.0.0.1:{many_port}/mcp")
