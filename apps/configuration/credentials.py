@@ -110,17 +110,24 @@ def _identities(checks: FieldChecks, raw: Any, path: str) -> tuple[IdentitySpec,
             checks.add(where, "name exactly one of 'key', 'subject' and 'team'")
             continue
         name = checks.text(fields[subjects[0]], f"{where}.{subjects[0]}", max_length=_TEXT_MAX_LENGTH)
-        if ("secret" in fields) == ("secret_env" in fields):
-            checks.add(where, "give exactly one of 'secret' and 'secret_env'")
-        secret, secret_env = fields.get("secret"), fields.get("secret_env")
-        for field, value in (("secret", secret), ("secret_env", secret_env)):
-            if value is not None and not isinstance(value, str):
-                checks.add(f"{where}.{field}", "must be a string")
+        secret, secret_env = _one_secret(checks, fields, where)
         if any(s.subject_kind == subjects[0] and s.subject_name == name for s in found):
             checks.add(where, f"{subjects[0]} {name!r} is listed twice")
-        found.append(IdentitySpec(subjects[0], name, secret if isinstance(secret, str) else None,
-                                  secret_env if isinstance(secret_env, str) else None))
+        found.append(IdentitySpec(subjects[0], name, secret, secret_env))
     return tuple(found)
+
+
+def _one_secret(checks: FieldChecks, fields: dict[str, Any], where: str) -> tuple[str | None, str | None]:
+    """(secret, secret_env) of an entry that must give exactly one of them, as strings."""
+    if ("secret" in fields) == ("secret_env" in fields):
+        checks.add(where, "give exactly one of 'secret' and 'secret_env'")
+    found: list[str | None] = []
+    for field in ("secret", "secret_env"):
+        value = fields.get(field)
+        if value is not None and not isinstance(value, str):
+            checks.add(f"{where}.{field}", "must be a string")
+        found.append(value if isinstance(value, str) else None)
+    return found[0], found[1]
 
 
 def tenant_secrets_check(checks: FieldChecks, raw: Any, path: str) -> tuple[TenantSecretSpec, ...]:
@@ -133,16 +140,10 @@ def tenant_secrets_check(checks: FieldChecks, raw: Any, path: str) -> tuple[Tena
             continue
         name = checks.text(fields.get("name"), f"{where}.name", max_length=64, validator=name_validator,
                            what="secret name")
-        if ("secret" in fields) == ("secret_env" in fields):
-            checks.add(where, "give exactly one of 'secret' and 'secret_env'")
-        secret, secret_env = fields.get("secret"), fields.get("secret_env")
-        for field, value in (("secret", secret), ("secret_env", secret_env)):
-            if value is not None and not isinstance(value, str):
-                checks.add(f"{where}.{field}", "must be a string")
+        secret, secret_env = _one_secret(checks, fields, where)
         if any(s.name == name for s in found):
             checks.add(f"{where}.name", f"duplicate secret {name!r}")
-        found.append(TenantSecretSpec(name, secret if isinstance(secret, str) else None,
-                                      secret_env if isinstance(secret_env, str) else None))
+        found.append(TenantSecretSpec(name, secret, secret_env))
     return tuple(found)
 
 
