@@ -7,7 +7,6 @@ problems with the document path; the caller then rolls everything back."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,9 +17,7 @@ from apps.catalog.models import Backend, VirtualHost
 from apps.catalog.selectors import backend_list, virtual_host_list
 from apps.catalog.services import (
     ToolTarget,
-    backend_create,
     backend_delete,
-    backend_update,
     mount_delete,
     mount_set,
     tool_alias_delete,
@@ -29,9 +26,9 @@ from apps.catalog.services import (
     virtual_host_delete,
     virtual_host_update,
 )
-from apps.catalog.specs import spec_upload
+from apps.configuration.backends import backend_reconcile
 from apps.configuration.budgets import budget_reconcile, budgets_prune, tool_costs_prune, tool_costs_reconcile
-from apps.configuration.credentials import credential_reconcile, tenant_secret_reconcile, tenant_secrets_prune
+from apps.configuration.credentials import tenant_secret_reconcile, tenant_secrets_prune
 from apps.configuration.document import (
     BackendSpec,
     BudgetSpec,
@@ -236,67 +233,12 @@ class Reconciler:
         tenant = self._tenants.get(spec.tenant)
         if tenant is None:
             return
-        name = f"{spec.tenant}/{spec.name}"
-        backend = backend_list(tenant=tenant).filter(name=spec.name).first()
         with self._reporting(path):
-            if backend is None:
-                backend = backend_create(
-                    tenant=tenant, name=spec.name, urls=spec.urls, kind=spec.kind,
-                    transport=spec.transport, timeout_seconds=spec.timeout_seconds, base_url=spec.base_url,
-                    tool_name_max_length=spec.tool_name_max_length, include_deprecated=spec.include_deprecated,
-                )
-                details = self._openapi_parts(backend, spec, path)
-                self._record(Action.CREATED, "backend", name, details)
-            else:
-                current = {
-                    "kind": backend.kind,
-                    "transport": backend.transport,
-                    "urls": tuple(r.url for r in backend.replicas.all()),
-                    "timeout_seconds": backend.timeout_seconds,
-                    "base_url": backend.base_url,
-                    "tool_name_max_length": backend.tool_name_max_length,
-                    "include_deprecated": backend.include_deprecated,
-                }
-                wanted = {
-                    "kind": spec.kind,
-                    "transport": spec.transport,
-                    "urls": spec.urls,
-                    "timeout_seconds": spec.timeout_seconds,
-                    "base_url": spec.base_url,
-                    "tool_name_max_length": spec.tool_name_max_length,
-                    "include_deprecated": spec.include_deprecated,
-                }
-                details = [field for field in current if current[field] != wanted[field]]
-                if details:
-                    backend_update(
-                        backend=backend, kind=spec.kind, transport=spec.transport, urls=spec.urls,
-                        timeout_seconds=spec.timeout_seconds, base_url=spec.base_url,
-                        tool_name_max_length=spec.tool_name_max_length, include_deprecated=spec.include_deprecated,
-                    )
-                details += self._openapi_parts(backend, spec, path)
-                self._record(Action.UPDATED if details else Action.UNCHANGED, "backend", name, details)
+            backend, change = backend_reconcile(
+                tenant=tenant, spec=spec, base_dir=self.base_dir, uploaded=self.uploaded
+            )
+            self.changes.append(change)
             self._backends[(spec.tenant, spec.name)] = backend
-
-    def _openapi_parts(self, backend: Backend, spec: BackendSpec, path: str) -> list[str]:
-        """Upload the spec file when it differs from the latest upload, and set the credential
-        when it differs from the stored one. Returns what changed."""
-        details: list[str] = []
-        if spec.spec is not None:
-            file = Path(spec.spec)
-            if not file.is_absolute() and self.base_dir is not None:
-                file = self.base_dir / file
-            try:
-                document = file.read_bytes()
-            except OSError as error:
-                raise ValidationError({"spec": f"cannot read {str(file)!r}: {error.strerror}"}) from None
-            latest = backend.spec_versions.order_by("-number").values_list("sha256", flat=True).first()
-            if latest != hashlib.sha256(document).hexdigest():
-                version = spec_upload(backend=backend, document=document, filename=file.name, uploaded_by="config")
-                self.uploaded.append(version.pk)
-                details.append(f"spec v{version.number} uploaded")
-        if (change := credential_reconcile(backend=backend, spec=spec.credential)) is not None:
-            details.append(change)
-        return details
 
     # --- virtual hosts -------------------------------------------------------------------------
     def _virtual_host(self, spec: VirtualHostSpec, path: str) -> None:
