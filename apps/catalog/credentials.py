@@ -43,11 +43,12 @@ def _reserved_header(name: str) -> bool:
 @dataclass(frozen=True)
 class IdentitySecret:
     """The credential of one caller of a `per_identity` backend: a key (by name), a token subject
-    or a team (by slug)."""
+    (of `issuer`'s tokens, or of any of the tenant's issuers when it is empty) or a team (by slug)."""
 
     subject_kind: str
     subject_name: str
     secret: str = field(repr=False)
+    issuer: str = ""
 
 
 def _check_value(value: str, what: str, *, kind: str = "bearer", name: str = "", username: str = "") -> None:
@@ -60,16 +61,22 @@ def _check_value(value: str, what: str, *, kind: str = "bearer", name: str = "",
 
 
 def _check_identities(identities: Sequence[IdentitySecret], **placement: str) -> None:
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     for identity in identities:
         where = f"{identity.subject_kind}:{identity.subject_name}"
+        if identity.issuer:
+            where += f" of {identity.issuer}"
         if identity.subject_kind not in EgressIdentity.Subject.values:
             raise ValidationError({"identities": f"unknown subject kind {identity.subject_kind!r}; use key, subject or team"})
         if not identity.subject_name or len(identity.subject_name) > 500:
             raise ValidationError({"identities": f"{where}: the name must be 1-500 characters"})
-        if (identity.subject_kind, identity.subject_name) in seen:
+        if identity.issuer and identity.subject_kind != EgressIdentity.Subject.SUBJECT:
+            raise ValidationError({"identities": f"{where}: only token subject entries name an issuer"})
+        if len(identity.issuer) > 500:
+            raise ValidationError({"identities": f"{where}: the issuer must be at most 500 characters"})
+        if (identity.subject_kind, identity.issuer, identity.subject_name) in seen:
             raise ValidationError({"identities": f"{where} is listed twice"})
-        seen.add((identity.subject_kind, identity.subject_name))
+        seen.add((identity.subject_kind, identity.issuer, identity.subject_name))
         _check_value(identity.secret, f"the secret of {where}", **placement)
 
 
@@ -157,7 +164,7 @@ def egress_credential_set(
     if source == EgressCredential.Source.PER_IDENTITY:
         EgressIdentity.objects.bulk_create(
             EgressIdentity(credential=credential, subject_kind=i.subject_kind, subject_name=i.subject_name,
-                           secret=secret_encrypt(i.secret))
+                           issuer=i.issuer, secret=secret_encrypt(i.secret))
             for i in identities
         )
     config_version_bump(tenant_id=backend.tenant_id)

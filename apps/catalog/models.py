@@ -200,16 +200,23 @@ class EgressIdentity(models.Model):
     credential = models.ForeignKey(EgressCredential, on_delete=models.CASCADE, related_name="identities")
     subject_kind = models.CharField(max_length=8, choices=Subject.choices)
     subject_name = models.CharField(max_length=500)
+    issuer = models.CharField(
+        max_length=500, blank=True,
+        help_text="Token subjects only: the issuer whose tokens the entry is for; empty: any of the tenant's.",
+    )
     secret = models.TextField(help_text="Encrypted.")
 
     class Meta:
-        ordering = ["credential", "subject_kind", "subject_name"]
+        ordering = ["credential", "subject_kind", "issuer", "subject_name"]
         constraints = [
-            models.UniqueConstraint(fields=["credential", "subject_kind", "subject_name"], name="egress_identity_unique"),
+            models.UniqueConstraint(
+                fields=["credential", "subject_kind", "issuer", "subject_name"], name="egress_identity_unique"
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.subject_kind}:{self.subject_name}"
+        issuer = f"@{self.issuer}" if self.issuer else ""
+        return f"{self.subject_kind}:{self.subject_name}{issuer}"
 
 
 class SpecVersion(models.Model):

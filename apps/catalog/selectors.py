@@ -119,7 +119,7 @@ class EgressCredentialState:
     updated_at: datetime
     source: str = "static"
     tenant_secret: str = ""  # source tenant_secret: the secret's name
-    identities: tuple[dict[str, str], ...] = ()  # per_identity: [{subject_kind, subject_name}]
+    identities: tuple[dict[str, str], ...] = ()  # per_identity: [{subject_kind, subject_name, issuer}]
     oauth: dict[str, str] | None = None  # oauth_client_credentials: token_url, client_id, scope, audience, client_auth
 
 
@@ -143,7 +143,7 @@ def egress_credential_state(*, backend: Backend) -> EgressCredentialState | None
         scheme=scheme, description=credential_kind_describe(kind, name, stored.username) + origin,
         created_at=stored.created_at, updated_at=stored.updated_at, source=stored.source,
         tenant_secret=stored.tenant_secret.name if stored.tenant_secret else "",
-        identities=tuple(stored.identities.values("subject_kind", "subject_name")),
+        identities=tuple(stored.identities.values("subject_kind", "subject_name", "issuer")),
         oauth={"token_url": stored.token_url, "client_id": stored.client_id, "scope": stored.scope,
                "audience": stored.audience, "client_auth": stored.client_auth}
         if stored.source == EgressCredential.Source.OAUTH else None,

@@ -74,6 +74,7 @@ _USERNAME_MAX = EgressCredential._meta.get_field("username").max_length
 class EgressIdentityInputSerializer(serializers.Serializer):
     subject_kind = serializers.CharField()  # key | subject | team
     subject_name = serializers.CharField(max_length=500)
+    issuer = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
     secret = serializers.CharField(trim_whitespace=False, write_only=True)
 
 
@@ -97,7 +98,7 @@ class EgressCredentialInputSerializer(serializers.Serializer):
     client_auth = serializers.CharField(required=False, default=EgressCredential.ClientAuth.BASIC)
 
     def validate_identities(self, value: list[dict[str, str]]) -> tuple[IdentitySecret, ...]:
-        return tuple(IdentitySecret(i["subject_kind"], i["subject_name"], i["secret"]) for i in value)
+        return tuple(IdentitySecret(i["subject_kind"], i["subject_name"], i["secret"], i["issuer"]) for i in value)
 
 
 class EgressCredentialStateSerializer(serializers.Serializer):

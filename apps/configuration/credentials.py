@@ -102,7 +102,7 @@ def _identities(checks: FieldChecks, raw: Any, path: str) -> tuple[IdentitySpec,
     found: list[IdentitySpec] = []
     for i, item in enumerate(raw):
         where = f"{path}[{i}]"
-        fields = checks.mapping(item, where, fields=(*_SUBJECTS, "secret", "secret_env"), required=())
+        fields = checks.mapping(item, where, fields=(*_SUBJECTS, "issuer", "secret", "secret_env"), required=())
         if fields is None:
             continue
         subjects = [s for s in _SUBJECTS if s in fields]
@@ -111,9 +111,14 @@ def _identities(checks: FieldChecks, raw: Any, path: str) -> tuple[IdentitySpec,
             continue
         name = checks.text(fields[subjects[0]], f"{where}.{subjects[0]}", max_length=_TEXT_MAX_LENGTH)
         secret, secret_env = _one_secret(checks, fields, where)
-        if any(s.subject_kind == subjects[0] and s.subject_name == name for s in found):
+        issuer = ""
+        if "issuer" in fields:
+            issuer = checks.text(fields["issuer"], f"{where}.issuer", max_length=_TEXT_MAX_LENGTH)
+            if subjects[0] != "subject":
+                checks.add(f"{where}.issuer", "only token subject entries name an issuer")
+        if any((s.subject_kind, s.issuer, s.subject_name) == (subjects[0], issuer, name) for s in found):
             checks.add(where, f"{subjects[0]} {name!r} is listed twice")
-        found.append(IdentitySpec(subjects[0], name, secret, secret_env))
+        found.append(IdentitySpec(subjects[0], name, secret, secret_env, issuer))
     return tuple(found)
 
 
@@ -163,7 +168,8 @@ def _wanted(spec: CredentialSpec) -> dict[str, Any]:
         "kind": spec.kind, "name": spec.name, "username": spec.username, "source": spec.source,
         "secret": _value(spec.secret, spec.secret_env, "credential"), "tenant_secret": spec.tenant_secret,
         "identities": tuple(
-            IdentitySecret(i.subject_kind, i.subject_name, _value(i.secret, i.secret_env, "credential.identities"))
+            IdentitySecret(i.subject_kind, i.subject_name, _value(i.secret, i.secret_env, "credential.identities"),
+                           i.issuer)
             for i in spec.identities
         ),
         "token_url": spec.token_url, "client_id": spec.client_id, "scope": spec.scope, "audience": spec.audience,
@@ -175,7 +181,7 @@ def _stored(stored: EgressCredential) -> dict[str, Any] | None:
     """The stored credential as the service's arguments; None when its secrets cannot be read."""
     try:
         identities = tuple(
-            IdentitySecret(i.subject_kind, i.subject_name, secret_decrypt(i.secret))
+            IdentitySecret(i.subject_kind, i.subject_name, secret_decrypt(i.secret), i.issuer)
             for i in stored.identities.all()
         )
         secret = secret_decrypt(stored.secret) if stored.secret else ""

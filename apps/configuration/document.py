@@ -69,6 +69,7 @@ class IdentitySpec:
     subject_name: str
     secret: str | None = field(default=None, repr=False)
     secret_env: str | None = None
+    issuer: str = ""  # subject entries: the issuer whose tokens it is for ("": any)
 
 
 @dataclass(frozen=True)

@@ -267,7 +267,8 @@ class OAuthTokens:
 class EgressPlan:
     """The `Egress` port of one backend as of one configuration snapshot: what each caller's
     requests carry. `placement` (kind, name, username) says where the value goes; the value is
-    fixed (`fixed`), per caller (`by_key`, `by_subject`, `by_team`, then `fixed` as the default),
+    fixed (`fixed`), per caller (`by_key`, `by_subject` by (issuer, subject) with "" for any issuer,
+    `by_team`, then `fixed` as the default),
     or an OAuth access token (`oauth`)."""
 
     def __init__(
@@ -277,7 +278,7 @@ class EgressPlan:
         placement: tuple[str, str, str],
         fixed: str | None = None,
         by_key: dict[str, str] | None = None,
-        by_subject: dict[str, str] | None = None,
+        by_subject: dict[tuple[str, str], str] | None = None,
         by_team: dict[str, str] | None = None,
         oauth: OAuthClient | None = None,
         tokens: OAuthTokens | None = None,
@@ -318,7 +319,9 @@ class EgressPlan:
         if principal.issuer is None:
             found = self._by_key.get(principal.key_name)
         else:
-            found = self._by_subject.get(principal.key_name)
+            found = self._by_subject.get((principal.issuer, principal.key_name)) or self._by_subject.get(
+                ("", principal.key_name)
+            )
         if found is None and principal.team is not None:
             found = self._by_team.get(principal.team)
         if found is None:
@@ -361,11 +364,15 @@ def egress_plan_build(*, backend: Backend, tokens: OAuthTokens | None) -> Egress
             assert stored.tenant_secret is not None
             return EgressPlan(backend=backend.name, placement=placement, fixed=secret_decrypt(stored.tenant_secret.value))
         if source == EgressCredential.Source.PER_IDENTITY:
-            mapped: dict[str, dict[str, str]] = {"key": {}, "subject": {}, "team": {}}
+            mapped: dict[str, dict[str, str]] = {"key": {}, "team": {}}
+            subjects: dict[tuple[str, str], str] = {}
             for identity in stored.identities.all():
-                mapped[identity.subject_kind][identity.subject_name] = secret_decrypt(identity.secret)
+                if identity.subject_kind == "subject":
+                    subjects[(identity.issuer, identity.subject_name)] = secret_decrypt(identity.secret)
+                else:
+                    mapped[identity.subject_kind][identity.subject_name] = secret_decrypt(identity.secret)
             return EgressPlan(backend=backend.name, placement=placement, fixed=secret, by_key=mapped["key"],
-                              by_subject=mapped["subject"], by_team=mapped["team"])
+                              by_subject=subjects, by_team=mapped["team"])
         oauth = OAuthClient(stored.token_url, stored.client_id, secret or "", stored.scope, stored.audience,
                             stored.client_auth)
         return EgressPlan(backend=backend.name, placement=placement, oauth=oauth, tokens=tokens)

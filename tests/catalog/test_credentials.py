@@ -102,6 +102,8 @@ def test_an_mcp_backend_takes_a_header_credential_and_bearer_when_no_kind_is_giv
         ({"source": "per_identity", "identities": [IdentitySecret("key", "a", "v"), IdentitySecret("key", "a", "w")]},
          "listed twice"),
         ({"source": "per_identity", "identities": [IdentitySecret("team", "ops", "")]}, "team:ops is empty"),
+        ({"source": "per_identity", "identities": [IdentitySecret("key", "a", "v", issuer="https://idp")]},
+         "only token subject entries name an issuer"),
         ({"source": "oauth_client_credentials", "token_url": "ftp://x", "client_id": "c", "secret": "s"}, "token endpoint"),
         ({"source": "oauth_client_credentials", "token_url": "https://idp.example/token", "secret": "s"}, "client id"),
         ({"source": "oauth_client_credentials", "token_url": "http://idp.example/token", "client_id": "c",
@@ -141,11 +143,12 @@ def test_a_tenant_secret_is_shared_by_backends_and_rotates_everywhere() -> None:
 def test_per_identity_credentials_go_by_key_then_token_subject_then_team_then_default() -> None:
     backend = backend_factory()
     identities = [IdentitySecret("key", "agent", "for-agent"), IdentitySecret("subject", "alice", "for-alice"),
-                  IdentitySecret("team", "platform", "for-platform")]
+                  IdentitySecret("team", "platform", "for-platform"),
+                  IdentitySecret("subject", "bob", "for-bob-of-idp", issuer="https://idp")]
     egress_credential_set(backend=backend, source="per_identity", identities=identities)
     credential = EgressCredential.objects.get(backend=backend)
     stored = stored_column("catalog_egressidentity", "credential_id", credential.pk)
-    assert len(stored) == 3 and not any("for-" in s for s in stored)
+    assert len(stored) == 4 and not any("for-" in s for s in stored)
 
     def value(principal: Principal | None) -> str | None:
         found = sent(backend, principal)
@@ -157,6 +160,9 @@ def test_per_identity_credentials_go_by_key_then_token_subject_then_team_then_de
     # A key named like a token subject is not that subject, and the other way round.
     assert value(caller("alice", team="platform")) == "for-platform"
     assert value(caller("agent", team="platform", issuer="https://idp")) == "for-platform"
+    # A subject entry naming its issuer is for that issuer's tokens only.
+    assert value(caller("bob", team="platform", issuer="https://idp")) == "for-bob-of-idp"
+    assert value(caller("bob", team="platform", issuer="https://other-idp")) == "for-platform"
     with pytest.raises(CredentialUnavailable, match="no credential for key:stranger"):
         value(caller("stranger"))
     assert value(None) is None  # the gateway's own requests: no default, no credential

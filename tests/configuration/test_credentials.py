@@ -27,6 +27,7 @@ PER_CALLER = README_EXAMPLE.replace('    urls: ["http://127.0.0.1:9001/mcp"]    
         - {key: agent, secret_env: DEMO_AGENT_TOKEN}
         - {team: platform, secret: "platform-token"}
         - {subject: "alice@example.com", secret: "alice-token"}
+        - {subject: "alice@example.com", issuer: "https://login.partner.example", secret: "partner-alice"}
 ''')
 OAUTH = PER_CALLER.replace('''    credential:
       source: per_identity''', '''    credential:
@@ -44,7 +45,9 @@ def stored() -> dict[str, object]:
     return {
         "source": credential.source, "kind": credential.kind,
         "secret": secret_decrypt(credential.secret) if credential.secret else "",
-        "identities": sorted((i.subject_kind, i.subject_name, secret_decrypt(i.secret)) for i in credential.identities.all()),
+        "identities": sorted(
+            (i.subject_kind, i.issuer, i.subject_name, secret_decrypt(i.secret)) for i in credential.identities.all()
+        ),
         "tenant_secret": credential.tenant_secret.name if credential.tenant_secret else "",
         "oauth": (credential.token_url, credential.client_id, credential.scope),
     }
@@ -59,13 +62,16 @@ def test_a_per_identity_credential_applies_as_written_and_is_not_rewritten(monke
     monkeypatch.setenv("DEMO_DEFAULT_TOKEN", "default-token")
     monkeypatch.setenv("DEMO_AGENT_TOKEN", "agent-token")
     assert backend_action(PER_CALLER) == (Action.CREATED, "credential")
-    assert stored()["identities"] == [("key", "agent", "agent-token"), ("subject", "alice@example.com", "alice-token"),
-                                      ("team", "platform", "platform-token")]
+    assert stored()["identities"] == [
+        ("key", "", "agent", "agent-token"), ("subject", "", "alice@example.com", "alice-token"),
+        ("subject", "https://login.partner.example", "alice@example.com", "partner-alice"),
+        ("team", "", "platform", "platform-token"),
+    ]
     assert stored()["secret"] == "default-token"
     assert backend_action(PER_CALLER) == (Action.UNCHANGED, "")
     monkeypatch.setenv("DEMO_AGENT_TOKEN", "rotated")  # a rotated secret in the environment is applied
     assert backend_action(PER_CALLER) == (Action.UPDATED, "credential")
-    assert ("key", "agent", "rotated") in stored()["identities"]
+    assert ("key", "", "agent", "rotated") in stored()["identities"]
     assert "credential" not in config_export()  # exports hold no secrets
 
 
@@ -94,6 +100,9 @@ def test_oauth_and_tenant_secret_credentials_apply(monkeypatch: pytest.MonkeyPat
         ("        - {team: platform, secret: \"platform-token\"}\n", "        - {key: agent, secret: y}\n",
          "backends[0].credential.identities[1]: key 'agent' is listed twice"),
         ("      source: per_identity\n", "      source: vault\n", "backends[0].credential.source: must be one of"),
+        ("        - {key: agent, secret_env: DEMO_AGENT_TOKEN}\n",
+         "        - {key: agent, issuer: \"https://idp\", secret_env: DEMO_AGENT_TOKEN}\n",
+         "backends[0].credential.identities[0].issuer: only token subject entries name an issuer"),
         ("      source: per_identity\n", "      source: static\n",
          "backends[0].credential.identities: only for source: per_identity"),
         ("      source: per_identity\n", "      source: per_identity\n      token_url: https://x.example/token\n",
