@@ -16,12 +16,13 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
+from apps.gateway.pipeline.calls import Call
 from apps.gateway.pipeline.compose import BackendMessages, admit, backend_request_of, route
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.listing import LIST_METHODS
 from apps.gateway.pipeline.names import ROUTED_METHODS
 from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
-from apps.gateway.pipeline.relay import Call, Relay, translate_event
+from apps.gateway.pipeline.relay import Relay, translate_event
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
 from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, SessionState, VirtualHostView
 from apps.gateway.protocol import jsonrpc

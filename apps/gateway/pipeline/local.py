@@ -8,8 +8,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from apps.gateway.pipeline.calls import Call
 from apps.gateway.pipeline.ports import ToolServer, UpstreamUnavailable
-from apps.gateway.pipeline.relay import Call, Relay
+from apps.gateway.pipeline.relay import Relay
 from apps.gateway.pipeline.replies import Headers, Reply, accepted, error_reply, result_reply
 from apps.gateway.pipeline.tracing import trace_headers
 from apps.gateway.protocol.errors import BackendUnavailable, GatewayError, InvalidParams, MethodNotFound

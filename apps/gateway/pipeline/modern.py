@@ -18,6 +18,7 @@ from apps.gateway.pipeline.backends import (
     HeldSessions,
     open_session,
 )
+from apps.gateway.pipeline.calls import Call, Translate
 from apps.gateway.pipeline.compose import BackendMessages, admit, chain, route
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.listen import ComposedListen
@@ -26,7 +27,7 @@ from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
 from apps.gateway.pipeline.names import ROUTED_METHODS
 from apps.gateway.pipeline.ports import Upstream, UpstreamUnavailable
-from apps.gateway.pipeline.relay import BackendSessionGone, Call, Relay, Translate
+from apps.gateway.pipeline.relay import BackendSessionGone, Relay
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
 from apps.gateway.pipeline.tracing import trace_headers
 from apps.gateway.pipeline.values import (

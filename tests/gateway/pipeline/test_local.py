@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from apps.gateway.pipeline.calls import Call
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.ports import UpstreamUnavailable
-from apps.gateway.pipeline.relay import Call, Relay
+from apps.gateway.pipeline.relay import Relay
 from apps.gateway.pipeline.replies import Reply
 from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest, Principal
 from apps.gateway.protocol.jsonrpc import classify
@@ -177,13 +178,13 @@ async def test_a_service_that_cannot_answer_is_32004(failure: BaseException) -> 
     ("full", {"a": 1, "b": [2]}),
 ])
 def test_audited_arguments_follow_the_tenant_setting(mode: str, kept: object) -> None:
-    from apps.gateway.pipeline.relay import arguments_kept
+    from apps.gateway.pipeline.calls import arguments_kept
 
     assert arguments_kept(mode, {"a": 1, "b": [2]}, b"k" * 32) == kept
 
 
 def test_hashed_arguments_are_keyed_and_stable() -> None:
-    from apps.gateway.pipeline.relay import arguments_kept
+    from apps.gateway.pipeline.calls import arguments_kept
 
     one = arguments_kept("hash", {"a": 1, "b": "secret"}, b"k" * 32)
     assert one == arguments_kept("hash", {"a": 1, "b": "secret"}, b"k" * 32)
