@@ -13,6 +13,7 @@ from typing import Any
 from apps.catalog.models import VirtualHost
 from apps.configuration.document import BudgetSpec, TenantSpec, ToolCostEntrySpec, VirtualHostSpec
 from apps.configuration.fields import FieldChecks
+from apps.configuration.limits import entry_name, subject_entries_prune, subject_entry_check, subject_entry_reconcile
 from apps.configuration.reports import Action, Change
 from apps.gateway.pipeline.costs import UNITS_MAX, ToolCostSpec, tool_costs_compile
 from apps.gateway.pipeline.policy import PolicyError
@@ -48,14 +49,7 @@ def budgets_check(checks: FieldChecks, raw: Any, *, tenants: dict[str, TenantSpe
         fields = checks.mapping(item, path, fields=_BUDGET_FIELDS, required=("tenant", "scope", "name"))
         if fields is None:
             continue
-        tenant = checks.text(fields.get("tenant"), f"{path}.tenant", max_length=64) if "tenant" in fields else ""
-        if tenant and tenant not in tenants:
-            checks.add(f"{path}.tenant", f"unknown tenant {tenant!r} (add it under tenants)")
-            tenant = ""
-        scope = checks.choice(fields["scope"], f"{path}.scope", Budget.Scope.values) if "scope" in fields else ""
-        name = checks.text(fields.get("name"), f"{path}.name", max_length=100) if "name" in fields else ""
-        if tenant and scope and name:
-            _subject_check(checks, f"{path}.name", tenants[tenant], scope, name)
+        tenant, scope, name = subject_entry_check(checks, fields, path, tenants)
         daily = units_check(checks, fields, "daily", path)
         monthly = units_check(checks, fields, "monthly", path)
         if fields.get("daily") is None and fields.get("monthly") is None:
@@ -67,14 +61,6 @@ def budgets_check(checks: FieldChecks, raw: Any, *, tenants: dict[str, TenantSpe
                 tenant=tenant, scope=scope, name=name, daily=daily, monthly=monthly
             )
     return tuple(budgets.values())
-
-
-def _subject_check(checks: FieldChecks, path: str, tenant: TenantSpec, scope: str, name: str) -> None:
-    """The key or team must be one the file gives the tenant, like a rate limit's subject."""
-    if scope == Budget.Scope.TEAM and name not in tenant.teams:
-        checks.add(path, f"unknown team {name!r} (add it to tenant {tenant.slug!r}'s teams)")
-    elif scope == Budget.Scope.KEY and name not in {key.name for key in tenant.keys}:
-        checks.add(path, f"unknown key {name!r} (add it to tenant {tenant.slug!r}'s keys)")
 
 
 def tool_costs_check(
@@ -129,32 +115,19 @@ def _tools(checks: FieldChecks, raw: Any, path: str) -> tuple[str, ...]:
 def budget_reconcile(*, tenant: Tenant, spec: BudgetSpec) -> Change:
     """Give the key or team the budget `spec` describes, writing (and moving the configuration
     version) only when the stored one differs. Raises the service's ValidationError."""
-    name = _name(tenant.slug, spec.scope, spec.name)
-    summary = _summary(spec.daily, spec.monthly)
-    stored = Budget.objects.filter(tenant=tenant, scope=spec.scope, name=spec.name).first()
-    if stored is not None and (stored.daily, stored.monthly) == (spec.daily, spec.monthly):
-        return Change(action=Action.UNCHANGED, kind="budget", name=name, detail=summary)
-    budget_set(tenant=tenant, scope=spec.scope, name=spec.name, daily=spec.daily, monthly=spec.monthly)
-    if stored is None:
-        return Change(action=Action.CREATED, kind="budget", name=name, detail=summary)
-    changed = ["daily"] if stored.daily != spec.daily else []
-    if stored.monthly != spec.monthly:
-        changed.append("monthly")
-    return Change(action=Action.UPDATED, kind="budget", name=name, detail=", ".join(changed))
+    return subject_entry_reconcile(
+        kind="budget", name=entry_name(tenant.slug, spec.scope, spec.name), summary=_summary(spec.daily, spec.monthly),
+        stored=Budget.objects.filter(tenant=tenant, scope=spec.scope, name=spec.name).values("daily", "monthly").first(),
+        wanted={"daily": spec.daily, "monthly": spec.monthly},
+        write=lambda: budget_set(tenant=tenant, scope=spec.scope, name=spec.name, daily=spec.daily, monthly=spec.monthly),
+    )
 
 
 def budgets_prune(*, tenant: Tenant, specs: tuple[BudgetSpec, ...]) -> list[Change]:
     """Remove the tenant's stored budgets that `specs` do not name (for a tenant the document names),
     including budgets left behind by a key or team deleted since."""
-    named = {(spec.scope, spec.name) for spec in specs if spec.tenant == tenant.slug}
-    changes = []
-    for budget in Budget.objects.filter(tenant=tenant).order_by("scope", "name"):
-        if (budget.scope, budget.name) not in named:
-            budget_clear(tenant=tenant, scope=budget.scope, name=budget.name)
-            changes.append(
-                Change(action=Action.DELETED, kind="budget", name=_name(tenant.slug, budget.scope, budget.name))
-            )
-    return changes
+    return subject_entries_prune(kind="budget", tenant=tenant, specs=specs,
+                                 stored=Budget.objects.filter(tenant=tenant), clear=budget_clear)
 
 
 def tool_costs_reconcile(*, virtual_host: VirtualHost, specs: tuple[ToolCostEntrySpec, ...]) -> Change:
@@ -180,10 +153,6 @@ def tool_costs_prune(*, virtual_host: VirtualHost, name: str) -> Change | None:
 
 def _stored_costs(virtual_host: VirtualHost) -> list[tuple[tuple[str, ...], int]]:
     return [(tuple(entry.tools), entry.cost) for entry in ToolCost.objects.filter(virtual_host=virtual_host)]
-
-
-def _name(tenant: str, scope: str, name: str) -> str:
-    return f"{tenant}/{scope}:{name}"
 
 
 def _summary(daily: int | None, monthly: int | None) -> str:

@@ -6,7 +6,10 @@ through apps/policies/services.py."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from django.db.models import QuerySet
 
 from apps.configuration.document import RateLimitSpec, TenantSpec
 from apps.configuration.fields import FieldChecks
@@ -31,14 +34,7 @@ def rate_limits_check(checks: FieldChecks, raw: Any, *, tenants: dict[str, Tenan
         fields = checks.mapping(item, path, fields=_FIELDS, required=_FIELDS)
         if fields is None:
             continue
-        tenant = checks.text(fields.get("tenant"), f"{path}.tenant", max_length=64) if "tenant" in fields else ""
-        if tenant and tenant not in tenants:
-            checks.add(f"{path}.tenant", f"unknown tenant {tenant!r} (add it under tenants)")
-            tenant = ""
-        scope = checks.choice(fields["scope"], f"{path}.scope", RateLimit.Scope.values) if "scope" in fields else ""
-        name = checks.text(fields.get("name"), f"{path}.name", max_length=100) if "name" in fields else ""
-        if tenant and scope and name:
-            _subject_check(checks, f"{path}.name", tenants[tenant], scope, name)
+        tenant, scope, name = subject_entry_check(checks, fields, path, tenants)
         limit = _count(checks, fields["limit"], f"{path}.limit") if "limit" in fields else 0
         window = _count(checks, fields["window_seconds"], f"{path}.window_seconds") if "window_seconds" in fields else 0
         if (tenant, scope, name) in limits:
@@ -50,12 +46,25 @@ def rate_limits_check(checks: FieldChecks, raw: Any, *, tenants: dict[str, Tenan
     return tuple(limits.values())
 
 
-def _subject_check(checks: FieldChecks, path: str, tenant: TenantSpec, scope: str, name: str) -> None:
-    """The limited key or team must be one the file gives the tenant, like a policy rule's subject."""
-    if scope == RateLimit.Scope.TEAM and name not in tenant.teams:
-        checks.add(path, f"unknown team {name!r} (add it to tenant {tenant.slug!r}'s teams)")
-    elif scope == RateLimit.Scope.KEY and name not in {key.name for key in tenant.keys}:
-        checks.add(path, f"unknown key {name!r} (add it to tenant {tenant.slug!r}'s keys)")
+def subject_entry_check(
+    checks: FieldChecks, fields: dict[str, Any], path: str, tenants: dict[str, TenantSpec]
+) -> tuple[str, str, str]:
+    """(tenant, scope, name) of an entry for one key or team of a tenant (a rate limit, a budget),
+    each "" when missing or wrong (reported). The key or team must be one the file gives the tenant,
+    like a policy rule's subject."""
+    tenant = checks.text(fields.get("tenant"), f"{path}.tenant", max_length=64) if "tenant" in fields else ""
+    if tenant and tenant not in tenants:
+        checks.add(f"{path}.tenant", f"unknown tenant {tenant!r} (add it under tenants)")
+        tenant = ""
+    scope = checks.choice(fields["scope"], f"{path}.scope", RateLimit.Scope.values) if "scope" in fields else ""
+    name = checks.text(fields.get("name"), f"{path}.name", max_length=100) if "name" in fields else ""
+    if tenant and scope and name:
+        spec = tenants[tenant]
+        if scope == RateLimit.Scope.TEAM and name not in spec.teams:
+            checks.add(f"{path}.name", f"unknown team {name!r} (add it to tenant {tenant!r}'s teams)")
+        elif scope == RateLimit.Scope.KEY and name not in {key.name for key in spec.keys}:
+            checks.add(f"{path}.name", f"unknown key {name!r} (add it to tenant {tenant!r}'s keys)")
+    return tenant, scope, name
 
 
 def _count(checks: FieldChecks, value: Any, path: str) -> int:
@@ -70,36 +79,59 @@ def _count(checks: FieldChecks, value: Any, path: str) -> int:
 def rate_limit_reconcile(*, tenant: Tenant, spec: RateLimitSpec) -> Change:
     """Give the key or team the limit `spec` describes, writing (and moving the configuration
     version) only when the stored one differs. Raises the service's ValidationError."""
-    name = _name(tenant.slug, spec.scope, spec.name)
-    summary = f"{spec.limit} per {spec.window_seconds} s"
-    stored = RateLimit.objects.filter(tenant=tenant, scope=spec.scope, name=spec.name).first()
-    if stored is not None and (stored.limit, stored.window_seconds) == (spec.limit, spec.window_seconds):
-        return Change(action=Action.UNCHANGED, kind="rate_limit", name=name, detail=summary)
-    rate_limit_set(
-        tenant=tenant, scope=spec.scope, name=spec.name, limit=spec.limit, window_seconds=spec.window_seconds
+    return subject_entry_reconcile(
+        kind="rate_limit", name=entry_name(tenant.slug, spec.scope, spec.name),
+        summary=f"{spec.limit} per {spec.window_seconds} s",
+        stored=RateLimit.objects.filter(tenant=tenant, scope=spec.scope, name=spec.name)
+        .values("limit", "window_seconds").first(),
+        wanted={"limit": spec.limit, "window_seconds": spec.window_seconds},
+        write=lambda: rate_limit_set(
+            tenant=tenant, scope=spec.scope, name=spec.name, limit=spec.limit, window_seconds=spec.window_seconds
+        ),
     )
-    if stored is None:
-        return Change(action=Action.CREATED, kind="rate_limit", name=name, detail=summary)
-    changed = ["limit"] if stored.limit != spec.limit else []
-    if stored.window_seconds != spec.window_seconds:
-        changed.append("window_seconds")
-    return Change(action=Action.UPDATED, kind="rate_limit", name=name, detail=", ".join(changed))
 
 
 def rate_limits_prune(*, tenant: Tenant, specs: tuple[RateLimitSpec, ...]) -> list[Change]:
     """Remove the tenant's stored limits that `specs` do not name (for a tenant the document names),
     including limits left behind by a key or team deleted since."""
+    return subject_entries_prune(kind="rate_limit", tenant=tenant, specs=specs,
+                                 stored=RateLimit.objects.filter(tenant=tenant), clear=rate_limit_clear)
+
+
+def subject_entry_reconcile(
+    *,
+    kind: str,
+    name: str,
+    summary: str,
+    stored: Mapping[str, object] | None,
+    wanted: Mapping[str, object],
+    write: Callable[[], object],
+) -> Change:
+    """The change an entry for a key or team makes: none when `stored` (its fields; None: absent)
+    already holds what is `wanted`, else `write()` it and name the fields that changed."""
+    if stored is not None and all(stored[field] == value for field, value in wanted.items()):
+        return Change(action=Action.UNCHANGED, kind=kind, name=name, detail=summary)
+    write()
+    if stored is None:
+        return Change(action=Action.CREATED, kind=kind, name=name, detail=summary)
+    changed = [field for field, value in wanted.items() if stored[field] != value]
+    return Change(action=Action.UPDATED, kind=kind, name=name, detail=", ".join(changed))
+
+
+def subject_entries_prune(
+    *, kind: str, tenant: Tenant, specs: Iterable[Any], stored: QuerySet[Any], clear: Callable[..., object]
+) -> list[Change]:
+    """Remove the `stored` entries (with `scope` and `name`) of `tenant` that `specs` do not name."""
     named = {(spec.scope, spec.name) for spec in specs if spec.tenant == tenant.slug}
     changes = []
-    for limit in RateLimit.objects.filter(tenant=tenant).order_by("scope", "name"):
-        if (limit.scope, limit.name) not in named:
-            rate_limit_clear(tenant=tenant, scope=limit.scope, name=limit.name)
-            name = _name(tenant.slug, limit.scope, limit.name)
-            changes.append(Change(action=Action.DELETED, kind="rate_limit", name=name))
+    for scope, name in stored.order_by("scope", "name").values_list("scope", "name"):
+        if (scope, name) not in named:
+            clear(tenant=tenant, scope=scope, name=name)
+            changes.append(Change(action=Action.DELETED, kind=kind, name=entry_name(tenant.slug, scope, name)))
     return changes
 
 
-def _name(tenant: str, scope: str, name: str) -> str:
+def entry_name(tenant: str, scope: str, name: str) -> str:
     return f"{tenant}/{scope}:{name}"
 
 
