@@ -264,12 +264,17 @@ class OAuthTokens:
         return _Token(token, started + lifetime, started + lifetime - min(60.0, lifetime / 5))
 
 
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    credential: Credential
+    headers: _Headers  # for MCP backends: the credential's header, when it goes in one
+
+
 class EgressPlan:
     """The `Egress` port of one backend as of one configuration snapshot: what each caller's
     requests carry. `placement` (kind, name, username) says where the value goes; the value is
     fixed (`fixed`), per caller (`by_key`, `by_subject` by (issuer, subject) with "" for any issuer,
-    `by_team`, then `fixed` as the default),
-    or an OAuth access token (`oauth`)."""
+    `by_team`, then `fixed` as the default), or an OAuth access token (`oauth`)."""
 
     def __init__(
         self,
@@ -286,36 +291,31 @@ class EgressPlan:
         self._backend = backend
         self._kind, self._name, self._username = placement
         self._per_identity = by_key is not None
-        self._by_key = {name: self._credential(v) for name, v in (by_key or {}).items()}
-        self._by_subject = {name: self._credential(v) for name, v in (by_subject or {}).items()}
-        self._by_team = {name: self._credential(v) for name, v in (by_team or {}).items()}
-        self._fixed = self._credential(fixed) if fixed else None
+        self._by_key = {name: self._sent(v) for name, v in (by_key or {}).items()}
+        self._by_subject = {name: self._sent(v) for name, v in (by_subject or {}).items()}
+        self._by_team = {name: self._sent(v) for name, v in (by_team or {}).items()}
+        self._fixed = self._sent(fixed) if fixed else None
         self._oauth = oauth
         self._tokens = tokens
-        self._headers = {id(c): _headers_of(c) for c in self._all()}
+        self._current_token: tuple[str, _Sent] | None = None  # built once per token, not per call
 
-    def _credential(self, value: str) -> Credential:
-        return Credential(kind=self._kind, value=value, name=self._name, username=self._username)  # type: ignore[arg-type]
+    def _sent(self, value: str) -> _Sent:
+        credential = Credential(kind=self._kind, value=value, name=self._name, username=self._username)  # type: ignore[arg-type]
+        header = credential.header()
+        return _Sent(credential, (header,) if header is not None else ())
 
-    def _token_credential(self, token: str) -> Credential:
-        try:
-            return self._credential(token)
-        except ValueError:  # checked when fetched; this guards the header all the same
-            raise CredentialUnavailable("the access token cannot be sent in a header") from None
-
-    def _all(self) -> list[Credential]:
-        found = [*self._by_key.values(), *self._by_subject.values(), *self._by_team.values()]
-        return found + ([self._fixed] if self._fixed else [])
-
-    async def credential(self, principal: Principal | None) -> Credential | None:
-        """What requests on behalf of `principal` carry (None: the gateway's own requests); None
-        when they carry nothing. Raises CredentialUnavailable."""
+    async def _choose(self, principal: Principal | None) -> _Sent | None:
         if self._oauth is not None:
             assert self._tokens is not None
-            return self._token_credential(await self._tokens.token(self._oauth))
+            token = await self._tokens.token(self._oauth)
+            if self._current_token is None or self._current_token[0] != token:
+                try:
+                    self._current_token = (token, self._sent(token))
+                except ValueError:  # checked when fetched; this guards the header all the same
+                    raise CredentialUnavailable("the access token cannot be sent in a header") from None
+            return self._current_token[1]
         if not self._per_identity or principal is None:
             return self._fixed
-        found = None
         if principal.issuer is None:
             found = self._by_key.get(principal.key_name)
         else:
@@ -330,17 +330,15 @@ class EgressPlan:
             raise CredentialUnavailable(f"no credential for {principal.label} is configured on backend {self._backend!r}")
         return found
 
+    async def credential(self, principal: Principal | None) -> Credential | None:
+        """What requests on behalf of `principal` carry (None: the gateway's own requests); None
+        when they carry nothing. Raises CredentialUnavailable."""
+        sent = await self._choose(principal)
+        return None if sent is None else sent.credential
+
     async def headers(self, principal: Principal | None) -> _Headers:
-        credential = await self.credential(principal)
-        if credential is None:
-            return ()
-        cached = self._headers.get(id(credential))
-        return cached if cached is not None else _headers_of(credential)
-
-
-def _headers_of(credential: Credential) -> _Headers:
-    header = credential.header()
-    return (header,) if header is not None else ()
+        sent = await self._choose(principal)
+        return () if sent is None else sent.headers
 
 
 def egress_plan_build(*, backend: Backend, tokens: OAuthTokens | None) -> EgressPlan | None:
