@@ -127,7 +127,8 @@ def egress_credential_set(
         if shared is None:
             raise ValidationError({"tenant_secret": f"the tenant has no secret named {tenant_secret!r}"})
         secret = ""
-        _check_value("x", "the placement", **placement)
+        # Its value was checked when the tenant secret was set; only where it goes is checked here.
+        _check_value("stand-in", "the placement", **placement)
     elif source == EgressCredential.Source.PER_IDENTITY:
         if not identities:
             raise ValidationError({"identities": "list at least one caller's credential"})
