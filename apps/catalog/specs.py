@@ -25,6 +25,7 @@ from apps.catalog.openapi import CompileOptions, Problem, compile_spec
 from apps.catalog.openapi.records import json_safe, tool_fingerprint, tool_record
 from apps.common.config_version import config_version_bump
 from apps.common.list_changes import list_changed_announce
+from apps.retrieval.indexing import tool_index_queue
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +186,7 @@ def _publish(version: SpecVersion, records: list[dict]) -> None:
     backend.active_spec = version
     backend.save(update_fields=["active_spec", "updated_at"])
     config_version_bump(tenant_id=backend.tenant_id)
+    tool_index_queue(backend_id=backend.pk)  # incremental: unchanged tools keep their entries
     if any(version.changes.values()):
         # Clients of multi-backend hosts hear it (`tools/list_changed`) from whichever instance they are on.
         list_changed_announce(backend_id=backend.pk, notification="notifications/tools/list_changed")

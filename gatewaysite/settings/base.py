@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "apps.policies",
     "apps.audit",
     "apps.configuration",
+    "apps.retrieval",
     "apps.gateway",
 ]
 
@@ -180,3 +181,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("GATEWAY_LOG_LEVEL", "INFO")},
     "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
 }
+
+# tool_search (issue 6): the embedding model (a name in apps.retrieval.embeddings.PACKAGED_MODELS or
+# a model directory), torch threads per process, and whether a backend's tools are indexed (in Celery)
+# whenever they change.
+GATEWAY_EMBEDDING_MODEL = os.environ.get("GATEWAY_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
+GATEWAY_EMBEDDING_THREADS = int(os.environ.get("GATEWAY_EMBEDDING_THREADS", "1"))
+GATEWAY_TOOL_INDEX = env_bool("GATEWAY_TOOL_INDEX", True)

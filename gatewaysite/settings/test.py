@@ -23,3 +23,7 @@ from .base import DATABASES  # noqa: E402
 # Connections opened by worker threads in async tests close when their unit of work ends, so the
 # test database can be dropped at the end of the run.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+# Indexing a spec's tools embeds every one (EC2: 765 tools, ~13 s of CPU): only the retrieval tests,
+# which turn it on, pay for it.
+GATEWAY_TOOL_INDEX = False

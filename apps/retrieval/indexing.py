@@ -1,0 +1,136 @@
+"""Keeping the tool index in step with the catalog (issue 6 §1).
+
+A backend's entries are brought up to date as a whole (`tool_index_sync`): entries of tools that
+are gone are deleted, and only tools whose indexed text changed are embedded again, so republishing
+a spec with one changed operation embeds one tool. It runs in Celery, queued when a backend's tools
+change (`tool_index_queue`); searches read the index as it is meanwhile."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from apps.catalog.models import Backend, Tool
+from apps.retrieval.embeddings import embedder
+from apps.retrieval.models import IndexedTool
+from apps.retrieval.text import IndexText, ToolText, index_text
+from apps.tenants.models import Tenant
+
+log = logging.getLogger(__name__)
+
+#: Tools embedded and written per batch: bounds memory and the length of each write transaction.
+BATCH = 256
+
+
+@dataclass(frozen=True, slots=True)
+class IndexChange:
+    embedded: int  # entries added or changed
+    removed: int
+    unchanged: int
+
+
+def tool_index_queue(*, backend_id: int) -> None:
+    """Index the backend's tools in Celery once the current transaction commits (now if there is
+    none). Does nothing when indexing is turned off (`GATEWAY_TOOL_INDEX`)."""
+    if not settings.GATEWAY_TOOL_INDEX:
+        return
+    from apps.retrieval.tasks import tool_index  # the task module imports this one
+
+    def send() -> None:
+        try:
+            tool_index.delay(backend_id)
+        except Exception:  # the broker is down: searches keep the previous entries until the next change
+            log.warning("could not queue the indexing of backend %s", backend_id, exc_info=True)
+
+    transaction.on_commit(send)
+
+
+def backend_tool_texts(*, backend: Backend) -> list[ToolText]:
+    """What the index reads of the backend's current tools."""
+    if backend.kind != Backend.Kind.OPENAPI:
+        return []  # MCP servers' tools are not stored in the catalog
+    title = backend.active_spec.title if backend.active_spec is not None else ""
+    rows = Tool.objects.filter(backend=backend).values_list("name", "description", "input_schema").order_by("name")
+    return [ToolText(name, description, schema or {}, backend.name, title) for name, description, schema in rows]
+
+
+def tool_index_sync(*, backend_id: int) -> IndexChange:
+    """Bring the backend's index entries in line with its current tools. Safe to run twice or
+    concurrently: a run that finds the backend's tools replaced while it embedded writes nothing
+    (the run queued by that change does it)."""
+    backend = Backend.objects.select_related("active_spec").filter(pk=backend_id).first()
+    if backend is None:
+        return IndexChange(0, 0, 0)  # deleted: its entries went with it
+    seen_spec = backend.active_spec_id
+    model = settings.GATEWAY_EMBEDDING_MODEL
+    texts = {tool.name: index_text(tool) for tool in backend_tool_texts(backend=backend)}
+    digests = {name: text.digest(model) for name, text in texts.items()}
+    stored = dict(IndexedTool.objects.filter(backend_id=backend_id).values_list("name", "digest"))
+    stale = [name for name in texts if stored.get(name) != digests[name]]
+    gone = [name for name in stored if name not in texts]
+    for start in range(0, len(stale), BATCH):
+        names = stale[start:start + BATCH]
+        vectors = embedder().encode([texts[name].document() for name in names])
+        with transaction.atomic():
+            if not _still_current(backend_id, seen_spec):
+                return IndexChange(start, 0, len(texts) - len(stale))
+            _upsert(backend, [(name, texts[name], digests[name], vector) for name, vector in zip(names, vectors, strict=True)])
+    with transaction.atomic():
+        if gone and _still_current(backend_id, seen_spec):
+            IndexedTool.objects.filter(backend_id=backend_id, name__in=gone).delete()
+    return IndexChange(len(stale), len(gone), len(texts) - len(stale))
+
+
+def _still_current(backend_id: int, seen_spec: int | None) -> bool:
+    """Whether the backend still serves the tools read (its row locked until the transaction ends,
+    so a publication waits for this write rather than interleaving with it)."""
+    current = Backend.objects.select_for_update().filter(pk=backend_id).values_list("active_spec_id", flat=True).first()
+    return current == seen_spec
+
+
+_UPSERT = """
+INSERT INTO retrieval_indexedtool (tenant_id, backend_id, name, document, digest, search, embedding, updated_at)
+VALUES (%(tenant)s, %(backend)s, %(name)s, %(document)s, %(digest)s,
+        setweight(to_tsvector('english', %(name_words)s), 'A')
+        || setweight(to_tsvector('english', %(service)s), 'B')
+        || setweight(to_tsvector('english', %(parameters)s), 'C')
+        || setweight(to_tsvector('english', %(description)s), 'D'),
+        %(embedding)s::vector, clock_timestamp())
+ON CONFLICT (backend_id, name) DO UPDATE SET
+    document = EXCLUDED.document, digest = EXCLUDED.digest, search = EXCLUDED.search,
+    embedding = EXCLUDED.embedding, updated_at = EXCLUDED.updated_at
+"""
+
+
+def _upsert(backend: Backend, entries: Sequence[tuple[str, IndexText, str, object]]) -> None:
+    rows = [
+        {
+            "tenant": backend.tenant_id, "backend": backend.pk, "name": name, "document": text.document(),
+            "digest": digest, "name_words": text.name, "service": text.service, "parameters": text.parameters,
+            "description": text.description, "embedding": vector_literal(vector),
+        }
+        for name, text, digest, vector in entries
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(_UPSERT, rows)
+
+
+def vector_literal(vector: object) -> str:
+    """pgvector's text form of a vector (`[0.1,0.2,...]`)."""
+    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"  # type: ignore[attr-defined]
+
+
+def tool_indexes_sync(*, tenant_slug: str | None = None) -> list[tuple[Backend, IndexChange]]:
+    """`tool_index_sync` for every OpenAPI backend (of one tenant, if named), now: for a first
+    index, or after changing the embedding model. ValueError for an unknown tenant."""
+    backends = Backend.objects.filter(kind=Backend.Kind.OPENAPI).select_related("tenant").order_by("tenant__slug", "name")
+    if tenant_slug is not None:
+        tenant = Tenant.objects.filter(slug=tenant_slug).first()
+        if tenant is None:
+            raise ValueError(f"no tenant {tenant_slug!r}")
+        backends = backends.filter(tenant=tenant)
+    return [(backend, tool_index_sync(backend_id=backend.pk)) for backend in backends]

@@ -1,0 +1,37 @@
+"""The tool index: one entry per tool of a backend, for `tool_search` (issue 6 §1).
+
+Entries are keyed by backend and upstream tool name, not by catalog row: a spec's publication
+replaces its backend's tool rows, and an unchanged tool must keep its embedding (`digest`)."""
+
+from __future__ import annotations
+
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from pgvector.django import HnswIndex, VectorField
+
+from apps.catalog.models import Backend
+from apps.retrieval.embeddings import DIMENSIONS
+from apps.tenants.models import Tenant
+
+
+class IndexedTool(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="indexed_tools")
+    name = models.CharField(max_length=128, help_text="The tool's name at its backend.")
+    document = models.TextField(help_text="The text the embedding was computed from.")
+    digest = models.CharField(max_length=32, help_text="Of the indexed text and the model: changes when either does.")
+    search = SearchVectorField()
+    embedding = VectorField(dimensions=DIMENSIONS)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["backend", "name"], name="indexed_tool_unique_name")]
+        indexes = [
+            HnswIndex(name="indexed_tool_embedding", fields=["embedding"], m=16, ef_construction=64,
+                      opclasses=["vector_cosine_ops"]),
+            GinIndex(name="indexed_tool_search", fields=["search"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.backend_id}:{self.name}"

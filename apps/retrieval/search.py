@@ -1,0 +1,102 @@
+"""Searching the tool index: dense (pgvector, cosine) and full-text (PostgreSQL `tsvector`)
+candidates, fused by Reciprocal Rank Fusion (issue 6 §2).
+
+The caller's view of the catalog (`SearchScope`) is a condition of both SQL queries, never a
+filter over their results: a top-k taken before filtering would come back short, or empty, for a
+caller who may see few tools. The dense query lets pgvector's HNSW index scan on until it has found
+enough rows that pass the condition (`hnsw.iterative_scan`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db import connection, transaction
+
+from apps.retrieval.embeddings import embedder
+from apps.retrieval.fusion import rrf
+from apps.retrieval.indexing import vector_literal
+from apps.retrieval.text import split_identifiers
+
+#: Candidates each path contributes to the fusion, at least; more for a larger k.
+MIN_DEPTH = 50
+
+DENSE, TEXT = "dense", "text"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchScope:
+    """The tools a caller may find: every tool of `backends`, and of each backend in `restricted`
+    only the names listed."""
+
+    backends: tuple[int, ...] = ()
+    restricted: tuple[tuple[int, tuple[str, ...]], ...] = ()
+
+    def sql(self) -> tuple[str, list[object]]:
+        clauses: list[str] = []
+        params: list[object] = []
+        if self.backends:
+            clauses.append("backend_id = ANY(%s)")
+            params.append(list(self.backends))
+        for backend_id, names in self.restricted:
+            if names:
+                clauses.append("(backend_id = %s AND name = ANY(%s))")
+                params += [backend_id, list(names)]
+        return ("(" + " OR ".join(clauses) + ")" if clauses else "FALSE"), params
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    backend_id: int
+    name: str
+    score: float  # fused
+    ranks: dict[str, int] = field(default_factory=dict)  # path → rank (1-based), for the paths that found it
+    scores: dict[str, float] = field(default_factory=dict)  # path → its own score (cosine similarity, ts_rank)
+
+
+def tool_index_search(*, tenant_id: int, scope: SearchScope, query: str, k: int) -> list[SearchHit]:
+    """The best `k` tools of `scope` for `query`, best first. Deterministic for a given index."""
+    text = split_identifiers(" ".join(query.split()))
+    if not text:
+        return []
+    depth = max(MIN_DEPTH, 4 * k)
+    where, params = scope.sql()
+    dense = _dense(tenant_id, where, params, text, depth)
+    full_text = _full_text(tenant_id, where, params, text, depth)
+    fused = rrf({DENSE: [key for key, _ in dense], TEXT: [key for key, _ in full_text]})
+    scores = {DENSE: dict(dense), TEXT: dict(full_text)}
+    return [
+        SearchHit(f.key[0], f.key[1], f.score, dict(f.ranks), {path: scores[path][f.key] for path in f.ranks})
+        for f in fused[:k]
+    ]
+
+
+def _dense(tenant_id: int, where: str, params: list[object], text: str, depth: int) -> list[tuple[tuple[int, str], float]]:
+    vector = vector_literal(embedder().encode([text])[0])
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+        cursor.execute("SET LOCAL hnsw.ef_search = %s", [min(1000, 2 * depth)])
+        cursor.execute(
+            f"SELECT backend_id, name, embedding <=> %s::vector AS distance FROM retrieval_indexedtool "
+            f"WHERE tenant_id = %s AND {where} ORDER BY distance LIMIT %s",
+            [vector, tenant_id, *params, depth],
+        )
+        rows = cursor.fetchall()
+    # Equal distances (duplicate texts) come back in no set order: the key decides.
+    rows.sort(key=lambda row: (row[2], row[0], row[1]))
+    return [((backend_id, name), 1.0 - distance) for backend_id, name, distance in rows]
+
+
+def _full_text(tenant_id: int, where: str, params: list[object], text: str, depth: int) -> list[tuple[tuple[int, str], float]]:
+    # Any of the query's words may match (the english query's lexemes joined by OR; 'simple' reads them
+    # back as they are) — a phrase of five words rarely has all five in one
+    # tool's text; ts_rank then favours the tools that hold more of them, in heavier parts.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT backend_id, name, ts_rank(search, q) AS score "
+            f"FROM retrieval_indexedtool, to_tsquery('simple', replace(plainto_tsquery('english', %s)::text, ' & ', ' | ')) AS q "
+            f"WHERE tenant_id = %s AND search @@ q AND {where} ORDER BY score DESC, backend_id, name LIMIT %s",
+            [text, tenant_id, *params, depth],
+        )
+        rows: Sequence[tuple[int, str, float]] = cursor.fetchall()
+    return [((backend_id, name), float(score)) for backend_id, name, score in rows]

@@ -1,0 +1,12 @@
+"""Celery tasks of the tool index. Thin: each calls one service, by id."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from apps.retrieval.indexing import tool_index_sync
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def tool_index(backend_id: int) -> None:
+    tool_index_sync(backend_id=backend_id)

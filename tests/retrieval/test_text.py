@@ -1,0 +1,53 @@
+"""What the index reads of a tool (pure)."""
+
+from __future__ import annotations
+
+from apps.retrieval.text import DESCRIPTION_CHARS, ToolText, identifier_words, index_text, split_identifiers
+
+
+def test_identifiers_split_into_words_on_case_separators_and_acronyms() -> None:
+    assert identifier_words("DescribeVpcEndpoints") == ["Describe", "Vpc", "Endpoints"]
+    assert identifier_words("create_pull-request") == ["create", "pull", "request"]
+    assert identifier_words("DescribeVPCEndpoints") == ["Describe", "VPC", "Endpoints"]
+    assert identifier_words("AssociateIpv6CidrBlock") == ["Associate", "Ipv6", "Cidr", "Block"]
+    assert identifier_words("ec2") == ["ec2"]
+
+
+def test_a_query_keeps_its_tokens_and_gains_their_words() -> None:
+    assert split_identifiers("run DescribeVpcs now") == "run DescribeVpcs Describe Vpcs now"
+    assert split_identifiers("sg-0123abcd rules") == "sg-0123abcd sg 0123abcd rules"
+
+
+def test_the_index_text_names_the_tool_its_service_its_parameters_required_first() -> None:
+    text = index_text(ToolText(
+        name="CreateSubnet",
+        description="Creates a subnet   in a VPC.\nMore text.",
+        input_schema={"type": "object", "properties": {"DryRun": {}, "VpcId": {}, "CidrBlock": {}},
+                      "required": ["VpcId", "Missing"]},
+        service="ec2",
+        service_title="Amazon Elastic Compute Cloud",
+    ))
+    assert text.name == "Create Subnet"
+    assert text.service == "ec2 Amazon Elastic Compute Cloud"
+    assert text.parameters == "Vpc Id, Dry Run, Cidr Block"
+    assert text.description == "Creates a subnet in a VPC. More text."
+    assert text.document() == (
+        "Create Subnet (ec2 Amazon Elastic Compute Cloud) Creates a subnet in a VPC. More text. "
+        "Parameters: Vpc Id, Dry Run, Cidr Block."
+    )
+
+
+def test_a_long_description_is_cut_at_a_word() -> None:
+    text = index_text(ToolText("t", "word " * 1000, {}, "svc"))
+    assert len(text.description) <= DESCRIPTION_CHARS
+    assert text.description.endswith("word")
+    assert text.parameters == ""
+
+
+def test_the_digest_changes_with_the_text_or_the_model_only() -> None:
+    tool = ToolText("GetPet", "Returns a pet.", {"properties": {"petId": {}}}, "pets")
+    same = ToolText("GetPet", "Returns  a pet.", {"properties": {"petId": {}}}, "pets")
+    other = ToolText("GetPet", "Returns a pet by id.", {"properties": {"petId": {}}}, "pets")
+    assert index_text(tool).digest("m1") == index_text(same).digest("m1")
+    assert index_text(tool).digest("m1") != index_text(other).digest("m1")
+    assert index_text(tool).digest("m1") != index_text(tool).digest("m2")
