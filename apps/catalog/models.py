@@ -80,6 +80,20 @@ class VirtualHost(TimeStampedModel):
         help_text="The key anonymous callers act as: its policy, limits and audit apply.",
     )
 
+    class ToolSearch(models.TextChoices):
+        OFF = "off", "Off"
+        LISTED = "listed", "Listed with the other tools"
+        ONLY = "only", "Listed alone (the other tools stay callable by name)"
+
+    tool_search = models.CharField(
+        max_length=8, choices=ToolSearch.choices, default=ToolSearch.OFF,
+        help_text="The gateway's own tool that finds the tools for a task among this host's.",
+    )
+    tool_search_name = models.CharField(
+        max_length=128, default="tool_search", validators=[tool_name_validator],
+        help_text="The name tool_search is listed and called by.",
+    )
+
     class Meta:
         ordering = ["tenant__slug", "slug"]
         constraints = [

@@ -179,6 +179,23 @@ def virtual_host_update(
     return virtual_host
 
 
+@transaction.atomic
+def virtual_host_tool_search_set(*, virtual_host: VirtualHost, mode: str, name: str = "tool_search") -> VirtualHost:
+    """Give the host a `tool_search` tool (`mode` listed: beside its tools; only: alone in tools/list)
+    or take it away (off). ValidationError for an unknown mode, a name that is not a tool name, or
+    one an alias of the host already takes; nothing changes then."""
+    if mode not in VirtualHost.ToolSearch.values:
+        raise ValidationError({"tool_search": f"unknown mode {mode!r}; use one of {', '.join(VirtualHost.ToolSearch.values)}"})
+    if mode != VirtualHost.ToolSearch.OFF and virtual_host.tool_aliases.filter(alias=name).exists():
+        raise ValidationError({"tool_search_name": f"{name!r} is an alias of this host; choose another name for tool_search"})
+    virtual_host.tool_search = mode
+    virtual_host.tool_search_name = name
+    virtual_host.full_clean()
+    virtual_host.save(update_fields=["tool_search", "tool_search_name", "updated_at"])
+    config_version_bump(tenant_id=virtual_host.tenant_id)
+    return virtual_host
+
+
 def virtual_host_delete(*, virtual_host: VirtualHost) -> None:
     """Delete the virtual host with its mounts and aliases (the backends stay)."""
     tenant_id = virtual_host.tenant_id
@@ -215,6 +232,8 @@ def tool_alias_set(*, virtual_host: VirtualHost, alias: str, target: ToolTarget)
     mounted on the virtual host."""
     if not virtual_host.mounts.filter(map_key=target.map_key).exists():
         raise ValidationError({"map_key": f"map key {target.map_key!r} is not mounted on this virtual host"})
+    if virtual_host.tool_search != VirtualHost.ToolSearch.OFF and alias == virtual_host.tool_search_name:
+        raise ValidationError({"alias": f"{alias!r} is this host's tool_search; choose another alias"})
     tool_alias = virtual_host.tool_aliases.filter(alias=alias).first() or ToolAlias(
         virtual_host=virtual_host, alias=alias
     )

@@ -23,7 +23,7 @@ from apps.gateway.egress import OAuthTokens, egress_plan_build
 from apps.gateway.openapi import OpenApiHttp, openapi_server_build
 from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.singleflight import SingleFlight
-from apps.gateway.pipeline.values import BackendView, Limit, Principal, TokenIssuerView, VirtualHostView
+from apps.gateway.pipeline.values import BackendView, Limit, Principal, TokenIssuerView, ToolSearchConfig, VirtualHostView
 from apps.policies.models import RateLimit
 from apps.policies.selectors import EffectiveBudgets, access_policy_compiled, budgets_effective, tool_costs_compiled
 from apps.tenants.keys import key_hash
@@ -210,6 +210,8 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
             audit_arguments=tenant.audit_arguments,
             policy=access_policy_compiled(virtual_host=vhost),
             costs=tool_costs_compiled(virtual_host=vhost),
+            tool_search=None if vhost.tool_search == VirtualHost.ToolSearch.OFF else ToolSearchConfig(
+                vhost.tool_search_name, only=vhost.tool_search == VirtualHost.ToolSearch.ONLY),
         )
     return TenantSnapshot(
         keys, hashes, vhosts, tenant=(tenant.pk, tenant.slug), issuers=issuers,

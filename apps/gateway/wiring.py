@@ -17,6 +17,7 @@ from apps.gateway.limits import RedisRateLimiter
 from apps.gateway.openapi import OpenApiHttp
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import ListSettings
+from apps.gateway.search import IndexFinder
 from apps.gateway.sessions import RedisSessionStore
 from apps.gateway.snapshots import SnapshotDirectory
 from apps.gateway.tokens import JwtVerifier
@@ -68,6 +69,7 @@ def gateway() -> Gateway:
             changes=RedisChangeFeed(client, instance=f"{settings.GATEWAY_INSTANCE_ID}:{loop_id}"),
             limiter=RedisRateLimiter(client, fail_open=settings.GATEWAY_RATE_LIMIT_FAIL_OPEN),
             tokens=JwtVerifier(),
+            finder=IndexFinder(),
         )
         _gateways[loop_id] = instance
     return instance

@@ -54,17 +54,21 @@ class SearchHit:
     scores: dict[str, float] = field(default_factory=dict)  # path → its own score (cosine similarity, ts_rank)
 
 
-def tool_index_search(*, tenant_id: int, scope: SearchScope, query: str, k: int) -> list[SearchHit]:
-    """The best `k` tools of `scope` for `query`, best first. Deterministic for a given index."""
+def tool_index_search(
+    *, tenant_id: int, scope: SearchScope, query: str, k: int, paths: tuple[str, ...] = (DENSE, TEXT)
+) -> list[SearchHit]:
+    """The best `k` tools of `scope` for `query`, best first. Deterministic for a given index.
+    `paths`: the retrieval paths to fuse (one alone ranks as that path does: for comparisons)."""
     text = split_identifiers(" ".join(query.split()))
     if not text:
         return []
     depth = max(MIN_DEPTH, 4 * k)
     where, params = scope.sql()
-    dense = _dense(tenant_id, where, params, text, depth)
-    full_text = _full_text(tenant_id, where, params, text, depth)
-    fused = rrf({DENSE: [key for key, _ in dense], TEXT: [key for key, _ in full_text]})
-    scores = {DENSE: dict(dense), TEXT: dict(full_text)}
+    found = {
+        path: (_dense if path == DENSE else _full_text)(tenant_id, where, params, text, depth) for path in paths
+    }
+    fused = rrf({path: [key for key, _ in ranked] for path, ranked in found.items()})
+    scores = {path: dict(ranked) for path, ranked in found.items()}
     return [
         SearchHit(f.key[0], f.key[1], f.score, dict(f.ranks), {path: scores[path][f.key] for path in f.ranks})
         for f in fused[:k]

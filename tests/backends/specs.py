@@ -104,3 +104,36 @@ def swagger_spec() -> dict[str, Any]:
         },
         "securityDefinitions": {"basic": {"type": "basic"}},
     }
+
+
+#: A cloud API's operations (summary, required parameters): enough tools, of distinct meaning, for
+#: searches to have a right answer.
+OPERATIONS = {
+    "CreateVpc": ("Creates a virtual private cloud (VPC) with an IPv4 CIDR block.", ["CidrBlock"]),
+    "DescribeVpcs": ("Describes your virtual private clouds.", []),
+    "DeleteVpc": ("Deletes the specified virtual private cloud.", ["VpcId"]),
+    "CreateSubnet": ("Creates a subnet in the specified VPC.", ["VpcId", "CidrBlock"]),
+    "DescribeSubnets": ("Describes your subnets.", []),
+    "CreateSecurityGroup": ("Creates a security group: a virtual firewall for instances.", ["GroupName", "VpcId"]),
+    "AuthorizeSecurityGroupIngress": ("Adds inbound rules to a security group.", ["GroupId"]),
+    "RunInstances": ("Launches the specified number of instances using an AMI.", ["ImageId"]),
+    "TerminateInstances": ("Shuts down the specified instances.", ["InstanceIds"]),
+    "CreateBucket": ("Creates a new storage bucket for objects.", ["Bucket"]),
+    "PutObject": ("Adds an object to a bucket.", ["Bucket", "Key"]),
+    "SendMessage": ("Delivers a message to the specified queue.", ["QueueUrl", "MessageBody"]),
+}
+
+
+def network_spec(operations: dict[str, tuple[str, list[str]]] = OPERATIONS, title: str = "Cloud API") -> bytes:
+    """An OpenAPI document with one POST operation per entry of `operations`."""
+    paths: dict[str, Any] = {}
+    for name, (summary, required) in operations.items():
+        properties = {param: {"type": "string"} for param in [*required, "DryRun"]}
+        paths[f"/cloud/{name}"] = {"post": {
+            "operationId": name, "summary": summary,
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": required, "properties": properties}}}},
+            "responses": {"200": {"description": "ok"}},
+        }}
+    return json.dumps({"openapi": "3.0.3", "info": {"title": title, "version": "1"}, "servers": [{"url": "/"}],
+                       "paths": paths}).encode()

@@ -27,9 +27,11 @@ from apps.gateway.pipeline.ports import (
     StoreUnavailable,
     TenantDirectory,
     TokenVerifier,
+    ToolFinder,
     Upstream,
 )
 from apps.gateway.pipeline.relay import Relay
+from apps.gateway.pipeline.search import ToolSearch
 from apps.gateway.pipeline.replies import Reply, error_reply, http_error_reply
 from apps.gateway.pipeline.values import HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol.envelope import is_modern_message
@@ -95,6 +97,7 @@ class Gateway:
         changes: ChangeFeed | None = None,
         limiter: RateLimiter | None = None,
         tokens: TokenVerifier | None = None,
+        finder: ToolFinder | None = None,
     ) -> None:
         self.settings = settings
         self._tokens = tokens or _NoTokens()
@@ -103,12 +106,12 @@ class Gateway:
         self.backends = BackendCatalog(upstream)
         self.counters = Counters()
         relay = Relay(upstream, audit, limiter, self.counters, hash_key=settings.audit_hash_key)
-        local = LocalTools(relay)
         # Without a shared secret, cursors are valid on this instance only.
         codec = CursorCodec(settings.cursor_secret or secrets.token_bytes(32))
         client = BackendClient(upstream, self.backends)
         lists = HostLists(client, codec, settings.lists, self.counters)
         self.lists = lists
+        local = LocalTools(relay, ToolSearch(lists, finder))
         if changes is not None:
             lists.share = changes.publish
         listen = ComposedListen(client, lists, self.backends, timeout=settings.lists.timeout)

@@ -39,9 +39,11 @@ from apps.gateway.pipeline.listing import (
 )
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.names import Naming
+from apps.gateway.pipeline.search_tool import search_tool
 from apps.gateway.pipeline.singleflight import SingleFlight
 from apps.gateway.pipeline.values import BackendView, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
+from apps.gateway.protocol.errors import InvalidParams
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,12 @@ class _Merged:
     expires: float
     pages: dict[int, Any] = field(default_factory=dict)  # start -> the page's items, encoded once
     views: dict[Any, _Merged] = field(default_factory=dict)  # caller -> the tools it may see
+
+
+@dataclass(frozen=True, slots=True)
+class VisibleTools:
+    merged: MergedList
+    listed: Mapping[int, int]  # backend id -> how many tools it listed (backends that answered)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,18 +142,26 @@ class HostLists:
     ) -> dict[str, Any]:
         """The result of a list request on `vhost` for `principal`; raises InvalidParams for a
         refused cursor."""
+        search = vhost.tool_search if method == "tools/list" else None
         cached = await self._visible(vhost, principal, method)
 
         def encoded_once(start: int, items: Sequence[Mapping[str, Any]]) -> Any:
             placed = cached.pages.get(start)
             if placed is None:
-                placed = cached.pages[start] = jsonrpc.encoded(jsonrpc.dumps(list(items)))
+                # The host's own search tool leads the first page (it is not one of the backends').
+                shown = [search_tool(search.name), *items] if search is not None and start == 0 else list(items)
+                placed = cached.pages[start] = jsonrpc.encoded(jsonrpc.dumps(shown))
             return placed
 
-        result = list_result(
-            cached.merged, params.get("cursor"), codec=self._codec, tenant_id=vhost.tenant_id, vhost=vhost.slug,
-            page_size=self._settings.page_size, place=encoded_once,
-        )
+        if search is not None and search.only:
+            if params.get("cursor") is not None:
+                raise InvalidParams("Invalid params: unknown cursor")  # one page: none was handed out
+            result: dict[str, Any] = {"tools": [search_tool(search.name)]}
+        else:
+            result = list_result(
+                cached.merged, params.get("cursor"), codec=self._codec, tenant_id=vhost.tenant_id, vhost=vhost.slug,
+                page_size=self._settings.page_size, place=encoded_once,
+            )
         if modern:
             ttl_ms = max(0, int((cached.expires - self._clock()) * 1000))
             # Public only when anyone may list it and it is the same for everyone.
@@ -156,6 +172,15 @@ class HostLists:
     async def merged(self, vhost: VirtualHostView, method: str) -> MergedList:
         """The host's merged list, from the cache while it is current."""
         return (await self._current(vhost, method)).merged
+
+    async def visible_tools(self, vhost: VirtualHostView, principal: Principal) -> VisibleTools:
+        """The host's tools as `principal` sees them, and how many tools each backend listed."""
+        view = await self._visible(vhost, principal, "tools/list")
+        listed = {
+            backend.id: len(part.items)
+            for backend, part in zip(vhost.mounts.values(), view.parts, strict=True) if part.failure is None
+        }
+        return VisibleTools(view.merged, listed)
 
     async def tool_listed(self, vhost: VirtualHostView, principal: Principal, exposed: str, map_key: str) -> bool | None:
         """Whether `principal` sees the tool `exposed` (of the backend under `map_key`) in the host's

@@ -23,6 +23,7 @@ from apps.gateway.pipeline.calls import Call, Translate
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.legacy_composed import ComposedLegacy
 from apps.gateway.pipeline.local import LocalTools
+from apps.gateway.pipeline.search import SearchServer
 from apps.gateway.pipeline.mounts import merge_capabilities, pick_replica, single_backend
 from apps.gateway.pipeline.ports import SessionStore, Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.relay import BackendSessionGone, Relay
@@ -152,6 +153,9 @@ class LegacyEra:
         map_key, _ = single_backend(vhost)
         return await self.to_backend(request, vhost, principal, state, map_key, message, request.body, wants_sse)
 
+    def search_server(self, vhost: VirtualHostView, message: Message) -> SearchServer | None:
+        return self._local.search_server(vhost, message)
+
     async def to_backend(
         self,
         request: HttpRequest,
@@ -166,11 +170,13 @@ class LegacyEra:
         translate: Translate | None = None,
         exposed_name: str | None = None,
         rule: str = "",
+        backend: BackendView | None = None,
     ) -> Reply:
-        """Send `message` (encoded as `body`) to the backend under `map_key` in this session's
-        backend session, and relay the answer; `translate` shows what comes back in client terms."""
+        """Send `message` (encoded as `body`) to the backend under `map_key` (or to `backend`, one
+        the gateway answers itself) in this session's backend session, and relay the answer;
+        `translate` shows what comes back in client terms."""
         session_header = (("mcp-session-id", state.id),)
-        backend = vhost.mounts[map_key]
+        backend = backend or vhost.mounts[map_key]
         call = Call.begin(request, vhost, principal, backend, message, state.id)
         call.translate = translate
         call.exposed_name = exposed_name

@@ -101,6 +101,9 @@ class ComposedLegacy:
                 return await self._era.to_backend(request, vhost, principal, state, single, message, request.body,
                                                   wants_sse)
             raise MethodNotFound(f"Method not found: {method}")
+        if (search := self._era.search_server(vhost, message)) is not None:
+            return await self._era.to_backend(request, vhost, principal, state, "", message, request.body, wants_sse,
+                                              backend=search.backend)
         routed = route(vhost, message, modern=False, body=request.body)
         try:
             rule = await admit(self._lists, vhost, principal, routed)

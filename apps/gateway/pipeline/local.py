@@ -1,5 +1,5 @@
-"""Backends the gateway answers itself (OpenAPI services compiled to tools): the MCP methods a
-tool server has, in either era. The session, if any, is the gateway's own; nothing is forwarded."""
+"""Backends the gateway answers itself (OpenAPI services compiled to tools, and a host's
+`tool_search`): the MCP methods a tool server has, in either era. The session, if any, is the gateway's own; nothing is forwarded."""
 
 from __future__ import annotations
 
@@ -12,16 +12,28 @@ from apps.gateway.pipeline.calls import Call
 from apps.gateway.pipeline.ports import ToolServer, UpstreamUnavailable
 from apps.gateway.pipeline.relay import Relay
 from apps.gateway.pipeline.replies import Headers, Reply, accepted, error_reply, result_reply
+from apps.gateway.pipeline.search import SearchServer, ToolSearch
 from apps.gateway.pipeline.tracing import trace_headers
+from apps.gateway.pipeline.values import VirtualHostView
 from apps.gateway.protocol.errors import BackendUnavailable, GatewayError, InvalidParams, MethodNotFound
-from apps.gateway.protocol.jsonrpc import Kind, encoded
+from apps.gateway.protocol.jsonrpc import Kind, Message, encoded
 
 log = logging.getLogger(__name__)
 
 
 class LocalTools:
-    def __init__(self, relay: Relay) -> None:
+    def __init__(self, relay: Relay, search: ToolSearch | None = None) -> None:
         self._relay = relay
+        self._search = search
+
+    def search_server(self, vhost: VirtualHostView, message: Message) -> SearchServer | None:
+        """The host's `tool_search` tool when `message` calls it (answered before any naming rule)."""
+        config = vhost.tool_search
+        if config is None or self._search is None or message.method != "tools/call":
+            return None
+        if message.params.get("name") != config.name:
+            return None
+        return self._search.server(vhost)
 
     async def handle(
         self,

@@ -121,6 +121,9 @@ class ModernEra:
                 return await self._to_backend(request, vhost, principal, envelope, vhost.mounts[single], message,
                                               request.body, wants_sse)
             raise MethodNotFound(f"Method not found: {method}", http_status=404)
+        if (search := self._local.search_server(vhost, message)) is not None:
+            return await self._to_backend(request, vhost, principal, envelope, search.backend, message, request.body,
+                                          wants_sse)
         routed = route(vhost, message, modern=True, body=request.body)
         try:
             rule = await admit(self._lists, vhost, principal, routed)

@@ -187,6 +187,23 @@ class ToolServer(Protocol):
         the service cannot answer, CredentialUnavailable when there is no credential to send."""
 
 
+class ToolFinder(Protocol):
+    """The tool index behind `tool_search` (issue 6)."""
+
+    async def find(
+        self,
+        *,
+        tenant_id: int,
+        backends: Sequence[int],
+        restricted: Sequence[tuple[int, Sequence[str]]],
+        query: str,
+        k: int,
+    ) -> list[tuple[int, str]]:
+        """The best `k` tools for `query`, best first, as (backend id, upstream tool name), among
+        every tool of `backends` and, of each backend in `restricted`, the names listed only; never
+        any other. Raises UpstreamUnavailable when the index cannot be searched."""
+
+
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
     principal: Principal

@@ -97,6 +97,15 @@ class BackendView:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolSearchConfig:
+    """A host's `tool_search` tool (`search.py`): the name it is listed and called by, and whether
+    `tools/list` shows it alone (`only`; the other tools stay callable by name)."""
+
+    name: str = "tool_search"
+    only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class VirtualHostView:
     tenant_id: int
     tenant_slug: str
@@ -111,6 +120,8 @@ class VirtualHostView:
     policy: Policy | None = field(default=None, compare=False, repr=False)
     #: What a `tools/call` costs against budgets (`costs.ToolCosts`); None: every call costs 1 unit.
     costs: ToolCosts | None = field(default=None, compare=False, repr=False)
+    #: The host's `tool_search` tool; None: it has none.
+    tool_search: ToolSearchConfig | None = None
 
     def __post_init__(self) -> None:
         if self.naming is None:
@@ -120,9 +131,10 @@ class VirtualHostView:
 
     @property
     def composed(self) -> bool:
-        """Whether the gateway looks into messages: names rewritten (several backends, or aliases)
-        or tools filtered by a policy. Otherwise every message passes through to the one backend."""
-        return self.policy is not None or self.naming.composed
+        """Whether the gateway looks into messages: names rewritten (several backends, or aliases),
+        tools filtered by a policy, or a `tool_search` tool added. Otherwise every message passes
+        through to the one backend."""
+        return self.policy is not None or self.tool_search is not None or self.naming.composed
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,150 @@
+"""`tool_search`: the tool the gateway itself offers on a virtual host (issue 6 §2).
+
+An agent facing thousands of tools asks for the few it needs: `tool_search(query, k)` answers with
+the best `k` tools the caller may call, as the very objects `tools/list` shows them (exposed names,
+best first) in `structuredContent.tools`, and the same JSON as a text block for clients that read
+only text. The tool index (`ports.ToolFinder`) is asked with the caller's view of the host — every
+tool of a backend it sees whole, and the exact names otherwise — so a hidden tool can never be found
+and a short view still fills `k`.
+
+The name is the host's to choose (`ToolSearchConfig.name`), is answered before the naming contract
+applies (`names.py`), and is listed and callable whatever the host's access policy says: it only
+ever shows tools the caller may see. A host may list nothing else (`only`): its other tools remain
+callable by name. Calls are audited, rate-limited and charged like any other `tools/call`."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from apps.gateway.pipeline.host_lists import HostLists
+from apps.gateway.pipeline.ports import ToolFinder, UpstreamUnavailable
+from apps.gateway.pipeline.search_tool import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, search_tool
+from apps.gateway.pipeline.values import BackendInfo, BackendView, Principal, VirtualHostView
+from apps.gateway.protocol import jsonrpc
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """A caller's view of a host's tools, as the index is asked about it."""
+
+    backends: tuple[int, ...]  # seen whole, under their own names
+    restricted: tuple[tuple[int, tuple[str, ...]], ...]
+    shown: Mapping[tuple[int, str], Mapping[str, Any]]  # (backend id, upstream name) -> listed entry
+
+
+#: The backend a `tool_search` call is audited under (no real backend has id 0).
+SEARCH_BACKEND_NAME = "gateway"
+
+
+class ToolSearch:
+    """Answers `tool_search` calls. Views are built once per merged list (a configuration, a
+    backend's list or the caller's visibility changes: another list) and kept for the most recent
+    hosts and callers."""
+
+    _VIEWS_MAX = 256
+
+    def __init__(self, lists: HostLists, finder: ToolFinder | None) -> None:
+        self._lists = lists
+        self._finder = finder
+        self._views: OrderedDict[int, tuple[object, _View]] = OrderedDict()
+
+    def server(self, vhost: VirtualHostView) -> SearchServer:
+        """The search tool of `vhost` as a tool server (`ports.ToolServer`), for `local.LocalTools`."""
+        return SearchServer(self, vhost)
+
+    async def result(self, vhost: VirtualHostView, principal: Principal, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The `CallToolResult` of a `tool_search` call; bad arguments are a result with `isError`."""
+        query = arguments.get("query")
+        k = arguments.get("k", DEFAULT_K)
+        problem = _arguments_problem(arguments, query, k)
+        if problem is not None:
+            return {"content": [{"type": "text", "text": problem}], "isError": True}
+        assert isinstance(query, str) and isinstance(k, int)
+        if self._finder is None:
+            raise UpstreamUnavailable("no tool index is configured")
+        view = await self._view(vhost, principal)
+        found: list[tuple[int, str]] = []
+        if view.backends or view.restricted:
+            found = await self._finder.find(
+                tenant_id=vhost.tenant_id, backends=view.backends, restricted=view.restricted, query=query, k=k
+            )
+        tools = [view.shown[key] for key in found if key in view.shown]
+        structured = {"tools": tools}
+        return {
+            "content": [{"type": "text", "text": jsonrpc.dumps(structured).decode()}],
+            "structuredContent": structured,
+        }
+
+    async def _view(self, vhost: VirtualHostView, principal: Principal) -> _View:
+        visible = await self._lists.visible_tools(vhost, principal)
+        merged = visible.merged
+        cached = self._views.get(id(merged))
+        if cached is not None and cached[0] is merged:
+            self._views.move_to_end(id(merged))
+            return cached[1]
+        shown: dict[tuple[int, str], Mapping[str, Any]] = {}
+        per_backend: dict[int, list[str]] = {}
+        for identity, item in zip(merged.identities, merged.items, strict=True):
+            target = vhost.naming.route_tool(identity)
+            backend = vhost.mounts.get(target[0]) if target is not None else None
+            if backend is None or target is None:
+                continue
+            key = (backend.id, target[1])
+            if key not in shown:  # a tool under several aliases: found once, shown under the first
+                shown[key] = item
+                per_backend.setdefault(backend.id, []).append(target[1])
+        whole = tuple(sorted(b for b, names in per_backend.items() if len(names) == visible.listed.get(b, -1)))
+        restricted = tuple((b, tuple(sorted(names))) for b, names in sorted(per_backend.items()) if b not in whole)
+        view = _View(whole, restricted, shown)
+        self._views[id(merged)] = (merged, view)
+        if len(self._views) > self._VIEWS_MAX:
+            self._views.popitem(last=False)
+        return view
+
+
+def _arguments_problem(arguments: Mapping[str, Any], query: object, k: object) -> str | None:
+    unknown = sorted(set(arguments) - {"query", "k"})
+    if unknown:
+        return f"Unknown argument(s): {', '.join(unknown)}; tool_search takes 'query' and 'k'."
+    if not isinstance(query, str) or not query.strip():
+        return "'query' must be a non-empty string: what you want to do, or the id of what you want to act on."
+    if len(query) > MAX_QUERY_CHARS:
+        return f"'query' is {len(query)} characters long; at most {MAX_QUERY_CHARS} are allowed."
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        return f"'k' must be an integer from 1 to {MAX_K}."
+    return None
+
+
+class SearchServer:
+    """One host's search tool as a `ports.ToolServer`."""
+
+    def __init__(self, search: ToolSearch, vhost: VirtualHostView) -> None:
+        assert vhost.tool_search is not None
+        self._search = search
+        self._vhost = vhost
+        self._name = vhost.tool_search.name
+        self.backend = BackendView(id=0, name=SEARCH_BACKEND_NAME, transport="", urls=(), timeout=30.0, kind="gateway",
+                                   server=self)
+
+    @property
+    def info(self) -> BackendInfo:
+        return BackendInfo(None, {"tools": {}}, (), {"tools": {}}, {}, None)
+
+    def tools_json(self) -> bytes:
+        return jsonrpc.dumps([search_tool(self._name)])
+
+    def has_tool(self, name: str) -> bool:
+        return name == self._name
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        headers: Sequence[tuple[str, str]] = (),
+        principal: Principal | None = None,
+    ) -> dict[str, Any]:
+        assert principal is not None
+        return await self._search.result(self._vhost, principal, arguments)

@@ -1,0 +1,45 @@
+"""The `ToolFinder` port on the tool index (apps.retrieval): searches run on worker threads, since
+they query PostgreSQL and embed the query (the model loads on the first search of a process)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError, close_old_connections
+
+from apps.gateway.pipeline.ports import UpstreamUnavailable
+from apps.retrieval.search import SearchScope, tool_index_search
+
+log = logging.getLogger(__name__)
+
+
+def _search(tenant_id: int, scope: SearchScope, query: str, k: int) -> list[tuple[int, str]]:
+    close_old_connections()
+    try:
+        return [(hit.backend_id, hit.name) for hit in tool_index_search(tenant_id=tenant_id, scope=scope, query=query, k=k)]
+    finally:
+        close_old_connections()
+
+
+class IndexFinder:
+    def __init__(self) -> None:
+        self._search = sync_to_async(_search, thread_sensitive=False)
+
+    async def find(
+        self,
+        *,
+        tenant_id: int,
+        backends: Sequence[int],
+        restricted: Sequence[tuple[int, Sequence[str]]],
+        query: str,
+        k: int,
+    ) -> list[tuple[int, str]]:
+        scope = SearchScope(tuple(backends), tuple((b, tuple(names)) for b, names in restricted))
+        try:
+            return await self._search(tenant_id, scope, query, k)
+        except (DatabaseError, ImproperlyConfigured) as exc:
+            log.warning("tool_search failed: %s", exc)
+            raise UpstreamUnavailable(f"the tool index cannot be searched: {exc}") from exc

@@ -1,0 +1,173 @@
+"""`tool_search` through the gateway (issue 6 §2): listed, called by the official SDK client in both
+eras, answering with the very objects tools/list shows, and never with a tool the caller may not see."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+import pytest
+from channels.db import database_sync_to_async
+
+from apps.audit.models import AuditRecord
+from apps.catalog.models import Backend, VirtualHost
+from apps.catalog.services import virtual_host_tool_search_set
+from apps.catalog.specs import spec_upload
+from apps.gateway.pipeline.policy import RuleSpec
+from apps.policies.services import access_policy_set
+from tests import factories
+from tests.backends.specs import OPERATIONS, network_spec
+from tests.conftest import mcp_client
+from tests.gateway.helpers import message_of, modern
+
+pytestmark = pytest.mark.slow
+
+
+class Cloud:
+    def __init__(self, url: str, key: str, host: VirtualHost, backend: Backend) -> None:
+        self.url, self.key, self.host, self.backend = url, key, host, backend
+
+    def request(self, method: str, params: dict[str, Any] | None = None, *, key: str | None = None) -> dict[str, Any]:
+        return message_of(modern(self.url, method, params or {}, key=key or self.key))
+
+    def tools(self, *, key: str | None = None) -> list[dict[str, Any]]:
+        return self.request("tools/list", key=key)["result"]["tools"]
+
+    def search(self, arguments: dict[str, Any], *, key: str | None = None) -> dict[str, Any]:
+        return self.request("tools/call", {"name": "tool_search", "arguments": arguments}, key=key)["result"]
+
+
+def make_cloud(gateway_url: str, service_url: str, *, mode: str = "listed", mounts: int = 1) -> Cloud:
+    tenant = factories.tenant_factory()
+    issued = factories.api_key_factory(tenant=tenant, name="agent")
+    backend = factories.openapi_backend_factory(tenant=tenant, name="cloud", base_url=service_url)
+    spec_upload(backend=backend, document=network_spec(), filename="cloud.json")  # compiled and indexed at once
+    extra = {"other": factories.openapi_backend_factory(tenant=tenant, name="other")} if mounts > 1 else {}
+    host = factories.virtual_host_factory(tenant=tenant, mounts={"net": backend, **extra})
+    virtual_host_tool_search_set(virtual_host=host, mode=mode)
+    return Cloud(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, host, backend)
+
+
+@pytest.fixture
+def indexing_on(settings) -> None:  # noqa: ANN001 - pytest-django fixture
+    settings.GATEWAY_TOOL_INDEX = True
+
+
+@pytest.fixture
+def cloud(transactional_db: None, indexing_on: None, gateway_url: str, recording_service_url: str) -> Cloud:
+    return make_cloud(gateway_url, recording_service_url)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_sdk_client_lists_and_calls_tool_search(
+    transactional_db: None, indexing_on: None, gateway_url: str, recording_service_url: str, mode: str
+) -> None:
+    cloud = await database_sync_to_async(make_cloud)(gateway_url, recording_service_url)
+    async with mcp_client(cloud.url, cloud.key, mode) as client:
+        tools = (await client.list_tools()).tools
+        assert tools[0].name == "tool_search"
+        assert sorted(tool.name for tool in tools[1:]) == sorted(OPERATIONS)
+        result = await client.call_tool("tool_search", {"query": "shut down my servers", "k": 3})
+        assert result.is_error is False
+        found = [tool["name"] for tool in result.structured_content["tools"]]
+        assert found[0] == "TerminateInstances" and len(found) == 3
+        called = await client.call_tool(found[0], {"InstanceIds": "i-1"})
+    assert called.is_error is False
+    assert httpx.get(f"{recording_service_url}/__recorded").json()[-1]["path"] == "/cloud/TerminateInstances"
+
+
+def test_the_answer_holds_the_objects_tools_list_shows_best_first(cloud: Cloud) -> None:
+    listed = {tool["name"]: tool for tool in cloud.tools()}
+    result = cloud.search({"query": "create a virtual private cloud"})
+    tools = result["structuredContent"]["tools"]
+    assert 1 <= len(tools) <= 15 and len(tools) == len(OPERATIONS)  # k defaults to 15; the host has 12
+    assert all(tool == listed[tool["name"]] for tool in tools)
+    assert tools[0]["name"] == "CreateVpc"
+    assert "tool_search" not in [tool["name"] for tool in tools]
+    assert [block["type"] for block in result["content"]] == ["text"]
+    assert json.loads(result["content"][0]["text"]) == {"tools": tools}
+    again = cloud.search({"query": "create a virtual private cloud"})
+    assert again == result  # deterministic
+
+
+def test_a_multi_backend_host_answers_with_exposed_names(transactional_db: None, indexing_on: None,
+                                                         gateway_url: str, recording_service_url: str) -> None:
+    cloud = make_cloud(gateway_url, recording_service_url, mounts=2)
+    tools = cloud.search({"query": "shut down my servers", "k": 2})["structuredContent"]["tools"]
+    assert tools[0]["name"] == "net-TerminateInstances"
+    called = cloud.request("tools/call", {"name": tools[0]["name"], "arguments": {"InstanceIds": "i-1"}})
+    assert called["result"]["isError"] is False
+    assert httpx.get(f"{cloud.backend.base_url}/__recorded").json()[-1]["path"] == "/cloud/TerminateInstances"
+
+
+def test_a_hidden_tool_is_never_found_at_any_k(cloud: Cloud) -> None:
+    team = factories.team_factory(tenant=cloud.host.tenant, slug="ops")
+    limited = factories.api_key_factory(tenant=cloud.host.tenant, name="limited", team=team)
+    access_policy_set(virtual_host=cloud.host, default="allow", rules=[
+        RuleSpec("no-terminate", "team", "ops", "deny", ["Terminate*", "RunInstances"]),
+        RuleSpec("subnets-of-one-vpc", "team", "ops", "allow", ["CreateSubnet"], 'arguments.VpcId == "vpc-1"'),
+    ])
+    for k in (1, 2, 5, 15, 50):
+        tools = cloud.search({"query": "shut down my servers", "k": k}, key=limited.secret)["structuredContent"]["tools"]
+        names = [tool["name"] for tool in tools]
+        assert "TerminateInstances" not in names and "RunInstances" not in names
+        assert len(names) == min(k, len(OPERATIONS) - 2)
+    # A rule whose condition reads the arguments leaves the tool findable; the unrestricted key sees all.
+    names = [t["name"] for t in cloud.search({"query": "create a subnet", "k": 1}, key=limited.secret)["structuredContent"]["tools"]]
+    assert names == ["CreateSubnet"]
+    names = [t["name"] for t in cloud.search({"query": "shut down my servers", "k": 1})["structuredContent"]["tools"]]
+    assert names == ["TerminateInstances"]
+    # tool_search itself stays listed and callable under a policy that names nothing like it.
+    access_policy_set(virtual_host=cloud.host, default="deny", rules=[
+        RuleSpec("vpcs", "tenant", cloud.host.tenant.slug, "allow", ["*Vpc*"]),
+    ])
+    assert [tool["name"] for tool in cloud.tools()][:1] == ["tool_search"]
+    names = [t["name"] for t in cloud.search({"query": "shut down my servers", "k": 50})["structuredContent"]["tools"]]
+    assert sorted(names) == ["CreateVpc", "DeleteVpc", "DescribeVpcs"]
+
+
+def test_a_host_may_list_tool_search_alone(transactional_db: None, indexing_on: None, gateway_url: str,
+                                           recording_service_url: str) -> None:
+    cloud = make_cloud(gateway_url, recording_service_url, mode="only")
+    assert [tool["name"] for tool in cloud.tools()] == ["tool_search"]
+    found = cloud.search({"query": "delete my vpc", "k": 1})["structuredContent"]["tools"]
+    assert [tool["name"] for tool in found] == ["DeleteVpc"]
+    assert found[0]["inputSchema"]["required"] == ["VpcId"]
+    called = cloud.request("tools/call", {"name": "DeleteVpc", "arguments": {"VpcId": "vpc-1"}})
+    assert called["result"]["isError"] is False  # callable by name though not listed
+    assert httpx.get(f"{recording_service_url}/__recorded").json()[-1]["path"] == "/cloud/DeleteVpc"
+    refused = cloud.request("tools/list", {"cursor": "abc"})
+    assert refused["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({}, "'query' must be a non-empty string"),
+    ({"query": "   "}, "'query' must be a non-empty string"),
+    ({"query": 3}, "'query' must be a non-empty string"),
+    ({"query": "x" * 1001}, "at most 1000"),
+    ({"query": "vpc", "k": 0}, "'k' must be an integer from 1 to 50"),
+    ({"query": "vpc", "k": 51}, "'k' must be an integer from 1 to 50"),
+    ({"query": "vpc", "k": True}, "'k' must be an integer from 1 to 50"),
+    ({"query": "vpc", "limit": 3}, "Unknown argument(s): limit"),
+])
+def test_bad_arguments_are_a_tool_error(cloud: Cloud, arguments: dict[str, Any], message: str) -> None:
+    result = cloud.search(arguments)
+    assert result["isError"] is True
+    assert message in result["content"][0]["text"]
+
+
+def test_a_search_is_audited_and_a_host_without_it_does_not_know_the_name(cloud: Cloud) -> None:
+    assert cloud.search({"query": "list my subnets"})["structuredContent"]["tools"]
+    deadline = time.monotonic() + 5
+    rows: list[AuditRecord] = []
+    while not rows and time.monotonic() < deadline:
+        time.sleep(0.1)
+        rows = list(AuditRecord.objects.filter(tenant_slug=cloud.host.tenant.slug))
+    assert [(r.backend, r.backend_kind, r.exposed_name, r.outcome, r.method) for r in rows] == [
+        ("gateway", "gateway", "tool_search", "ok", "tools/call")]
+    virtual_host_tool_search_set(virtual_host=cloud.host, mode="off")
+    assert "tool_search" not in [tool["name"] for tool in cloud.tools()]
+    refused = cloud.request("tools/call", {"name": "tool_search", "arguments": {"query": "subnets"}})
+    assert refused["error"]["code"] == -32602
