@@ -23,7 +23,14 @@ from apps.gateway.egress import OAuthTokens, egress_plan_build
 from apps.gateway.openapi import OpenApiHttp, openapi_server_build
 from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.singleflight import SingleFlight
-from apps.gateway.pipeline.values import BackendView, Limit, Principal, TokenIssuerView, ToolSearchConfig, VirtualHostView
+from apps.gateway.pipeline.values import (
+    BackendView,
+    Limit,
+    Principal,
+    TokenIssuerView,
+    ToolSearchConfig,
+    VirtualHostView,
+)
 from apps.policies.models import RateLimit
 from apps.policies.selectors import EffectiveBudgets, access_policy_compiled, budgets_effective, tool_costs_compiled
 from apps.tenants.keys import key_hash

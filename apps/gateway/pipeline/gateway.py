@@ -31,8 +31,8 @@ from apps.gateway.pipeline.ports import (
     Upstream,
 )
 from apps.gateway.pipeline.relay import Relay
-from apps.gateway.pipeline.search import ToolSearch
 from apps.gateway.pipeline.replies import Reply, error_reply, http_error_reply
+from apps.gateway.pipeline.search import ToolSearch
 from apps.gateway.pipeline.values import HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol.envelope import is_modern_message
 from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidRequest

@@ -23,11 +23,11 @@ from apps.gateway.pipeline.calls import Call, Translate
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.legacy_composed import ComposedLegacy
 from apps.gateway.pipeline.local import LocalTools
-from apps.gateway.pipeline.search import SearchServer
 from apps.gateway.pipeline.mounts import merge_capabilities, pick_replica, single_backend
 from apps.gateway.pipeline.ports import SessionStore, Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.relay import BackendSessionGone, Relay
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
+from apps.gateway.pipeline.search import SearchServer
 from apps.gateway.pipeline.tracing import trace_headers
 from apps.gateway.pipeline.values import (
     BackendInfo,

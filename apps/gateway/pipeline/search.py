@@ -25,6 +25,7 @@ from apps.gateway.pipeline.search_tool import DEFAULT_K, MAX_K, MAX_QUERY_CHARS,
 from apps.gateway.pipeline.values import BackendInfo, BackendView, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 
+
 @dataclass(frozen=True, slots=True)
 class _View:
     """A caller's view of a host's tools, as the index is asked about it."""
