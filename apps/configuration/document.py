@@ -132,6 +132,8 @@ class VirtualHostSpec:
     tool_aliases: tuple[AliasSpec, ...] = ()
     allow_anonymous: bool = False
     anonymous_key: str | None = None
+    tool_search: str = "off"  # off | listed | only
+    tool_search_name: str = "tool_search"
 
 
 @dataclass(frozen=True)

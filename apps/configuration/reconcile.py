@@ -24,6 +24,7 @@ from apps.catalog.services import (
     tool_alias_set,
     virtual_host_create,
     virtual_host_delete,
+    virtual_host_tool_search_set,
     virtual_host_update,
 )
 from apps.configuration.backends import backend_reconcile
@@ -255,6 +256,8 @@ class Reconciler:
                 host = virtual_host_create(
                     tenant=tenant, slug=spec.slug, allow_anonymous=spec.allow_anonymous, anonymous_key=anonymous_key
                 )
+                if (host.tool_search, host.tool_search_name) != (spec.tool_search, spec.tool_search_name):
+                    virtual_host_tool_search_set(virtual_host=host, mode=spec.tool_search, name=spec.tool_search_name)
                 self._record(Action.CREATED, "virtual_host", name)
             else:
                 details = []
@@ -266,6 +269,9 @@ class Reconciler:
                     virtual_host_update(
                         virtual_host=host, allow_anonymous=spec.allow_anonymous, anonymous_key=anonymous_key
                     )
+                if (host.tool_search, host.tool_search_name) != (spec.tool_search, spec.tool_search_name):
+                    virtual_host_tool_search_set(virtual_host=host, mode=spec.tool_search, name=spec.tool_search_name)
+                    details.append("tool_search")
                 self._record(Action.UPDATED if details else Action.UNCHANGED, "virtual_host", name, details)
         if host is None:
             return

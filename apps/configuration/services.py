@@ -13,6 +13,7 @@ import yaml
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
+from apps.catalog.models import VirtualHost
 from apps.catalog.selectors import backend_list, virtual_host_list
 from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX_LENGTH
 from apps.configuration.budgets import budgets_export, tool_costs_export
@@ -137,6 +138,10 @@ def config_export() -> str:
                 item["allow_anonymous"] = True
             if host.anonymous_key is not None:
                 item["anonymous_key"] = host.anonymous_key.name
+            if host.tool_search != VirtualHost.ToolSearch.OFF:
+                item["tool_search"] = host.tool_search
+            if host.tool_search_name != "tool_search":
+                item["tool_search_name"] = host.tool_search_name
             virtual_hosts.append(item)
             if (policy := policy_export(virtual_host=host)) is not None:
                 policies.append(policy)

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from django.core.exceptions import ValidationError
 
-from apps.catalog.models import Backend, map_key_validator, name_validator, tool_name_validator
+from apps.catalog.models import Backend, VirtualHost, map_key_validator, name_validator, tool_name_validator
 from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX_LENGTH
 from apps.catalog.validators import replica_url_validate
 from apps.configuration.budgets import budgets_check, tool_costs_check
@@ -50,7 +50,9 @@ _BACKEND_FIELDS = (
     "base_url", "spec", "credential", "tool_name_max_length", "include_deprecated",
 )
 _OPENAPI_ONLY = ("base_url", "spec", "tool_name_max_length", "include_deprecated")
-_VHOST_FIELDS = ("tenant", "slug", "backends", "tool_aliases", "allow_anonymous", "anonymous_key")
+_VHOST_FIELDS = (
+    "tenant", "slug", "backends", "tool_aliases", "allow_anonymous", "anonymous_key", "tool_search", "tool_search_name",
+)
 _UPSTREAM_NAME_MAX_LENGTH = 128
 
 
@@ -329,12 +331,20 @@ class _Checker(FieldChecks):
             anonymous_key = self.anonymous_key(fields.get("anonymous_key"), f"{path}.anonymous_key", tenants.get(tenant))
             if allow_anonymous and fields.get("anonymous_key") is None:
                 self.add(f"{path}.anonymous_key", "is required when allow_anonymous is true")
+            mode = fields.get("tool_search", "off")
+            mode = {True: "listed", False: "off"}.get(mode, mode) if isinstance(mode, bool) else mode  # YAML reads `off` as false
+            tool_search = self.choice(mode, f"{path}.tool_search", VirtualHost.ToolSearch.values)
+            search_name = self.text(fields.get("tool_search_name", "tool_search"), f"{path}.tool_search_name",
+                                    max_length=128, validator=tool_name_validator, what="tool name")
+            if tool_search != "off" and search_name in {a.alias for a in aliases}:
+                self.add(f"{path}.tool_search_name", f"{search_name!r} is also an alias of this host")
             if (tenant, slug) in hosts:
                 self.add(f"{path}.slug", f"duplicate virtual host {slug!r} in tenant {tenant!r}")
             elif tenant and slug:
                 hosts[(tenant, slug)] = VirtualHostSpec(
                     tenant=tenant, slug=slug, mounts=tuple(mounts), tool_aliases=tuple(aliases),
-                    allow_anonymous=allow_anonymous, anonymous_key=anonymous_key,
+                    allow_anonymous=allow_anonymous, anonymous_key=anonymous_key, tool_search=tool_search,
+                    tool_search_name=search_name,
                 )
         return tuple(hosts.values())
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
+from apps.catalog.models import VirtualHost
+from apps.gateway.pipeline.names import Naming
 from apps.retrieval.embeddings import embedder
 from apps.retrieval.fusion import rrf
 from apps.retrieval.indexing import vector_literal
@@ -104,3 +106,31 @@ def _full_text(tenant_id: int, where: str, params: list[object], text: str, dept
         )
         rows: Sequence[tuple[int, str, float]] = cursor.fetchall()
     return [((backend_id, name), float(score)) for backend_id, name, score in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class HostHit:
+    """A search hit on a virtual host, for the console: where the tool is, what the host calls it
+    (no name: the host's naming rules drop it), and how each path ranked it."""
+
+    backend_id: int
+    backend_name: str
+    name: str
+    exposed_names: tuple[str, ...]
+    hit: SearchHit
+
+
+def virtual_host_tools_search(*, virtual_host: VirtualHost, query: str, k: int) -> list[HostHit]:
+    """What `tool_search` finds on `virtual_host` for a caller who sees every tool (the host's
+    access policy is not applied), with each path's rank and score."""
+    mounts = {mount.map_key: mount.backend for mount in virtual_host.mounts.select_related("backend")}
+    aliases = {a.alias: (a.map_key, a.upstream_name) for a in virtual_host.tool_aliases.all()}
+    naming = Naming.build(mounts.keys(), aliases)
+    scope = SearchScope(backends=tuple(sorted({backend.pk for backend in mounts.values()})))
+    hits = tool_index_search(tenant_id=virtual_host.tenant_id, scope=scope, query=query, k=k)
+    found = []
+    for hit in hits:
+        keys = [key for key, backend in mounts.items() if backend.pk == hit.backend_id]
+        exposed = tuple(name for key in keys for name in naming.tool_names(key, hit.name))
+        found.append(HostHit(hit.backend_id, mounts[keys[0]].name, hit.name, exposed, hit))
+    return found
