@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from apps.catalog.models import Backend, Tool
+from apps.common.config_version import config_version_bump
 from apps.retrieval.embeddings import embedder
 from apps.retrieval.models import IndexedTool
 from apps.retrieval.text import IndexText, ToolText, index_text
@@ -82,6 +83,9 @@ def tool_index_sync(*, backend_id: int) -> IndexChange:
     with transaction.atomic():
         if gone and _still_current(backend_id, seen_spec):
             IndexedTool.objects.filter(backend_id=backend_id, name__in=gone).delete()
+        if stale or gone:
+            # Gateways keep tool_search answers per configuration snapshot: a new index is a new one.
+            config_version_bump(tenant_id=backend.tenant_id)
     return IndexChange(len(stale), len(gone), len(texts) - len(stale))
 
 

@@ -45,11 +45,18 @@ class ToolSearch:
     hosts and callers."""
 
     _VIEWS_MAX = 256
+    _ANSWERS_MAX = 1024
 
     def __init__(self, lists: HostLists, finder: ToolFinder | None) -> None:
         self._lists = lists
         self._finder = finder
         self._views: OrderedDict[int, tuple[object, _View]] = OrderedDict()
+        # (host, caller's view, query, k) -> tools. A host is a configuration snapshot's object and a
+        # view is one list of one caller class, so a new configuration (a change of the index bumps
+        # it too), a changed backend list or another caller never meets an old answer. The key's
+        # objects are held by the entry, so their ids cannot be reused while it lives.
+        self._answers: OrderedDict[tuple[int, int, str, int], tuple[object, object, list[Mapping[str, Any]]]] = (
+            OrderedDict())
 
     def server(self, vhost: VirtualHostView) -> SearchServer:
         """The search tool of `vhost` as a tool server (`ports.ToolServer`), for `local.LocalTools`."""
@@ -66,12 +73,21 @@ class ToolSearch:
         if self._finder is None:
             raise UpstreamUnavailable("no tool index is configured")
         view = await self._view(vhost, principal)
-        found: list[tuple[int, str]] = []
-        if view.backends or view.restricted:
-            found = await self._finder.find(
-                tenant_id=vhost.tenant_id, backends=view.backends, restricted=view.restricted, query=query, k=k
-            )
-        tools = [view.shown[key] for key in found if key in view.shown]
+        key = (id(vhost), id(view), " ".join(query.split()), k)
+        cached = self._answers.get(key)
+        if cached is not None and cached[0] is vhost and cached[1] is view:
+            self._answers.move_to_end(key)
+            tools = cached[2]
+        else:
+            found: list[tuple[int, str]] = []
+            if view.backends or view.restricted:
+                found = await self._finder.find(
+                    tenant_id=vhost.tenant_id, backends=view.backends, restricted=view.restricted, query=query, k=k
+                )
+            tools = [view.shown[key] for key in found if key in view.shown]
+            self._answers[key] = (vhost, view, tools)
+            if len(self._answers) > self._ANSWERS_MAX:
+                self._answers.popitem(last=False)
         structured = {"tools": tools}
         return {
             "content": [{"type": "text", "text": jsonrpc.dumps(structured).decode()}],

@@ -1,0 +1,111 @@
+"""`ToolSearch` (pure): what the index is asked for a caller's view of a host, how its answer is shown,
+and the answers it keeps — with a fake index and fake backends."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any
+
+import orjson
+import pytest
+
+from apps.gateway.pipeline.policy import RuleSpec, policy_compile
+from apps.gateway.pipeline.search import ToolSearch
+from apps.gateway.pipeline.values import ToolSearchConfig, VirtualHostView
+from tests.gateway.pipeline.test_gateway import PRINCIPAL
+from tests.gateway.pipeline.test_host_lists import Clock, FakeClient, backend, make
+
+
+class FakeIndex:
+    """Answers with a fixed ranking, keeping only what the caller's view allows (as the SQL does)."""
+
+    def __init__(self, ranking: list[tuple[int, str]]) -> None:
+        self.ranking = ranking
+        self.asked: list[dict[str, Any]] = []
+
+    async def find(self, *, tenant_id: int, backends: Sequence[int], restricted: Sequence[tuple[int, Sequence[str]]],
+                   query: str, k: int) -> list[tuple[int, str]]:
+        self.asked.append({"backends": tuple(backends), "restricted": tuple(restricted), "query": query, "k": k})
+        allowed = dict(restricted)
+        return [(b, n) for b, n in self.ranking if b in backends or n in allowed.get(b, ())][:k]
+
+
+def vhost(mounts: dict[str, int], *, policy: Any = None, aliases: dict[str, tuple[str, str]] | None = None,
+          only: bool = False) -> VirtualHostView:
+    return VirtualHostView(1, "acme", "main", MappingProxyType({k: backend(b) for k, b in mounts.items()}),
+                           MappingProxyType(aliases or {}), policy=policy, tool_search=ToolSearchConfig(only=only))
+
+
+@pytest.fixture
+def client() -> FakeClient:
+    client = FakeClient()
+    client.tools = {1: ["DescribeVpcs", "CreateVpc", "DeleteVpc"], 2: ["SendMessage"]}
+    return client
+
+
+async def test_a_whole_backend_is_searched_whole_and_answers_carry_exposed_names(client: FakeClient) -> None:
+    lists, _ = make(client, Clock())
+    index = FakeIndex([(2, "SendMessage"), (1, "CreateVpc"), (1, "DescribeVpcs")])
+    search = ToolSearch(lists, index)
+    result = await search.result(vhost({"net": 1, "mq": 2}), PRINCIPAL, {"query": " create   a vpc ", "k": 2})
+    assert index.asked == [{"backends": (1, 2), "restricted": (), "query": " create   a vpc ", "k": 2}]
+    assert [tool["name"] for tool in result["structuredContent"]["tools"]] == ["mq-SendMessage", "net-CreateVpc"]
+    assert orjson.loads(result["content"][0]["text"]) == result["structuredContent"]
+
+
+async def test_a_policy_narrows_the_search_to_the_names_the_caller_sees(client: FakeClient) -> None:
+    lists, _ = make(client, Clock())
+    index = FakeIndex([(1, "DeleteVpc"), (2, "SendMessage"), (1, "CreateVpc")])
+    policy = policy_compile("allow", [RuleSpec("no-delete", "tenant", "acme", "deny", ["*Delete*"]),
+                                      RuleSpec("small", "tenant", "acme", "allow", ["*Create*"], "arguments.n < 3")])
+    host = vhost({"net": 1, "mq": 2}, policy=policy)
+    result = await ToolSearch(lists, index).result(host, PRINCIPAL, {"query": "vpc"})
+    assert index.asked[0]["backends"] == (2,)
+    assert index.asked[0]["restricted"] == ((1, ("CreateVpc", "DescribeVpcs")),)
+    assert [tool["name"] for tool in result["structuredContent"]["tools"]] == ["mq-SendMessage", "net-CreateVpc"]
+
+
+async def test_an_aliased_tool_is_shown_under_its_alias(client: FakeClient) -> None:
+    lists, _ = make(client, Clock())
+    index = FakeIndex([(1, "CreateVpc")])
+    host = vhost({"net": 1}, aliases={"make_network": ("net", "CreateVpc")})
+    result = await ToolSearch(lists, index).result(host, PRINCIPAL, {"query": "vpc"})
+    assert [tool["name"] for tool in result["structuredContent"]["tools"]] == ["make_network"]
+    assert (index.asked[0]["backends"], index.asked[0]["restricted"]) == ((1,), ())  # every tool still shown
+
+
+async def test_answers_are_kept_per_host_snapshot_view_query_and_k(client: FakeClient) -> None:
+    lists, _ = make(client, Clock())
+    index = FakeIndex([(1, "CreateVpc")])
+    search = ToolSearch(lists, index)
+    host = vhost({"net": 1})
+    first = await search.result(host, PRINCIPAL, {"query": "create vpc"})
+    assert await search.result(host, PRINCIPAL, {"query": " create  vpc"}) == first
+    assert len(index.asked) == 1
+    await search.result(host, PRINCIPAL, {"query": "create vpc", "k": 3})
+    await search.result(replace(host), PRINCIPAL, {"query": "create vpc"})  # a new configuration snapshot
+    assert len(index.asked) == 3
+
+
+async def test_without_an_index_a_search_is_unavailable(client: FakeClient) -> None:
+    from apps.gateway.pipeline.ports import UpstreamUnavailable
+
+    lists, _ = make(client, Clock())
+    with pytest.raises(UpstreamUnavailable):
+        await ToolSearch(lists, None).result(vhost({"net": 1}), PRINCIPAL, {"query": "vpc"})
+    # Bad arguments are still the caller's to fix.
+    assert (await ToolSearch(lists, None).result(vhost({"net": 1}), PRINCIPAL, {"query": ""}))["isError"] is True
+
+
+async def test_the_list_leads_with_tool_search_or_holds_it_alone(client: FakeClient) -> None:
+    lists, _ = make(client, Clock(), page_size=2)
+    result = await lists.result(vhost({"net": 1}), PRINCIPAL, "tools/list", {}, modern=False)
+    first = orjson.loads(orjson.dumps(result["tools"]))
+    assert [tool["name"] for tool in first] == ["tool_search", "CreateVpc", "DeleteVpc"]
+    second = await lists.result(vhost({"net": 1}), PRINCIPAL, "tools/list", {"cursor": result["nextCursor"]}, modern=False)
+    assert [tool["name"] for tool in orjson.loads(orjson.dumps(second["tools"]))] == ["DescribeVpcs"]
+    alone = await lists.result(vhost({"net": 1}, only=True), PRINCIPAL, "tools/list", {}, modern=True)
+    assert [tool["name"] for tool in alone["tools"]] == ["tool_search"] and "nextCursor" not in alone
+    assert alone["resultType"] == "complete"
