@@ -50,6 +50,7 @@ def pool_load(tier: str) -> Pool:
     compile_seconds = index_seconds = 0.0
     embedded = 0
     tool_ids: dict[tuple[int, str], str] = {}
+    whole: list[int] = []
     restricted: list[tuple[int, tuple[str, ...]]] = []
     for service in sorted(wanted):
         name = _backend_name(service)
@@ -76,8 +77,12 @@ def pool_load(tier: str) -> Pool:
             raise RuntimeError(f"{service}: the compiled spec lacks {sorted(missing)[:5]}")
         for operation in wanted[service]:
             tool_ids[(backend.pk, names[operation])] = f"{service}::{operation}"
-        restricted.append((backend.pk, tuple(sorted(names[operation] for operation in wanted[service]))))
-    return Pool(tenant, SearchScope(restricted=tuple(restricted)), tool_ids, compile_seconds, index_seconds, embedded)
+        if wanted[service] == names.keys():
+            whole.append(backend.pk)  # as a caller who sees the whole service is asked about
+        else:
+            restricted.append((backend.pk, tuple(sorted(names[operation] for operation in wanted[service]))))
+    scope = SearchScope(backends=tuple(whole), restricted=tuple(restricted))
+    return Pool(tenant, scope, tool_ids, compile_seconds, index_seconds, embedded)
 
 
 def _backend_name(service: str) -> str:
