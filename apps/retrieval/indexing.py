@@ -7,6 +7,7 @@ change (`tool_index_queue`); searches read the index as it is meanwhile."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from apps.catalog.models import Backend, Tool
 from apps.common.config_version import config_version_bump
 from apps.retrieval.embeddings import embedder
 from apps.retrieval.models import IndexedTool
-from apps.retrieval.text import IndexText, ToolText, index_text
+from apps.retrieval.text import IndexText, ToolText, index_text, parameter_names
 from apps.tenants.models import Tenant
 
 log = logging.getLogger(__name__)
@@ -68,18 +69,25 @@ def tool_index_sync(*, backend_id: int) -> IndexChange:
         return IndexChange(0, 0, 0)  # deleted: its entries went with it
     seen_spec = backend.active_spec_id
     model = settings.GATEWAY_EMBEDDING_MODEL
-    texts = {tool.name: index_text(tool) for tool in backend_tool_texts(backend=backend)}
+    tools = {tool.name: tool for tool in backend_tool_texts(backend=backend)}
+    texts = {name: index_text(tool) for name, tool in tools.items()}
+    parameters = {name: list(parameter_names(tool.input_schema)) for name, tool in tools.items()}
     digests = {name: text.digest(model) for name, text in texts.items()}
-    stored = dict(IndexedTool.objects.filter(backend_id=backend_id).values_list("name", "digest"))
-    stale = [name for name in texts if stored.get(name) != digests[name]]
+    stored = {name: (digest, params) for name, digest, params in
+              IndexedTool.objects.filter(backend_id=backend_id).values_list("name", "digest", "parameters")}
+    stale = [name for name in texts if stored.get(name, ("", None))[0] != digests[name]]
     gone = [name for name in stored if name not in texts]
+    # Entries from before parameters were kept: filled in without embedding anything again.
+    for name in [n for n in texts if n in stored and n not in stale and stored[n][1] != parameters[n]]:
+        IndexedTool.objects.filter(backend_id=backend_id, name=name).update(parameters=parameters[name])
     for start in range(0, len(stale), BATCH):
         names = stale[start:start + BATCH]
         vectors = embedder().encode([texts[name].document() for name in names])
         with transaction.atomic():
             if not _still_current(backend_id, seen_spec):
                 return IndexChange(start, 0, len(texts) - len(stale))
-            _upsert(backend, [(name, texts[name], digests[name], vector) for name, vector in zip(names, vectors, strict=True)])
+            _upsert(backend, [(name, texts[name], digests[name], parameters[name], vector)
+                              for name, vector in zip(names, vectors, strict=True)])
     with transaction.atomic():
         if gone and _still_current(backend_id, seen_spec):
             IndexedTool.objects.filter(backend_id=backend_id, name__in=gone).delete()
@@ -97,27 +105,28 @@ def _still_current(backend_id: int, seen_spec: int | None) -> bool:
 
 
 _UPSERT = """
-INSERT INTO retrieval_indexedtool (tenant_id, backend_id, name, document, digest, search, embedding, updated_at)
-VALUES (%(tenant)s, %(backend)s, %(name)s, %(document)s, %(digest)s,
+INSERT INTO retrieval_indexedtool (tenant_id, backend_id, name, document, parameters, digest, search, embedding,
+                                   updated_at)
+VALUES (%(tenant)s, %(backend)s, %(name)s, %(document)s, %(parameters)s::jsonb, %(digest)s,
         setweight(to_tsvector('english', %(name_words)s), 'A')
         || setweight(to_tsvector('english', %(service)s), 'B')
-        || setweight(to_tsvector('english', %(parameters)s), 'C')
+        || setweight(to_tsvector('english', %(parameter_words)s), 'C')
         || setweight(to_tsvector('english', %(description)s), 'D'),
         %(embedding)s::vector, clock_timestamp())
 ON CONFLICT (backend_id, name) DO UPDATE SET
-    document = EXCLUDED.document, digest = EXCLUDED.digest, search = EXCLUDED.search,
+    document = EXCLUDED.document, parameters = EXCLUDED.parameters, digest = EXCLUDED.digest, search = EXCLUDED.search,
     embedding = EXCLUDED.embedding, updated_at = EXCLUDED.updated_at
 """
 
 
-def _upsert(backend: Backend, entries: Sequence[tuple[str, IndexText, str, object]]) -> None:
+def _upsert(backend: Backend, entries: Sequence[tuple[str, IndexText, str, list[str], object]]) -> None:
     rows = [
         {
             "tenant": backend.tenant_id, "backend": backend.pk, "name": name, "document": text.document(),
-            "digest": digest, "name_words": text.name, "service": text.service, "parameters": text.parameters,
+            "parameters": json.dumps(params), "digest": digest, "name_words": text.name, "service": text.service, "parameter_words": text.parameters,
             "description": text.description, "embedding": vector_literal(vector),
         }
-        for name, text, digest, vector in entries
+        for name, text, digest, params, vector in entries
     ]
     with connection.cursor() as cursor:
         cursor.executemany(_UPSERT, rows)

@@ -20,6 +20,7 @@ class IndexedTool(models.Model):
     backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="indexed_tools")
     name = models.CharField(max_length=128, help_text="The tool's name at its backend.")
     document = models.TextField(help_text="The text the embedding was computed from.")
+    parameters = models.JSONField(default=list, help_text="The tool's parameter names, as its schema writes them.")
     digest = models.CharField(max_length=32, help_text="Of the indexed text and the model: changes when either does.")
     search = SearchVectorField()
     embedding = VectorField(dimensions=DIMENSIONS)

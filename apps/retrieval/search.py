@@ -8,22 +8,27 @@ enough rows that pass the condition (`hnsw.iterative_scan`)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
-from apps.catalog.models import VirtualHost
+from apps.catalog.models import Backend, VirtualHost
 from apps.gateway.pipeline.names import Naming
 from apps.retrieval.embeddings import embedder
 from apps.retrieval.fusion import rrf
 from apps.retrieval.indexing import vector_literal
+from apps.retrieval.models import IndexedTool
+from apps.retrieval.rewrite import Rewrite, ToolFacts, Vocabulary
 from apps.retrieval.text import split_identifiers
+from apps.tenants.models import Tenant
 
 #: Candidates each path contributes to the fusion, at least; more for a larger k.
 MIN_DEPTH = 50
 
-DENSE, TEXT = "dense", "text"
+DENSE, TEXT, REWRITE = "dense", "text", "rewrite"
+PATHS = (DENSE, TEXT, REWRITE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,18 +62,30 @@ class SearchHit:
 
 
 def tool_index_search(
-    *, tenant_id: int, scope: SearchScope, query: str, k: int, paths: tuple[str, ...] = (DENSE, TEXT)
+    *, tenant_id: int, scope: SearchScope, query: str, k: int, paths: tuple[str, ...] = PATHS, rewrite_ids: bool = True
 ) -> list[SearchHit]:
     """The best `k` tools of `scope` for `query`, best first. Deterministic for a given index.
-    `paths`: the retrieval paths to fuse (one alone ranks as that path does: for comparisons)."""
-    text = split_identifiers(" ".join(query.split()))
-    if not text:
+    `paths`: the retrieval paths to fuse (one alone ranks as that path does), and `rewrite_ids`:
+    whether to read ids as below (both for comparisons).
+
+    Ids and ARNs in the query are read as the resource types they name (`rewrite.py`): the dense
+    and full-text paths see the type's words in their place, and when the query says little else
+    a third path ranks the tools that describe those types."""
+    query = " ".join(query.split())
+    if not query:
         return []
+    rewrite = vocabulary_get(tenant_id=tenant_id).rewrite(query) if rewrite_ids else None
+    text = split_identifiers(rewrite.text if rewrite is not None else query)
     depth = max(MIN_DEPTH, 4 * k)
     where, params = scope.sql()
-    found = {
-        path: (_dense if path == DENSE else _full_text)(tenant_id, where, params, text, depth) for path in paths
-    }
+    found: dict[str, list[tuple[tuple[int, str], float]]] = {}
+    for path in paths:
+        if path == DENSE:
+            found[path] = _dense(tenant_id, where, params, text, depth)
+        elif path == TEXT:
+            found[path] = _full_text(tenant_id, where, params, text, depth)
+        elif rewrite is not None and rewrite.weak:
+            found[path] = _describers(tenant_id, where, params, rewrite)
     fused = rrf({path: [key for key, _ in ranked] for path, ranked in found.items()})
     scores = {path: dict(ranked) for path, ranked in found.items()}
     return [
@@ -91,6 +108,76 @@ def _dense(tenant_id: int, where: str, params: list[object], text: str, depth: i
     # Equal distances (duplicate texts) come back in no set order: the key decides.
     rows.sort(key=lambda row: (row[2], row[0], row[1]))
     return [((backend_id, name), 1.0 - distance) for backend_id, name, distance in rows]
+
+
+def _describers(tenant_id: int, where: str, params: list[object], rewrite: Rewrite) -> list[tuple[tuple[int, str], float]]:
+    """The tools describing the types of the query's ids, in the vocabulary's order, of those in scope."""
+    wanted: list[tuple[int, str]] = list(dict.fromkeys(key for m in rewrite.matches for key in m.tools))  # type: ignore[misc]
+    if not wanted:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT backend_id, name FROM retrieval_indexedtool WHERE tenant_id = %s AND {where} "
+            f"AND (backend_id, name) IN (SELECT * FROM unnest(%s::bigint[], %s::text[]))",
+            [tenant_id, *params, [b for b, _ in wanted], [n for _, n in wanted]],
+        )
+        present = set(cursor.fetchall())
+    return [(key, 1.0) for key in wanted if key in present]
+
+
+_vocabularies: dict[int, tuple[tuple[object, ...], Vocabulary]] = {}
+_vocabularies_lock = threading.Lock()
+
+
+def vocabulary_get(*, tenant_id: int) -> Vocabulary:
+    """The resource types of the tenant's indexed tools (`rewrite.Vocabulary`), built again only
+    when the index changed (one small query per call tells)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), max(updated_at) FROM retrieval_indexedtool WHERE tenant_id = %s", [tenant_id])
+        stamp = tuple(cursor.fetchone() or ())
+    cached = _vocabularies.get(tenant_id)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    with _vocabularies_lock:
+        rows = IndexedTool.objects.filter(tenant_id=tenant_id).values_list("backend_id", "name", "parameters", "document")
+        vocabulary = Vocabulary.build(
+            ToolFacts((backend_id, name), name, parameters or [], document) for backend_id, name, parameters, document in rows
+        )
+        _vocabularies[tenant_id] = (stamp, vocabulary)
+    return vocabulary
+
+
+def rewrite_rules_describe(*, tenant_slug: str, explain: Sequence[str] = ()) -> list[str]:
+    """Lines describing the tenant's id-reading rules: every resource type with how many
+    parameters take its ids, the longer names it goes by and the tools that describe it; or, for
+    each of `explain`, the types it may abbreviate, best first. ValueError for an unknown tenant."""
+    tenant = Tenant.objects.filter(slug=tenant_slug).first()
+    if tenant is None:
+        raise ValueError(f"no tenant {tenant_slug!r}")
+    vocabulary = vocabulary_get(tenant_id=tenant.pk)
+    names = dict(Backend.objects.filter(tenant=tenant).values_list("pk", "name"))
+
+    def shown(key: object) -> str:
+        backend_id, name = key  # type: ignore[misc]
+        return f"{names.get(backend_id, backend_id)}:{name}"
+
+    if explain:
+        lines = []
+        for token in explain:
+            rewrite = vocabulary.rewrite(token)
+            if rewrite is None:
+                lines.append(f"{token}: not read as any resource type")
+                continue
+            readings = list(rewrite.matches)
+            lines.append(f"{token}: " + "; ".join(
+                f"{m.type} (score {m.cost:.2f}) -> {', '.join(shown(key) for key in m.tools[:3])}" for m in readings[:3]))
+        return lines
+    lines = [f"{len(vocabulary.types)} resource types"]
+    for rtype in sorted(vocabulary.types.values(), key=lambda t: (-t.weight, t.name)):
+        longer = "; also " + ", ".join(" ".join(words) for words in sorted(rtype.longer)) if rtype.longer else ""
+        lines.append(f"{rtype.name} (ids taken by {rtype.weight} parameters{longer}): "
+                     + ", ".join(shown(key) for key in rtype.tools()[:3]))
+    return lines
 
 
 def _full_text(tenant_id: int, where: str, params: list[object], text: str, depth: int) -> list[tuple[tuple[int, str], float]]:

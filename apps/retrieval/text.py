@@ -88,12 +88,13 @@ def index_text(tool: ToolText) -> IndexText:
     return IndexText(
         name=" ".join(identifier_words(tool.name)),
         service=" ".join(service_words),
-        parameters=", ".join(" ".join(identifier_words(name)) for name in _parameter_names(tool.input_schema)),
+        parameters=", ".join(" ".join(identifier_words(name)) for name in parameter_names(tool.input_schema)),
         description=_first_chars(" ".join(tool.description.split()), DESCRIPTION_CHARS),
     )
 
 
-def _parameter_names(schema: Mapping[str, object]) -> Sequence[str]:
+def parameter_names(schema: Mapping[str, object]) -> Sequence[str]:
+    """The top-level parameter names of an input schema, required ones first."""
     properties = schema.get("properties")
     if not isinstance(properties, Mapping):
         return ()

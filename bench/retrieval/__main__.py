@@ -29,11 +29,17 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from apps.retrieval.search import DENSE, TEXT, tool_index_search  # noqa: E402
+from apps.retrieval.search import DENSE, PATHS, TEXT, tool_index_search  # noqa: E402
 from bench.retrieval.pool import SHARED, pool_load  # noqa: E402
 
 DATA = SHARED / "retrieval-dev"
-RUNS = {"fused (RRF)": (DENSE, TEXT), "dense only": (DENSE,), "full text only": (TEXT,)}
+#: run -> (paths, whether ids are rewritten)
+RUNS = {
+    "fused (RRF)": (PATHS, True),
+    "fused, no id rewriting": ((DENSE, TEXT), False),
+    "dense only": ((DENSE,), True),
+    "full text only": ((TEXT,), True),
+}
 
 
 def _percentile(values: list[float], pct: float) -> float:
@@ -72,12 +78,12 @@ def main() -> None:
     results: dict[str, dict] = {}
     latencies: dict[str, list[float]] = {}
     tool_index_search(tenant_id=pool.tenant.pk, scope=pool.scope, query="warm up the model", k=args.k)
-    for run, paths in RUNS.items():
+    for run, (paths, rewrite_ids) in RUNS.items():
         predictions, times = [], []
         for query in queries:
             t0 = time.perf_counter()
             hits = tool_index_search(tenant_id=pool.tenant.pk, scope=pool.scope, query=query["query"], k=args.k,
-                                     paths=paths)
+                                     paths=paths, rewrite_ids=rewrite_ids)
             times.append((time.perf_counter() - t0) * 1000)
             predictions.append({"qid": query["qid"], "ranked_tools": [pool.tool_ids[(h.backend_id, h.name)] for h in hits]})
         results[run] = _score(predictions, queries_path)

@@ -1,0 +1,248 @@
+"""Rewriting identifier queries (issue 6 §4). Pure: no I/O, no Django.
+
+An agent often knows only an id: "is i-070a5bbc7e7f40dc5 up", "rtb-3d560345 routes". Neither an
+embedding model nor full-text search knows that `rtb-` is a route table. Catalogs rarely spell their
+id formats out, but they do name their resource types everywhere — in operation names
+(`DescribeRouteTables`), in parameter names (`RouteTableId`), in ARN-shaped parameters — and an id
+prefix abbreviates one of them: the type's name (`vpc-`, `subnet-`), a prefix of it (`vol-`,
+`snap-`), its initials (`sg-`, `lt-`), or letters of each word in order (`rtb-` Route TaBle, `igw-`
+Internet GateWay). Some abbreviate a longer name the documentation uses: an acronym it introduces
+("Amazon Machine Image (AMI)") or the type's words with an adjective it often carries ("elastic
+network interface": `eni-`).
+
+`Vocabulary.build` extracts the resource types of a catalog (with how often its tools take their
+ids, and the tools that describe them: `Describe|Get|List<Type>`) and those longer names; `rewrite`
+finds id-like tokens and ARNs in a query and names their types. Nothing here knows any particular
+prefix, service or query."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+
+from apps.retrieval.text import identifier_words
+
+# An id: a short lower-case head, '-', then letters and digits with at least one digit
+# (`sg-0123abcd`, `vpc-1a2b3c4d`, `eipalloc-64d5890a`), not a plain hyphenated word (`t3-micro` passes,
+# and finds nothing).
+_ID = re.compile(r"^([a-z][a-z0-9]{0,15})-([a-z0-9]{4,})$")
+_ARN = re.compile(r"^arn:[a-z0-9-]+:([a-z0-9-]+):[a-z0-9-]*:[0-9]*:([A-Za-z0-9-_]+)[/:]")
+_ID_PARAMETER = re.compile(r"^(.+?)(?:Ids?|IDs?|Arns?|ARNs?)$")
+_DESCRIBER = re.compile(r"^(Describe|Get|List)([A-Z][A-Za-z0-9]*)$")
+_ACRONYM = re.compile(r"((?:[A-Z][a-z]+ ){1,4}[A-Za-z]+) \(([A-Z]{2,6})s?\)")
+_STOPWORDS = frozenset(
+    "a an the and or of to in on for by with from your its is are be this that these those which each "
+    "specified one more new all any other only see as at if".split()
+)
+#: Words of a query that say nothing about what to do with an id ("what is", "details", "?").
+_WEAK_WORDS_MAX = 3
+
+_SKIP = 1.0  # a word of the type the prefix does not abbreviate
+_GAPS = 0.5  # a segment that skips letters inside its word (`tb` of `table`)
+_TRAIL = 0.5  # an unmatched word at the end (`nat` of NatGateway)
+_LONGER_NAME = 0.3  # the prefix abbreviates a longer name from the documentation
+_FAMILIAR = 0.1  # per doubling of how many parameters take the type's ids
+_NO_IDS = 0.5  # no parameter takes the type's ids: an id is unlikely to be one of them
+MAX_COST = 1.6
+_NEARLY = 0.25  # readings this close to the best are kept beside it
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFacts:
+    """What the vocabulary reads of one tool: its key (anything hashable, e.g. (backend id, name)),
+    name, parameter names and description."""
+
+    key: Hashable
+    name: str
+    parameters: Sequence[str]
+    description: str
+
+
+@dataclass
+class ResourceType:
+    name: str  # as the catalog writes it: "RouteTable"
+    words: tuple[str, ...]  # lower case: ("route", "table")
+    weight: int = 0  # how many parameters of the catalog take its id
+    describers: list[tuple[int, Hashable]] = field(default_factory=list)  # (preference, tool key)
+    longer: set[tuple[str, ...]] = field(default_factory=set)  # longer names: ("elastic", "network", "interface")
+
+    def tools(self) -> list[Hashable]:
+        return [key for _, key in sorted(self.describers, key=lambda d: (d[0], str(d[1])))]
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    token: str
+    type: str
+    cost: float
+    tools: tuple[Hashable, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """A query with each id it holds replaced by the words of its type; `matches` say which; `weak`:
+    the query says little else, so the tools describing those types are what it asks for."""
+
+    text: str
+    matches: tuple[Match, ...]
+    weak: bool
+
+
+def singular(word: str) -> str:
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+class Vocabulary:
+    def __init__(self, types: dict[tuple[str, ...], ResourceType]) -> None:
+        self.types = types
+        self._by_letter: dict[str, list[ResourceType]] = defaultdict(list)
+        for rtype in types.values():  # a prefix starts with the first letter of one of a name's words
+            for letter in {word[0] for name in (rtype.words, *rtype.longer) for word in name}:
+                self._by_letter[letter].append(rtype)
+
+    @classmethod
+    def build(cls, tools: Iterable[ToolFacts]) -> Vocabulary:
+        types: dict[tuple[str, ...], ResourceType] = {}
+
+        def of(name: str) -> ResourceType | None:
+            words = tuple(w.lower() for w in identifier_words(name))
+            if not words or not words[0][:1].isalpha():
+                return None
+            words = (*words[:-1], singular(words[-1]))
+            found = types.get(words)
+            if found is None:
+                found = types[words] = ResourceType("".join(w.capitalize() for w in words), words)
+            return found
+
+        tools = list(tools)
+        for tool in tools:
+            for parameter in tool.parameters:
+                m = _ID_PARAMETER.match(parameter)
+                if m and (rtype := of(m.group(1))) is not None:
+                    rtype.weight += 1
+            m = _DESCRIBER.match(tool.name)
+            if m and (rtype := of(m.group(2))) is not None:
+                exact = identifier_words(m.group(2))[-1].lower() != rtype.words[-1]  # plural: a listing
+                rtype.describers.append(({"Describe": 0, "List": 1, "Get": 2}[m.group(1)] + (0 if exact else 3), tool.key))
+        types = {words: rtype for words, rtype in types.items() if rtype.describers}
+        _add_longer_names(types, [tool.description for tool in tools])
+        return cls(types)
+
+    def match(self, prefix: str) -> list[Match]:
+        """The resource types `prefix` may abbreviate, best first (lowest cost, then the type whose
+        ids the catalog takes most often)."""
+        found = []
+        for rtype in {id(t): t for t in self._by_letter.get(prefix[:1], ())}.values():
+            cost = min(
+                [_cost(prefix, rtype.words)] + [_cost(prefix, longer) + _LONGER_NAME for longer in rtype.longer]
+            )
+            if cost <= MAX_COST:
+                # A type whose ids the catalog takes often is the likelier reading of a short prefix.
+                familiar = _FAMILIAR * math.log2(1 + rtype.weight) if rtype.weight else -_NO_IDS
+                found.append((round(cost - familiar, 6), -rtype.weight, rtype.name, rtype))
+        found.sort(key=lambda f: f[:3])
+        return [Match(prefix, rtype.name, score, tuple(rtype.tools())) for score, _, _, rtype in found]
+
+    def rewrite(self, query: str) -> Rewrite | None:
+        """None when the query holds no id or ARN this catalog's types explain."""
+        words = query.split()
+        out, matches, rest = [], [], []
+        for word in words:
+            token = word.strip("?!.,;:()'\"")
+            readings = self._explain(token)
+            if not readings:
+                out.append(word)
+                if token.lower() not in _STOPWORDS and token:
+                    rest.append(token)
+                continue
+            matches.extend(readings)
+            out.append(" ".join(identifier_words(readings[0].type)))
+        if not matches:
+            return None
+        return Rewrite(" ".join(out), tuple(matches), weak=len(rest) <= _WEAK_WORDS_MAX)
+
+    def _explain(self, token: str) -> list[Match]:
+        """The readings of one token: the best, and those nearly as good (`acl-` may be a network
+        ACL or a web ACL), at most three."""
+        arn = _ARN.match(token)
+        if arn is not None:
+            readings = [m for m in self.match(arn.group(2).replace("-", "").lower()) if m.cost <= 0]
+        else:
+            m = _ID.match(token)
+            if m is None or not any(c.isdigit() for c in m.group(2)):
+                return []
+            readings = self.match(m.group(1))
+        if not readings:
+            return []
+        best = readings[0].cost
+        return [Match(token, r.type, r.cost, r.tools) for r in readings[:3] if r.cost <= best + _NEARLY]
+
+
+def _add_longer_names(types: dict[tuple[str, ...], ResourceType], descriptions: Sequence[str]) -> None:
+    """Acronyms the documentation introduces for a type ("Amazon Machine Image (AMI)" names Image),
+    and the type's words with an adjective they carry at least three times ("elastic network
+    interface")."""
+    for description in descriptions:
+        for phrase, _acronym in _ACRONYM.findall(description):
+            words = tuple(singular(w.lower()) for w in phrase.split())
+            for n in range(1, len(words)):
+                rtype = types.get(words[n:])
+                if rtype is not None:
+                    rtype.longer.add(words)
+                    break
+    text = " ".join(descriptions).lower()
+    before: Counter[tuple[tuple[str, ...], str]] = Counter()
+    pattern = re.compile(r"\b([a-z]+) (" + "|".join(
+        re.escape(" ".join(words)) for words in sorted(types, key=len, reverse=True) if len(words) > 1
+    ) + r")(?:e?s)?\b") if any(len(words) > 1 for words in types) else None
+    if pattern is not None:
+        for adjective, phrase in pattern.findall(text):
+            if adjective not in _STOPWORDS:
+                before[(tuple(phrase.split()), adjective)] += 1
+    for (words, adjective), count in before.items():
+        if count >= 3:
+            types[words].longer.add((adjective, *words))
+
+
+@lru_cache(maxsize=65536)
+def _cost(prefix: str, words: tuple[str, ...]) -> float:
+    """How badly `prefix` abbreviates the name made of `words`: each piece of the prefix, in
+    order, is letters of one word (its first letter first); skipped words and skipped letters cost."""
+
+    if len(words) > 1 and prefix == words[-1]:
+        return 0.3 * (len(words) - 1)  # the type's head noun itself (`acl` of NetworkAcl)
+
+    @cache
+    def best(i: int, j: int) -> float:
+        if i == len(prefix):
+            return (len(words) - j) * _TRAIL
+        if j == len(words):
+            return float("inf")
+        cheapest = _SKIP + best(i, j + 1)
+        word = words[j]
+        if prefix[i] != word[0]:
+            return cheapest
+        at = 1  # letters of `word` used so far (its first)
+        gaps = False
+        for end in range(i + 1, len(prefix) + 1):
+            cheapest = min(cheapest, (_GAPS if gaps else 0.0) + best(end, j + 1))
+            if end == len(prefix):
+                break
+            found = word.find(prefix[end], at)
+            if found < 0:
+                break
+            gaps = gaps or found != at
+            at = found + 1
+        return cheapest
+
+    return best(0, 0)
