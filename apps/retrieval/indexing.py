@@ -17,6 +17,7 @@ from django.db import connection, transaction
 
 from apps.catalog.models import Backend, Tool
 from apps.common.config_version import config_version_bump
+from apps.common.redis import redis_client
 from apps.retrieval.embeddings import embedder
 from apps.retrieval.models import IndexedTool
 from apps.retrieval.text import IndexText, ToolText, index_text, parameter_names
@@ -33,6 +34,12 @@ class IndexChange:
     embedded: int  # entries added or changed
     removed: int
     unchanged: int
+
+
+def index_version_key(tenant_id: int) -> str:
+    """The Redis counter that moves whenever the tenant's index changes (what is derived from the
+    whole index, such as the id-reading rules, is rebuilt when it does)."""
+    return f"gw:tool-index:{tenant_id}"
 
 
 def tool_index_queue(*, backend_id: int) -> None:
@@ -94,6 +101,8 @@ def tool_index_sync(*, backend_id: int) -> IndexChange:
         if stale or gone:
             # Gateways keep tool_search answers per configuration snapshot: a new index is a new one.
             config_version_bump(tenant_id=backend.tenant_id)
+            tenant_id = backend.tenant_id
+            transaction.on_commit(lambda: redis_client().incr(index_version_key(tenant_id)))
     return IndexChange(len(stale), len(gone), len(texts) - len(stale))
 
 

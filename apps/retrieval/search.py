@@ -12,13 +12,15 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import redis
 from django.db import connection, transaction
 
 from apps.catalog.models import Backend, VirtualHost
+from apps.common.redis import redis_client
 from apps.gateway.pipeline.names import Naming
 from apps.retrieval.embeddings import embedder
 from apps.retrieval.fusion import rrf
-from apps.retrieval.indexing import vector_literal
+from apps.retrieval.indexing import index_version_key, vector_literal
 from apps.retrieval.models import IndexedTool
 from apps.retrieval.rewrite import Rewrite, ToolFacts, Vocabulary
 from apps.retrieval.text import split_identifiers
@@ -131,10 +133,14 @@ _vocabularies_lock = threading.Lock()
 
 def vocabulary_get(*, tenant_id: int) -> Vocabulary:
     """The resource types of the tenant's indexed tools (`rewrite.Vocabulary`), built again only
-    when the index changed (one small query per call tells)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*), max(updated_at) FROM retrieval_indexedtool WHERE tenant_id = %s", [tenant_id])
-        stamp = tuple(cursor.fetchone() or ())
+    when the index changed: its version counter in Redis tells (or, without Redis, the database)."""
+    try:
+        stamp: tuple[object, ...] = (redis_client().get(index_version_key(tenant_id)),)
+    except redis.RedisError:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*), max(updated_at) FROM retrieval_indexedtool WHERE tenant_id = %s",
+                           [tenant_id])
+            stamp = tuple(cursor.fetchone() or ())
     cached = _vocabularies.get(tenant_id)
     if cached is not None and cached[0] == stamp:
         return cached[1]

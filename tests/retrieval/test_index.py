@@ -164,3 +164,18 @@ def test_the_command_indexes_every_openapi_backend(django_capture_on_commit_call
     assert f"acme/cloud: 0 embedded, 0 removed, {len(OPERATIONS)} unchanged" in capsys.readouterr().out
     with pytest.raises(CommandError, match="no tenant 'nope'"):
         call_command("tool_index", "sync", "--tenant", "nope")
+
+
+def test_an_id_query_finds_the_tool_describing_its_type(indexing_on, django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory(name="cloud")
+    publish(backend, network_spec(), django_capture_on_commit_callbacks)
+    scope = SearchScope(backends=(backend.pk,))
+    hits = tool_index_search(tenant_id=backend.tenant_id, scope=scope, query="vpc-0c974c95ca7ceef4a details?", k=5)
+    assert hits[0].name == "DescribeVpcs"
+    assert hits[0].ranks["rewrite"] == 1
+    hits = tool_index_search(tenant_id=backend.tenant_id, scope=scope, query="subnet-6782e71e", k=5)
+    assert hits[0].name == "DescribeSubnets"
+    # The describing tool is found only where the caller may see it.
+    hidden = SearchScope(restricted=((backend.pk, ("CreateSubnet", "DeleteVpc")),))
+    hits = tool_index_search(tenant_id=backend.tenant_id, scope=hidden, query="subnet-6782e71e", k=5)
+    assert {h.name for h in hits} == {"CreateSubnet", "DeleteVpc"} and all("rewrite" not in h.ranks for h in hits)
