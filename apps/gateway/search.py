@@ -10,16 +10,17 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, close_old_connections
 
-from apps.gateway.pipeline.ports import UpstreamUnavailable
-from apps.retrieval.search import SearchScope, tool_index_search
+from apps.gateway.pipeline.ports import Found, UpstreamUnavailable
+from apps.retrieval.search import SearchScope, prerequisites_get, tool_index_search
 
 log = logging.getLogger(__name__)
 
 
-def _search(tenant_id: int, scope: SearchScope, query: str, k: int) -> list[tuple[int, str]]:
+def _search(tenant_id: int, scope: SearchScope, query: str, k: int) -> Found:
     close_old_connections()
     try:
-        return [(hit.backend_id, hit.name) for hit in tool_index_search(tenant_id=tenant_id, scope=scope, query=query, k=k)]
+        hits = [(hit.backend_id, hit.name) for hit in tool_index_search(tenant_id=tenant_id, scope=scope, query=query, k=k)]
+        return Found(hits, prerequisites_get(tenant_id=tenant_id, keys=hits))
     finally:
         close_old_connections()
 
@@ -36,7 +37,7 @@ class IndexFinder:
         restricted: Sequence[tuple[int, Sequence[str]]],
         query: str,
         k: int,
-    ) -> list[tuple[int, str]]:
+    ) -> Found:
         scope = SearchScope(tuple(backends), tuple((b, tuple(names)) for b, names in restricted))
         try:
             return await self._search(tenant_id, scope, query, k)

@@ -1,5 +1,6 @@
 """The tool index's REST API (mounted under `api/v1/`): what `tool_search` finds on a virtual host,
-with each retrieval path's rank and score (the console's retrieval playground)."""
+with each retrieval path's rank and score (the console's retrieval playground), and a tool's
+prerequisite chain."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.catalog.api import CatalogAPIView
-from apps.catalog.models import VirtualHost
+from apps.catalog.models import Tool, VirtualHost
 from apps.gateway.pipeline.search_tool import DEFAULT_K, MAX_K, MAX_QUERY_CHARS
-from apps.retrieval.search import virtual_host_tools_search
+from apps.retrieval.search import tool_prerequisites_list, virtual_host_tools_search
 
 
 class ToolSearchView(CatalogAPIView):
@@ -41,5 +42,22 @@ class ToolSearchView(CatalogAPIView):
                     "paths": {path: {"rank": f.hit.ranks[path], "score": f.hit.scores[path]} for path in f.hit.ranks},
                 }
                 for f in found
+            ],
+        })
+
+
+class ToolPrerequisitesView(CatalogAPIView):
+    """`GET /api/v1/tools/<id>/prerequisites`: the tools that must run first to produce the ids the
+    tool needs, dependencies first (its whole chain, as tool_search reports it)."""
+
+    def get(self, request: Request, tool_id: int) -> Response:
+        tool = Tool.objects.select_related("backend").filter(pk=tool_id).first()
+        if tool is None:
+            raise Http404(f"no tool with id {tool_id}")
+        return Response({
+            "tool": {"id": tool.pk, "backend": tool.backend.name, "name": tool.name},
+            "prerequisites": [
+                {"id": found.tool_id, "backend": found.backend_name, "name": found.name}
+                for found in tool_prerequisites_list(tool=tool)
             ],
         })

@@ -20,6 +20,7 @@ from apps.common.config_version import config_version_bump
 from apps.common.redis import redis_client
 from apps.retrieval.embeddings import embedder
 from apps.retrieval.models import IndexedTool
+from apps.retrieval.prerequisites import ToolSchemas, prerequisite_closures
 from apps.retrieval.text import IndexText, ToolText, index_text, parameter_names
 from apps.tenants.models import Tenant
 
@@ -98,12 +99,35 @@ def tool_index_sync(*, backend_id: int) -> IndexChange:
     with transaction.atomic():
         if gone and _still_current(backend_id, seen_spec):
             IndexedTool.objects.filter(backend_id=backend_id, name__in=gone).delete()
-        if stale or gone:
-            # Gateways keep tool_search answers per configuration snapshot: a new index is a new one.
-            config_version_bump(tenant_id=backend.tenant_id)
-            tenant_id = backend.tenant_id
-            transaction.on_commit(lambda: redis_client().incr(index_version_key(tenant_id)))
+    # Always: a changed response schema changes who produces what, with no text changing.
+    chains = prerequisites_sync(tenant_id=backend.tenant_id)
+    if stale or gone or chains:
+        _index_changed(tenant_id=backend.tenant_id)
     return IndexChange(len(stale), len(gone), len(texts) - len(stale))
+
+
+def _index_changed(*, tenant_id: int) -> None:
+    # Gateways keep tool_search answers per configuration snapshot: a new index is a new one.
+    config_version_bump(tenant_id=tenant_id)
+    redis_client().incr(index_version_key(tenant_id))
+
+
+def prerequisites_sync(*, tenant_id: int) -> int:
+    """Derive the prerequisite chains of the tenant's indexed tools from its catalog
+    (`prerequisites.py`) and store each entry's closure; returns how many entries changed. The chains
+    span backends (an EKS cluster wants an IAM role), so they are derived for the whole tenant."""
+    rows = Tool.objects.filter(backend__tenant_id=tenant_id, backend__kind=Backend.Kind.OPENAPI).values_list(
+        "backend_id", "name", "input_schema", "output_schema")
+    closures = prerequisite_closures(
+        [ToolSchemas((b, name), b, name, inputs or {}, outputs) for b, name, inputs, outputs in rows.iterator()])
+    changed = 0
+    with transaction.atomic():
+        for entry in IndexedTool.objects.filter(tenant_id=tenant_id).only("pk", "backend_id", "name", "prerequisites"):
+            closure = [list(key) for key in closures.get((entry.backend_id, entry.name), ())]
+            if entry.prerequisites != closure:
+                IndexedTool.objects.filter(pk=entry.pk).update(prerequisites=closure)
+                changed += 1
+    return changed
 
 
 def _still_current(backend_id: int, seen_spec: int | None) -> bool:
@@ -114,9 +138,9 @@ def _still_current(backend_id: int, seen_spec: int | None) -> bool:
 
 
 _UPSERT = """
-INSERT INTO retrieval_indexedtool (tenant_id, backend_id, name, document, parameters, digest, search, embedding,
-                                   updated_at)
-VALUES (%(tenant)s, %(backend)s, %(name)s, %(document)s, %(parameters)s::jsonb, %(digest)s,
+INSERT INTO retrieval_indexedtool (tenant_id, backend_id, name, document, parameters, prerequisites, digest, search,
+                                   embedding, updated_at)
+VALUES (%(tenant)s, %(backend)s, %(name)s, %(document)s, %(parameters)s::jsonb, '[]'::jsonb, %(digest)s,
         setweight(to_tsvector('english', %(name_words)s), 'A')
         || setweight(to_tsvector('english', %(service)s), 'B')
         || setweight(to_tsvector('english', %(parameter_words)s), 'C')

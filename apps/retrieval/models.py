@@ -21,6 +21,9 @@ class IndexedTool(models.Model):
     name = models.CharField(max_length=128, help_text="The tool's name at its backend.")
     document = models.TextField(help_text="The text the embedding was computed from.")
     parameters = models.JSONField(default=list, help_text="The tool's parameter names, as its schema writes them.")
+    prerequisites = models.JSONField(
+        default=list, help_text="[backend id, name] of the tools that must run first, dependencies first."
+    )
     digest = models.CharField(max_length=32, help_text="Of the indexed text and the model: changes when either does.")
     search = SearchVectorField()
     embedding = VectorField(dimensions=DIMENSIONS)

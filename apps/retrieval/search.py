@@ -8,6 +8,7 @@ enough rows that pass the condition (`hnsw.iterative_scan`)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 import redis
 from django.db import connection, transaction
 
-from apps.catalog.models import Backend, VirtualHost
+from apps.catalog.models import Backend, Tool, VirtualHost
 from apps.common.redis import redis_client
 from apps.gateway.pipeline.names import Naming
 from apps.retrieval.embeddings import embedder
@@ -110,6 +111,51 @@ def _dense(tenant_id: int, where: str, params: list[object], text: str, depth: i
     # Equal distances (duplicate texts) come back in no set order: the key decides.
     rows.sort(key=lambda row: (row[2], row[0], row[1]))
     return [((backend_id, name), 1.0 - distance) for backend_id, name, distance in rows]
+
+
+def prerequisites_get(*, tenant_id: int, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], tuple[tuple[int, str], ...]]:
+    """The stored prerequisite closure of each of `keys` and of every tool in those closures
+    (dependencies first); tools with none are left out."""
+    found: dict[tuple[int, str], tuple[tuple[int, str], ...]] = {}
+    wanted = list(dict.fromkeys(keys))
+    while wanted:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT backend_id, name, prerequisites FROM retrieval_indexedtool WHERE tenant_id = %s "
+                "AND (backend_id, name) IN (SELECT * FROM unnest(%s::bigint[], %s::text[]))",
+                [tenant_id, [b for b, _ in wanted], [n for _, n in wanted]],
+            )
+            rows = cursor.fetchall()
+        asked = set(wanted)
+        wanted = []
+        for backend_id, name, closure in rows:
+            if isinstance(closure, str):  # Django has psycopg hand jsonb over as text
+                closure = json.loads(closure)
+            chain = tuple((int(b), str(n)) for b, n in (closure or ()))
+            if chain:
+                found[(backend_id, name)] = chain
+                wanted += [key for key in chain if key not in found and key not in asked]
+        wanted = list(dict.fromkeys(wanted))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Prerequisite:
+    tool_id: int | None  # the catalog row, when the tool still has one
+    backend_name: str
+    name: str
+
+
+def tool_prerequisites_list(*, tool: Tool) -> list[Prerequisite]:
+    """The stored prerequisite chain of a catalog tool, dependencies first."""
+    entry = IndexedTool.objects.filter(backend_id=tool.backend_id, name=tool.name).values_list("prerequisites", flat=True)
+    chain = [(int(b), str(n)) for b, n in (entry.first() or ())]
+    if not chain:
+        return []
+    backends = dict(Backend.objects.filter(pk__in={b for b, _ in chain}).values_list("pk", "name"))
+    rows = {(b, n): pk for pk, b, n in Tool.objects.filter(
+        backend_id__in=backends.keys(), name__in={n for _, n in chain}).values_list("pk", "backend_id", "name")}
+    return [Prerequisite(rows.get(key), backends.get(key[0], ""), key[1]) for key in chain]
 
 
 def _describers(tenant_id: int, where: str, params: list[object], rewrite: Rewrite) -> list[tuple[tuple[int, str], float]]:

@@ -7,6 +7,9 @@ from django.urls import path
 from apps.retrieval import api
 
 api_urls = (
-    [path("virtual-hosts/<int:virtual_host_id>/tool-search", api.ToolSearchView.as_view(), name="tool-search")],
+    [
+        path("virtual-hosts/<int:virtual_host_id>/tool-search", api.ToolSearchView.as_view(), name="tool-search"),
+        path("tools/<int:tool_id>/prerequisites", api.ToolPrerequisitesView.as_view(), name="tool-prerequisites"),
+    ],
     "retrieval-api",
 )

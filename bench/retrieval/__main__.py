@@ -29,7 +29,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from apps.retrieval.search import DENSE, PATHS, TEXT, tool_index_search  # noqa: E402
+from apps.retrieval.search import DENSE, PATHS, TEXT, prerequisites_get, tool_index_search  # noqa: E402
 from bench.retrieval.pool import SHARED, pool_load  # noqa: E402
 
 DATA = SHARED / "retrieval-dev"
@@ -89,11 +89,35 @@ def main() -> None:
         results[run] = _score(predictions, queries_path)
         latencies[run] = times
 
-    report = _markdown(args, pool, len(queries), results, latencies)
+    chains = _prerequisites(pool)
+    report = _markdown(args, pool, len(queries), results, latencies) + chains
     print(report)
     if args.output:
         with args.output.open("a", encoding="utf-8") as out:
             out.write("\n" + report)
+
+
+def _prerequisites(pool) -> str:  # noqa: ANN001
+    """Score the stored prerequisite chains of the development set's targets that lie in the pool
+    (with every tool of their gold chain) with the data set's `score_prereqs.py`."""
+    ids = {tool_id: key for key, tool_id in pool.tool_ids.items()}
+    gold = [json.loads(line) for line in (DATA / "prereqs.jsonl").read_text().splitlines() if line.strip()]
+    gold = [g for g in gold if g["target"] in ids and set(g["closure"]) <= ids.keys()]
+    if not gold:
+        return ""
+    stored = prerequisites_get(tenant_id=pool.tenant.pk, keys=[ids[g["target"]] for g in gold])
+    with tempfile.TemporaryDirectory() as folder:
+        gold_path, derived_path = Path(folder) / "gold.jsonl", Path(folder) / "derived.jsonl"
+        gold_path.write_text("".join(json.dumps(g) + "\n" for g in gold))
+        derived_path.write_text("".join(json.dumps({"target": g["target"], "closure": [
+            pool.tool_ids[key] for key in stored.get(ids[g["target"]], ()) if key in pool.tool_ids]}) + "\n" for g in gold))
+        done = subprocess.run([sys.executable, str(DATA / "score_prereqs.py"), str(derived_path), "--gold", str(gold_path)],
+                              capture_output=True, text=True, check=True)
+    sizes = [len(chain) for chain in stored.values()]
+    line = done.stdout.strip().splitlines()[-1]
+    return (f"\nPrerequisite chains, the {len(gold)} development targets in the pool (`score_prereqs.py`): "
+            f"`{' '.join(line.split())}`; mean chain length over those targets and their chains' members "
+            f"{statistics.mean(sizes) if sizes else 0:.1f}.\n")
 
 
 def _markdown(args: argparse.Namespace, pool, n: int, results: dict[str, dict], latencies: dict[str, list[float]]) -> str:  # noqa: ANN001

@@ -15,6 +15,7 @@ CHANNEL_LAYERS = {
     }
 }
 CELERY_TASK_ALWAYS_EAGER = True
+CELERY_TASK_EAGER_PROPAGATES = True  # a task that fails fails the test
 GATEWAY_SERVE_STATIC = True  # the browser tests load the console's CSS and htmx
 GATEWAY_SNAPSHOT_CHECK_SECONDS = 0.0
 

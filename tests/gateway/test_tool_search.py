@@ -50,6 +50,17 @@ def make_cloud(gateway_url: str, service_url: str, *, mode: str = "listed", moun
     return Cloud(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, host, backend)
 
 
+def hits(tools: list[dict[str, Any]]) -> list[str]:
+    """The names of the tools found, without the prerequisites added after them."""
+    return [tool["name"] for tool in tools if "gateway/prerequisiteOf" not in tool["_meta"]]
+
+
+def bare(tool: dict[str, Any]) -> dict[str, Any]:
+    """A found tool without what tool_search adds to it (as tools/list shows it)."""
+    meta = {k: v for k, v in tool["_meta"].items() if not k.startswith("gateway/prereq")}
+    return {**{k: v for k, v in tool.items() if k != "_meta"}, **({"_meta": meta} if meta else {})}
+
+
 @pytest.fixture
 def indexing_on(settings) -> None:  # noqa: ANN001 - pytest-django fixture
     settings.GATEWAY_TOOL_INDEX = True
@@ -71,7 +82,7 @@ async def test_the_sdk_client_lists_and_calls_tool_search(
         assert sorted(tool.name for tool in tools[1:]) == sorted(OPERATIONS)
         result = await client.call_tool("tool_search", {"query": "shut down my servers", "k": 3})
         assert result.is_error is False
-        found = [tool["name"] for tool in result.structured_content["tools"]]
+        found = hits(result.structured_content["tools"])
         assert found[0] == "TerminateInstances" and len(found) == 3
         called = await client.call_tool(found[0], {"InstanceIds": "i-1"})
     assert called.is_error is False
@@ -82,8 +93,8 @@ def test_the_answer_holds_the_objects_tools_list_shows_best_first(cloud: Cloud) 
     listed = {tool["name"]: tool for tool in cloud.tools()}
     result = cloud.search({"query": "create a virtual private cloud"})
     tools = result["structuredContent"]["tools"]
-    assert 1 <= len(tools) <= 15 and len(tools) == len(OPERATIONS)  # k defaults to 15; the host has 12
-    assert all(tool == listed[tool["name"]] for tool in tools)
+    assert len(tools) == len(OPERATIONS)  # k defaults to 15; the host has 12: every one is a hit
+    assert all(bare(tool) == listed[tool["name"]] for tool in tools)
     assert tools[0]["name"] == "CreateVpc"
     assert "tool_search" not in [tool["name"] for tool in tools]
     assert [block["type"] for block in result["content"]] == ["text"]
@@ -113,11 +124,12 @@ def test_a_hidden_tool_is_never_found_at_any_k(cloud: Cloud) -> None:
         tools = cloud.search({"query": "shut down my servers", "k": k}, key=limited.secret)["structuredContent"]["tools"]
         names = [tool["name"] for tool in tools]
         assert "TerminateInstances" not in names and "RunInstances" not in names
-        assert len(names) == min(k, len(OPERATIONS) - 2)
+        assert not any("RunInstances" in tool["_meta"]["gateway/prerequisites"] for tool in tools)
+        assert len(hits(tools)) == min(k, len(OPERATIONS) - 2)
     # A rule whose condition reads the arguments leaves the tool findable; the unrestricted key sees all.
-    names = [t["name"] for t in cloud.search({"query": "create a subnet", "k": 1}, key=limited.secret)["structuredContent"]["tools"]]
+    names = hits(cloud.search({"query": "create a subnet", "k": 1}, key=limited.secret)["structuredContent"]["tools"])
     assert names == ["CreateSubnet"]
-    names = [t["name"] for t in cloud.search({"query": "shut down my servers", "k": 1})["structuredContent"]["tools"]]
+    names = hits(cloud.search({"query": "shut down my servers", "k": 1})["structuredContent"]["tools"])
     assert names == ["TerminateInstances"]
     # tool_search itself stays listed and callable under a policy that names nothing like it.
     access_policy_set(virtual_host=cloud.host, default="deny", rules=[
@@ -133,7 +145,7 @@ def test_a_host_may_list_tool_search_alone(transactional_db: None, indexing_on: 
     cloud = make_cloud(gateway_url, recording_service_url, mode="only")
     assert [tool["name"] for tool in cloud.tools()] == ["tool_search"]
     found = cloud.search({"query": "delete my vpc", "k": 1})["structuredContent"]["tools"]
-    assert [tool["name"] for tool in found] == ["DeleteVpc"]
+    assert [tool["name"] for tool in found] == ["DeleteVpc", "CreateVpc"]  # and its prerequisite
     assert found[0]["inputSchema"]["required"] == ["VpcId"]
     called = cloud.request("tools/call", {"name": "DeleteVpc", "arguments": {"VpcId": "vpc-1"}})
     assert called["result"]["isError"] is False  # callable by name though not listed
@@ -171,3 +183,13 @@ def test_a_search_is_audited_and_a_host_without_it_does_not_know_the_name(cloud:
     assert "tool_search" not in [tool["name"] for tool in cloud.tools()]
     refused = cloud.request("tools/call", {"name": "tool_search", "arguments": {"query": "subnets"}})
     assert refused["error"]["code"] == -32602
+
+
+def test_found_tools_bring_their_prerequisites_after_them(cloud: Cloud) -> None:
+    tools = cloud.search({"query": "add an inbound rule to a security group", "k": 1})["structuredContent"]["tools"]
+    assert [(tool["name"], tool["_meta"]) for tool in tools] == [
+        ("AuthorizeSecurityGroupIngress", {"gateway/prerequisites": ["CreateVpc", "CreateSecurityGroup"]}),
+        ("CreateVpc", {"gateway/prerequisites": [], "gateway/prerequisiteOf": ["AuthorizeSecurityGroupIngress"]}),
+        ("CreateSecurityGroup", {"gateway/prerequisites": ["CreateVpc"],
+                                 "gateway/prerequisiteOf": ["AuthorizeSecurityGroupIngress"]}),
+    ]

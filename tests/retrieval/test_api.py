@@ -54,3 +54,17 @@ def test_bad_parameters_are_400_naming_the_field(admin_client: Client, host, par
 def test_unknown_hosts_are_404_and_only_staff_may_search(admin_client: Client, client: Client, host) -> None:  # noqa: ANN001
     assert admin_client.get(_url(host.pk + 1000), {"query": "vpc"}).status_code == 404
     assert client.get(_url(host.pk), {"query": "vpc"}).status_code in (401, 403)
+
+
+def test_a_tools_prerequisites_are_served_dependencies_first(admin_client: Client, host) -> None:  # noqa: ANN001
+    from apps.catalog.models import Tool
+
+    tool = Tool.objects.filter(backend__tenant=host.tenant, name="AuthorizeSecurityGroupIngress").get()
+    body = admin_client.get(f"/api/v1/tools/{tool.pk}/prerequisites").json()
+    assert body["tool"] == {"id": tool.pk, "backend": "cloud", "name": "AuthorizeSecurityGroupIngress"}
+    assert [(p["backend"], p["name"]) for p in body["prerequisites"]] == [
+        ("cloud", "CreateVpc"), ("cloud", "CreateSecurityGroup")]
+    assert all(isinstance(p["id"], int) for p in body["prerequisites"])
+    create_vpc = Tool.objects.filter(backend__tenant=host.tenant, name="CreateVpc").get()
+    assert admin_client.get(f"/api/v1/tools/{create_vpc.pk}/prerequisites").json()["prerequisites"] == []
+    assert admin_client.get("/api/v1/tools/999999/prerequisites").status_code == 404

@@ -179,3 +179,20 @@ def test_an_id_query_finds_the_tool_describing_its_type(indexing_on, django_capt
     hidden = SearchScope(restricted=((backend.pk, ("CreateSubnet", "DeleteVpc")),))
     hits = tool_index_search(tenant_id=backend.tenant_id, scope=hidden, query="subnet-6782e71e", k=5)
     assert {h.name for h in hits} == {"CreateSubnet", "DeleteVpc"} and all("rewrite" not in h.ranks for h in hits)
+
+
+def test_prerequisite_chains_are_stored_and_read_with_the_chains_of_their_members(
+    indexing_on, django_capture_on_commit_callbacks
+) -> None:
+    from apps.retrieval.search import prerequisites_get
+
+    backend = openapi_backend_factory(name="cloud")
+    publish(backend, network_spec(), django_capture_on_commit_callbacks)
+    chains = dict(IndexedTool.objects.filter(backend=backend).values_list("name", "prerequisites"))
+    assert chains["AuthorizeSecurityGroupIngress"] == [[backend.pk, "CreateVpc"], [backend.pk, "CreateSecurityGroup"]]
+    assert chains["CreateVpc"] == [] and chains["PutObject"] == [[backend.pk, "CreateBucket"]]
+    found = prerequisites_get(tenant_id=backend.tenant_id, keys=[(backend.pk, "AuthorizeSecurityGroupIngress")])
+    assert found == {
+        (backend.pk, "AuthorizeSecurityGroupIngress"): ((backend.pk, "CreateVpc"), (backend.pk, "CreateSecurityGroup")),
+        (backend.pk, "CreateSecurityGroup"): ((backend.pk, "CreateVpc"),),
+    }

@@ -187,6 +187,16 @@ class ToolServer(Protocol):
         the service cannot answer, CredentialUnavailable when there is no credential to send."""
 
 
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What the tool index found: the best tools, best first, as (backend id, upstream name), and
+    the prerequisite chain (dependencies first) of each of them and of each tool in those chains
+    (tools with none are left out)."""
+
+    hits: list[tuple[int, str]]
+    prerequisites: Mapping[tuple[int, str], tuple[tuple[int, str], ...]]
+
+
 class ToolFinder(Protocol):
     """The tool index behind `tool_search` (issue 6)."""
 
@@ -198,10 +208,10 @@ class ToolFinder(Protocol):
         restricted: Sequence[tuple[int, Sequence[str]]],
         query: str,
         k: int,
-    ) -> list[tuple[int, str]]:
-        """The best `k` tools for `query`, best first, as (backend id, upstream tool name), among
-        every tool of `backends` and, of each backend in `restricted`, the names listed only; never
-        any other. Raises UpstreamUnavailable when the index cannot be searched."""
+    ) -> Found:
+        """The best `k` tools for `query` among every tool of `backends` and, of each backend in
+        `restricted`, the names listed only; never any other (prerequisites may name others).
+        Raises UpstreamUnavailable when the index cannot be searched."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.gateway.pipeline.host_lists import HostLists
-from apps.gateway.pipeline.ports import ToolFinder, UpstreamUnavailable
+from apps.gateway.pipeline.ports import Found, ToolFinder, UpstreamUnavailable
 from apps.gateway.pipeline.search_tool import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, search_tool
 from apps.gateway.pipeline.values import BackendInfo, BackendView, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
@@ -34,6 +34,9 @@ class _View:
     restricted: tuple[tuple[int, tuple[str, ...]], ...]
     shown: Mapping[tuple[int, str], Mapping[str, Any]]  # (backend id, upstream name) -> listed entry
 
+
+PREREQUISITES = "gateway/prerequisites"
+PREREQUISITE_OF = "gateway/prerequisiteOf"
 
 #: The backend a `tool_search` call is audited under (no real backend has id 0).
 SEARCH_BACKEND_NAME = "gateway"
@@ -79,12 +82,12 @@ class ToolSearch:
             self._answers.move_to_end(key)
             tools = cached[2]
         else:
-            found: list[tuple[int, str]] = []
+            tools: list[Mapping[str, Any]] = []
             if view.backends or view.restricted:
                 found = await self._finder.find(
                     tenant_id=vhost.tenant_id, backends=view.backends, restricted=view.restricted, query=query, k=k
                 )
-            tools = [view.shown[key] for key in found if key in view.shown]
+                tools = with_prerequisites(found, view.shown)
             self._answers[key] = (vhost, view, tools)
             if len(self._answers) > self._ANSWERS_MAX:
                 self._answers.popitem(last=False)
@@ -119,6 +122,33 @@ class ToolSearch:
         if len(self._views) > self._VIEWS_MAX:
             self._views.popitem(last=False)
         return view
+
+
+def with_prerequisites(found: Found, shown: Mapping[tuple[int, str], Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The hits as the caller's list shows them, then the prerequisites they need that are not
+    hits themselves, in dependency order. Each carries `_meta["gateway/prerequisites"]`: the exposed
+    names of its chain, dependencies first; an added one also `_meta["gateway/prerequisiteOf"]`:
+    the hits that need it. Tools the caller cannot see are never named."""
+    hits = [key for key in found.hits if key in shown]
+
+    def chain(key: tuple[int, str]) -> list[tuple[int, str]]:
+        return [dependency for dependency in found.prerequisites.get(key, ()) if dependency in shown]
+
+    listed = set(hits)
+    needed_by: dict[tuple[int, str], list[tuple[int, str]]] = {}  # in the order first needed
+    for hit in hits:
+        for dependency in chain(hit):
+            if dependency not in listed:
+                needed_by.setdefault(dependency, []).append(hit)
+
+    def shown_with(key: tuple[int, str], **meta: list[str]) -> Mapping[str, Any]:
+        item = shown[key]
+        extra = {PREREQUISITES: [shown[d]["name"] for d in chain(key)], **meta}
+        return {**item, "_meta": {**(item.get("_meta") or {}), **extra}}
+
+    return [shown_with(hit) for hit in hits] + [
+        shown_with(key, **{PREREQUISITE_OF: [shown[h]["name"] for h in of]}) for key, of in needed_by.items()
+    ]
 
 
 def _arguments_problem(arguments: Mapping[str, Any], query: object, k: object) -> str | None:

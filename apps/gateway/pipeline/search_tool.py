@@ -18,7 +18,8 @@ def search_tool(name: str) -> dict[str, Any]:
         "description": (
             "Find the tools for a task among every tool this server offers. Describe what you want to do "
             "in a few words, a sentence or a resource id; the answer lists the best matching tools, best "
-            "first, with their input schemas. Call the tools it returns by name."
+            "first, with their input schemas, followed by the tools that must run first to produce the ids "
+            "they need (each tool's _meta[\"gateway/prerequisites\"] names them). Call the tools by name."
         ),
         "inputSchema": {
             "type": "object",

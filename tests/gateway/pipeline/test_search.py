@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from apps.gateway.pipeline.policy import RuleSpec, policy_compile
+from apps.gateway.pipeline.ports import Found
 from apps.gateway.pipeline.search import ToolSearch
 from apps.gateway.pipeline.values import ToolSearchConfig, VirtualHostView
 from tests.gateway.pipeline.test_gateway import PRINCIPAL
@@ -21,15 +22,18 @@ from tests.gateway.pipeline.test_host_lists import Clock, FakeClient, backend, m
 class FakeIndex:
     """Answers with a fixed ranking, keeping only what the caller's view allows (as the SQL does)."""
 
-    def __init__(self, ranking: list[tuple[int, str]]) -> None:
+    def __init__(self, ranking: list[tuple[int, str]],
+                 prerequisites: dict[tuple[int, str], tuple[tuple[int, str], ...]] | None = None) -> None:
         self.ranking = ranking
+        self.prerequisites = prerequisites or {}
         self.asked: list[dict[str, Any]] = []
 
     async def find(self, *, tenant_id: int, backends: Sequence[int], restricted: Sequence[tuple[int, Sequence[str]]],
-                   query: str, k: int) -> list[tuple[int, str]]:
+                   query: str, k: int) -> Found:
         self.asked.append({"backends": tuple(backends), "restricted": tuple(restricted), "query": query, "k": k})
         allowed = dict(restricted)
-        return [(b, n) for b, n in self.ranking if b in backends or n in allowed.get(b, ())][:k]
+        return Found([(b, n) for b, n in self.ranking if b in backends or n in allowed.get(b, ())][:k],
+                     self.prerequisites)
 
 
 def vhost(mounts: dict[str, int], *, policy: Any = None, aliases: dict[str, tuple[str, str]] | None = None,
@@ -109,3 +113,26 @@ async def test_the_list_leads_with_tool_search_or_holds_it_alone(client: FakeCli
     alone = await lists.result(vhost({"net": 1}, only=True), PRINCIPAL, "tools/list", {}, modern=True)
     assert [tool["name"] for tool in alone["tools"]] == ["tool_search"] and "nextCursor" not in alone
     assert alone["resultType"] == "complete"
+
+
+async def test_prerequisites_follow_the_hits_in_dependency_order_and_hidden_ones_are_never_named(
+    client: FakeClient,
+) -> None:
+    client.tools = {1: ["CreateVpc", "CreateSubnet", "RunInstances", "StopInstances", "CreateKeyPair"]}
+    lists, _ = make(client, Clock())
+    chains = {
+        (1, "StopInstances"): ((1, "CreateVpc"), (1, "CreateSubnet"), (1, "RunInstances")),
+        (1, "RunInstances"): ((1, "CreateVpc"), (1, "CreateSubnet"), (1, "CreateKeyPair")),
+        (1, "CreateSubnet"): ((1, "CreateVpc"),),
+    }
+    index = FakeIndex([(1, "StopInstances"), (1, "CreateSubnet")], chains)
+    policy = policy_compile("allow", [RuleSpec("no-keys", "tenant", "acme", "deny", ["CreateKeyPair"])])
+    result = await ToolSearch(lists, index).result(vhost({"net": 1}, policy=policy), PRINCIPAL, {"query": "stop", "k": 2})
+    tools = result["structuredContent"]["tools"]
+    assert [(t["name"], t["_meta"]) for t in tools] == [
+        ("StopInstances", {"gateway/prerequisites": ["CreateVpc", "CreateSubnet", "RunInstances"]}),
+        ("CreateSubnet", {"gateway/prerequisites": ["CreateVpc"]}),
+        ("CreateVpc", {"gateway/prerequisites": [], "gateway/prerequisiteOf": ["StopInstances", "CreateSubnet"]}),
+        ("RunInstances", {"gateway/prerequisites": ["CreateVpc", "CreateSubnet"],
+                          "gateway/prerequisiteOf": ["StopInstances"]}),
+    ]
