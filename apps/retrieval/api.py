@@ -40,6 +40,7 @@ class ToolSearchView(CatalogAPIView):
                     "exposed_names": list(f.exposed_names),
                     "score": f.hit.score,
                     "paths": {path: {"rank": f.hit.ranks[path], "score": f.hit.scores[path]} for path in f.hit.ranks},
+                    "prerequisites": [{"backend": backend, "name": name} for backend, name in f.prerequisites],
                 }
                 for f in found
             ],

@@ -68,10 +68,10 @@ def backend_tool_texts(*, backend: Backend) -> list[ToolText]:
     return [ToolText(name, description, schema or {}, backend.name, title) for name, description, schema in rows]
 
 
-def tool_index_sync(*, backend_id: int) -> IndexChange:
-    """Bring the backend's index entries in line with its current tools. Safe to run twice or
-    concurrently: a run that finds the backend's tools replaced while it embedded writes nothing
-    (the run queued by that change does it)."""
+def tool_index_sync(*, backend_id: int, chains: bool = True) -> IndexChange:
+    """Bring the backend's index entries in line with its current tools, and (`chains`) the
+    tenant's prerequisite chains. Safe to run twice or concurrently: a run that finds the backend's
+    tools replaced while it embedded writes nothing (the run queued by that change does it)."""
     backend = Backend.objects.select_related("active_spec").filter(pk=backend_id).first()
     if backend is None:
         return IndexChange(0, 0, 0)  # deleted: its entries went with it
@@ -100,8 +100,8 @@ def tool_index_sync(*, backend_id: int) -> IndexChange:
         if gone and _still_current(backend_id, seen_spec):
             IndexedTool.objects.filter(backend_id=backend_id, name__in=gone).delete()
     # Always: a changed response schema changes who produces what, with no text changing.
-    chains = prerequisites_sync(tenant_id=backend.tenant_id)
-    if stale or gone or chains:
+    rechained = prerequisites_sync(tenant_id=backend.tenant_id) if chains else 0
+    if stale or gone or rechained:
         _index_changed(tenant_id=backend.tenant_id)
     return IndexChange(len(stale), len(gone), len(texts) - len(stale))
 
@@ -179,4 +179,8 @@ def tool_indexes_sync(*, tenant_slug: str | None = None) -> list[tuple[Backend, 
         if tenant is None:
             raise ValueError(f"no tenant {tenant_slug!r}")
         backends = backends.filter(tenant=tenant)
-    return [(backend, tool_index_sync(backend_id=backend.pk)) for backend in backends]
+    done = [(backend, tool_index_sync(backend_id=backend.pk, chains=False)) for backend in backends]
+    for tenant_id in sorted({backend.tenant_id for backend, _ in done}):  # once per tenant, not per backend
+        if prerequisites_sync(tenant_id=tenant_id):
+            _index_changed(tenant_id=tenant_id)
+    return done

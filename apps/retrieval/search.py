@@ -257,6 +257,7 @@ class HostHit:
     name: str
     exposed_names: tuple[str, ...]
     hit: SearchHit
+    prerequisites: tuple[tuple[str, str], ...]  # (backend name, tool name), dependencies first
 
 
 def virtual_host_tools_search(*, virtual_host: VirtualHost, query: str, k: int) -> list[HostHit]:
@@ -267,9 +268,12 @@ def virtual_host_tools_search(*, virtual_host: VirtualHost, query: str, k: int) 
     naming = Naming.build(mounts.keys(), aliases)
     scope = SearchScope(backends=tuple(sorted({backend.pk for backend in mounts.values()})))
     hits = tool_index_search(tenant_id=virtual_host.tenant_id, scope=scope, query=query, k=k)
+    chains = prerequisites_get(tenant_id=virtual_host.tenant_id, keys=[(hit.backend_id, hit.name) for hit in hits])
+    names = dict(Backend.objects.filter(tenant_id=virtual_host.tenant_id).values_list("pk", "name"))
     found = []
     for hit in hits:
         keys = [key for key, backend in mounts.items() if backend.pk == hit.backend_id]
         exposed = tuple(name for key in keys for name in naming.tool_names(key, hit.name))
-        found.append(HostHit(hit.backend_id, mounts[keys[0]].name, hit.name, exposed, hit))
+        chain = tuple((names.get(b, str(b)), n) for b, n in chains.get((hit.backend_id, hit.name), ()))
+        found.append(HostHit(hit.backend_id, mounts[keys[0]].name, hit.name, exposed, hit, chain))
     return found

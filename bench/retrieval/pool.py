@@ -13,7 +13,7 @@ from pathlib import Path
 from apps.catalog.models import Backend, SpecVersion, Tool
 from apps.catalog.services import backend_create, backend_delete
 from apps.catalog.specs import spec_upload, spec_version_compile
-from apps.retrieval.indexing import tool_index_sync
+from apps.retrieval.indexing import prerequisites_sync, tool_index_sync
 from apps.retrieval.search import SearchScope
 from apps.tenants.models import Tenant
 from apps.tenants.services import tenant_create
@@ -69,7 +69,7 @@ def pool_load(tier: str) -> Pool:
                 raise RuntimeError(f"{service}: compile failed: {version.errors if version else 'gone'}")
             compile_seconds += time.perf_counter() - started
         started = time.perf_counter()
-        embedded += tool_index_sync(backend_id=backend.pk).embedded
+        embedded += tool_index_sync(backend_id=backend.pk, chains=False).embedded
         index_seconds += time.perf_counter() - started
         names = dict(Tool.objects.filter(backend=backend).values_list("operation_id", "name"))
         missing = wanted[service] - names.keys()
@@ -81,6 +81,9 @@ def pool_load(tier: str) -> Pool:
             whole.append(backend.pk)  # as a caller who sees the whole service is asked about
         else:
             restricted.append((backend.pk, tuple(sorted(names[operation] for operation in wanted[service]))))
+    started = time.perf_counter()
+    prerequisites_sync(tenant_id=tenant.pk)
+    index_seconds += time.perf_counter() - started
     scope = SearchScope(backends=tuple(whole), restricted=tuple(restricted))
     return Pool(tenant, scope, tool_ids, compile_seconds, index_seconds, embedded)
 

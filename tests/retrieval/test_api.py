@@ -41,6 +41,7 @@ def test_the_answer_names_each_tool_as_the_host_does_with_each_paths_rank(admin_
     assert [r["score"] for r in body["results"]] == sorted((r["score"] for r in body["results"]), reverse=True)
     body = admin_client.get(_url(host.pk), {"query": "shut down my servers", "k": 1}).json()
     assert body["results"][0]["exposed_names"] == ["stop_servers"]  # listed under its alias only
+    assert body["results"][0]["prerequisites"] == [{"backend": "cloud", "name": "RunInstances"}]
 
 
 @pytest.mark.parametrize(("params", "field"), [({}, "query"), ({"query": " "}, "query"), ({"query": "x" * 1001}, "query"),
