@@ -16,6 +16,7 @@ from apps.catalog.models import Backend, BackendReplica, ToolAlias, VirtualHost,
 from apps.catalog.specs import spec_recompile
 from apps.catalog.validators import replica_url_validate
 from apps.common.config_version import config_version_bump
+from apps.retrieval.indexing import tool_index_queue
 from apps.tenants.models import ApiKey, Tenant
 
 DEFAULT_TIMEOUT_SECONDS: float = Backend._meta.get_field("timeout_seconds").get_default()
@@ -86,6 +87,8 @@ def backend_create(
     backend.save()
     _replicas_set(backend=backend, urls=urls)
     config_version_bump(tenant_id=tenant.pk)
+    if kind == Backend.Kind.MCP:
+        tool_index_queue(backend_id=backend.pk)  # an OpenAPI backend's are indexed when its spec is published
     return backend
 
 
@@ -121,6 +124,8 @@ def backend_update(
         spec_recompile(backend=backend, reason="recompile: compile options changed")
     _replicas_set(backend=backend, urls=urls)
     config_version_bump(tenant_id=backend.tenant_id)
+    if kind == Backend.Kind.MCP:
+        tool_index_queue(backend_id=backend.pk)
     return backend
 
 

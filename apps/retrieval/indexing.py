@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from apps.catalog.models import Backend, Tool
 from apps.common.config_version import config_version_bump
 from apps.common.redis import redis_client
+from apps.gateway.tool_lists import mcp_tools_fetch
 from apps.retrieval.embeddings import embedder
 from apps.retrieval.models import IndexedTool
 from apps.retrieval.prerequisites import ToolSchemas, prerequisite_closures
@@ -59,13 +60,37 @@ def tool_index_queue(*, backend_id: int) -> None:
     transaction.on_commit(send)
 
 
-def backend_tool_texts(*, backend: Backend) -> list[ToolText]:
-    """What the index reads of the backend's current tools."""
-    if backend.kind != Backend.Kind.OPENAPI:
-        return []  # MCP servers' tools are not stored in the catalog
-    title = backend.active_spec.title if backend.active_spec is not None else ""
-    rows = Tool.objects.filter(backend=backend).values_list("name", "description", "input_schema").order_by("name")
-    return [ToolText(name, description, schema or {}, backend.name, title) for name, description, schema in rows]
+def backend_tool_texts(*, backend: Backend) -> list[ToolText] | None:
+    """What the index reads of the backend's current tools: an OpenAPI backend's catalog rows, or
+    what an MCP server lists now. None when an MCP server cannot be asked (its entries stay)."""
+    if backend.kind == Backend.Kind.OPENAPI:
+        title = backend.active_spec.title if backend.active_spec is not None else ""
+        rows = Tool.objects.filter(backend=backend).values_list("name", "description", "input_schema").order_by("name")
+        return [ToolText(name, description, schema or {}, backend.name, title) for name, description, schema in rows]
+    try:
+        listed = mcp_tools_fetch(backend=backend)
+    except Exception as exc:  # noqa: BLE001 - unreachable, refusing, malformed: the index keeps what it had
+        log.warning("tools of backend %s not indexed: %s", backend.name, exc)
+        return None
+    texts = {}
+    for tool in listed:
+        name = tool.get("name")
+        if not isinstance(name, str) or not name or len(name) > 128 or name in texts:
+            continue
+        words = [tool.get("title"), tool.get("description")]
+        schema = tool.get("inputSchema")
+        texts[name] = ToolText(name, " ".join(w for w in words if isinstance(w, str)), schema if isinstance(schema, dict)
+                               else {}, backend.name)
+    return [texts[name] for name in sorted(texts)]
+
+
+def mcp_tool_indexes_refresh() -> int:
+    """Queue the indexing of every MCP backend (run periodically: an MCP server's tools change
+    without the gateway's configuration changing). Returns how many were queued."""
+    ids = list(Backend.objects.filter(kind=Backend.Kind.MCP).values_list("pk", flat=True))
+    for backend_id in ids:
+        tool_index_queue(backend_id=backend_id)
+    return len(ids)
 
 
 def tool_index_sync(*, backend_id: int, chains: bool = True) -> IndexChange:
@@ -77,17 +102,22 @@ def tool_index_sync(*, backend_id: int, chains: bool = True) -> IndexChange:
         return IndexChange(0, 0, 0)  # deleted: its entries went with it
     seen_spec = backend.active_spec_id
     model = settings.GATEWAY_EMBEDDING_MODEL
-    tools = {tool.name: tool for tool in backend_tool_texts(backend=backend)}
+    listed = backend_tool_texts(backend=backend)
+    if listed is None:
+        return IndexChange(0, 0, 0)
+    tools = {tool.name: tool for tool in listed}
     texts = {name: index_text(tool) for name, tool in tools.items()}
     parameters = {name: list(parameter_names(tool.input_schema)) for name, tool in tools.items()}
     digests = {name: text.digest(model) for name, text in texts.items()}
-    stored = {name: (digest, params) for name, digest, params in
-              IndexedTool.objects.filter(backend_id=backend_id).values_list("name", "digest", "parameters")}
-    stale = [name for name in texts if stored.get(name, ("", None))[0] != digests[name]]
+    stored = {name: (digest, params, description) for name, digest, params, description in
+              IndexedTool.objects.filter(backend_id=backend_id).values_list("name", "digest", "parameters", "description")}
+    stale = [name for name in texts if stored.get(name, ("",))[0] != digests[name]]
     gone = [name for name in stored if name not in texts]
-    # Entries from before parameters were kept: filled in without embedding anything again.
-    for name in [n for n in texts if n in stored and n not in stale and stored[n][1] != parameters[n]]:
-        IndexedTool.objects.filter(backend_id=backend_id, name=name).update(parameters=parameters[name])
+    # Entries from before these were kept: filled in without embedding anything again.
+    filled = [n for n in texts if n in stored and n not in stale and stored[n][1:] != (parameters[n], texts[n].description)]
+    for name in filled:
+        IndexedTool.objects.filter(backend_id=backend_id, name=name).update(
+            parameters=parameters[name], description=texts[name].description)
     for start in range(0, len(stale), BATCH):
         names = stale[start:start + BATCH]
         vectors = embedder().encode([texts[name].document() for name in names])
@@ -101,7 +131,7 @@ def tool_index_sync(*, backend_id: int, chains: bool = True) -> IndexChange:
             IndexedTool.objects.filter(backend_id=backend_id, name__in=gone).delete()
     # Always: a changed response schema changes who produces what, with no text changing.
     rechained = prerequisites_sync(tenant_id=backend.tenant_id) if chains else 0
-    if stale or gone or rechained:
+    if stale or gone or filled or rechained:
         _index_changed(tenant_id=backend.tenant_id)
     return IndexChange(len(stale), len(gone), len(texts) - len(stale))
 
@@ -138,16 +168,16 @@ def _still_current(backend_id: int, seen_spec: int | None) -> bool:
 
 
 _UPSERT = """
-INSERT INTO retrieval_indexedtool (tenant_id, backend_id, name, document, parameters, prerequisites, digest, search,
-                                   embedding, updated_at)
-VALUES (%(tenant)s, %(backend)s, %(name)s, %(document)s, %(parameters)s::jsonb, '[]'::jsonb, %(digest)s,
+INSERT INTO retrieval_indexedtool (tenant_id, backend_id, name, document, description, parameters, prerequisites,
+                                   digest, search, embedding, updated_at)
+VALUES (%(tenant)s, %(backend)s, %(name)s, %(document)s, %(description)s, %(parameters)s::jsonb, '[]'::jsonb, %(digest)s,
         setweight(to_tsvector('english', %(name_words)s), 'A')
         || setweight(to_tsvector('english', %(service)s), 'B')
         || setweight(to_tsvector('english', %(parameter_words)s), 'C')
         || setweight(to_tsvector('english', %(description)s), 'D'),
         %(embedding)s::vector, clock_timestamp())
 ON CONFLICT (backend_id, name) DO UPDATE SET
-    document = EXCLUDED.document, parameters = EXCLUDED.parameters, digest = EXCLUDED.digest, search = EXCLUDED.search,
+    document = EXCLUDED.document, description = EXCLUDED.description, parameters = EXCLUDED.parameters, digest = EXCLUDED.digest, search = EXCLUDED.search,
     embedding = EXCLUDED.embedding, updated_at = EXCLUDED.updated_at
 """
 
@@ -171,9 +201,9 @@ def vector_literal(vector: object) -> str:
 
 
 def tool_indexes_sync(*, tenant_slug: str | None = None) -> list[tuple[Backend, IndexChange]]:
-    """`tool_index_sync` for every OpenAPI backend (of one tenant, if named), now: for a first
+    """`tool_index_sync` for every backend (of one tenant, if named), now: for a first
     index, or after changing the embedding model. ValueError for an unknown tenant."""
-    backends = Backend.objects.filter(kind=Backend.Kind.OPENAPI).select_related("tenant").order_by("tenant__slug", "name")
+    backends = Backend.objects.select_related("tenant").order_by("tenant__slug", "name")
     if tenant_slug is not None:
         tenant = Tenant.objects.filter(slug=tenant_slug).first()
         if tenant is None:

@@ -20,6 +20,7 @@ class IndexedTool(models.Model):
     backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="indexed_tools")
     name = models.CharField(max_length=128, help_text="The tool's name at its backend.")
     document = models.TextField(help_text="The text the embedding was computed from.")
+    description = models.TextField(blank=True, default="", help_text="The description as full-text search reads it.")
     parameters = models.JSONField(default=list, help_text="The tool's parameter names, as its schema writes them.")
     prerequisites = models.JSONField(
         default=list, help_text="[backend id, name] of the tools that must run first, dependencies first."

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 
 from apps.retrieval.text import identifier_words
@@ -30,7 +30,7 @@ from apps.retrieval.text import identifier_words
 # (`sg-0123abcd`, `vpc-1a2b3c4d`, `eipalloc-64d5890a`), not a plain hyphenated word (`t3-micro` passes,
 # and finds nothing).
 _ID = re.compile(r"^([a-z][a-z0-9]{0,15})-([a-z0-9]{4,})$")
-_ARN = re.compile(r"^arn:[a-z0-9-]+:([a-z0-9-]+):[a-z0-9-]*:[0-9]*:([A-Za-z0-9-_]+)[/:]")
+_ARN = re.compile(r"^arn:[a-z0-9-]+:([a-z0-9-]+):[a-z0-9-]*:[0-9]*:(?:([A-Za-z0-9-_]+)[/:])?")
 _ID_PARAMETER = re.compile(r"^(.+?)(?:Ids?|IDs?|Arns?|ARNs?)$")
 _DESCRIBER = re.compile(r"^(Describe|Get|List)([A-Z][A-Za-z0-9]*)$")
 _ACRONYM = re.compile(r"((?:[A-Z][a-z]+ ){1,4}[A-Za-z]+) \(([A-Z]{2,6})s?\)")
@@ -54,12 +54,13 @@ _NEARLY = 0.25  # readings this close to the best are kept beside it
 @dataclass(frozen=True, slots=True)
 class ToolFacts:
     """What the vocabulary reads of one tool: its key (anything hashable, e.g. (backend id, name)),
-    name, parameter names and description."""
+    name, parameter names and description, and the service it belongs to (its backend's name)."""
 
     key: Hashable
     name: str
     parameters: Sequence[str]
     description: str
+    service: str = ""
 
 
 @dataclass
@@ -103,8 +104,9 @@ def singular(word: str) -> str:
 
 
 class Vocabulary:
-    def __init__(self, types: dict[tuple[str, ...], ResourceType]) -> None:
+    def __init__(self, types: dict[tuple[str, ...], ResourceType], services: Mapping[str, frozenset[Hashable]]) -> None:
         self.types = types
+        self.services = services  # service name -> keys of its tools
         self._by_letter: dict[str, list[ResourceType]] = defaultdict(list)
         for rtype in types.values():  # a prefix starts with the first letter of one of a name's words
             for letter in {word[0] for name in (rtype.words, *rtype.longer) for word in name}:
@@ -132,11 +134,17 @@ class Vocabulary:
                     rtype.weight += 1
             m = _DESCRIBER.match(tool.name)
             if m and (rtype := of(m.group(2))) is not None:
-                exact = identifier_words(m.group(2))[-1].lower() != rtype.words[-1]  # plural: a listing
-                rtype.describers.append(({"Describe": 0, "List": 1, "Get": 2}[m.group(1)] + (0 if exact else 3), tool.key))
+                plural = identifier_words(m.group(2))[-1].lower() != rtype.words[-1]
+                # For an id: Describe<Type(s)> takes ids, Get<Type> takes one, List<Types> lists all.
+                preference = {"Describe": 0, "Get": 3 if plural else 1, "List": 2}[m.group(1)]
+                rtype.describers.append((preference, tool.key))
         types = {words: rtype for words, rtype in types.items() if rtype.describers}
         _add_longer_names(types, [tool.description for tool in tools])
-        return cls(types)
+        services: dict[str, set[Hashable]] = defaultdict(set)
+        for tool in tools:
+            if tool.service:
+                services[tool.service].add(tool.key)
+        return cls(types, {service: frozenset(keys) for service, keys in services.items()})
 
     def match(self, prefix: str) -> list[Match]:
         """The resource types `prefix` may abbreviate, best first (lowest cost, then the type whose
@@ -157,9 +165,19 @@ class Vocabulary:
         """None when the query holds no id or ARN this catalog's types explain."""
         words = query.split()
         out, matches, rest = [], [], []
+        changed = False
         for word in words:
             token = word.strip("?!.,;:()'\"")
-            readings = self._explain(token)
+            arn = _ARN.match(token)
+            readings = self._explain(token, arn)
+            if arn is not None and arn.group(1) in self.services:
+                # An ARN names its service: its words say where to look, its tools come first.
+                service = arn.group(1)
+                readings = [replace(r, tools=_service_first(r.tools, self.services[service])) for r in readings]
+                out.append(" ".join([service, *(identifier_words(readings[0].type) if readings else ())]))
+                matches.extend(readings)
+                changed = True
+                continue
             if not readings:
                 out.append(word)
                 if token.lower() not in _STOPWORDS and token:
@@ -167,16 +185,16 @@ class Vocabulary:
                 continue
             matches.extend(readings)
             out.append(" ".join(identifier_words(readings[0].type)))
-        if not matches:
+        if not matches and not changed:
             return None
         return Rewrite(" ".join(out), tuple(matches), weak=len(rest) <= _WEAK_WORDS_MAX)
 
-    def _explain(self, token: str) -> list[Match]:
+    def _explain(self, token: str, arn: re.Match[str] | None) -> list[Match]:
         """The readings of one token: the best, and those nearly as good (`acl-` may be a network
         ACL or a web ACL), at most three."""
-        arn = _ARN.match(token)
         if arn is not None:
-            readings = [m for m in self.match(arn.group(2).replace("-", "").lower()) if m.cost <= 0]
+            kind = arn.group(2)
+            readings = [m for m in self.match(kind.replace("-", "").lower()) if m.cost <= 0] if kind else []
         else:
             m = _ID.match(token)
             if m is None or not any(c.isdigit() for c in m.group(2)):
@@ -186,6 +204,10 @@ class Vocabulary:
             return []
         best = readings[0].cost
         return [Match(token, r.type, r.cost, r.tools) for r in readings[:3] if r.cost <= best + _NEARLY]
+
+
+def _service_first(tools: tuple[Hashable, ...], of_service: frozenset[Hashable]) -> tuple[Hashable, ...]:
+    return tuple(sorted(tools, key=lambda key: key not in of_service))
 
 
 def _add_longer_names(types: dict[tuple[str, ...], ResourceType], descriptions: Sequence[str]) -> None:

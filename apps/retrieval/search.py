@@ -191,9 +191,11 @@ def vocabulary_get(*, tenant_id: int) -> Vocabulary:
     if cached is not None and cached[0] == stamp:
         return cached[1]
     with _vocabularies_lock:
-        rows = IndexedTool.objects.filter(tenant_id=tenant_id).values_list("backend_id", "name", "parameters", "document")
+        rows = IndexedTool.objects.filter(tenant_id=tenant_id).values_list(
+            "backend_id", "name", "parameters", "description", "backend__name")
         vocabulary = Vocabulary.build(
-            ToolFacts((backend_id, name), name, parameters or [], document) for backend_id, name, parameters, document in rows
+            ToolFacts((backend_id, name), name, parameters or [], description, service)
+            for backend_id, name, parameters, description, service in rows
         )
         _vocabularies[tenant_id] = (stamp, vocabulary)
     return vocabulary

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from apps.retrieval.indexing import tool_index_sync
+from apps.retrieval.indexing import mcp_tool_indexes_refresh, tool_index_sync
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def tool_index(backend_id: int) -> None:
     tool_index_sync(backend_id=backend_id)
+
+
+@shared_task(ignore_result=True)
+def tool_index_refresh() -> None:
+    """Periodic (Celery beat): MCP servers' tools change without the configuration changing."""
+    mcp_tool_indexes_refresh()

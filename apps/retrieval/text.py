@@ -22,6 +22,8 @@ _SEPARATORS = re.compile(r"[^0-9A-Za-z]+")
 #: Enough of a description to say what a tool does; the rest (every caveat of a long API reference)
 #: dilutes an embedding of at most 256 word pieces and full-text ranks alike.
 DESCRIPTION_CHARS = 600
+#: What of a description the embedding reads: its first sentence, up to this.
+SUMMARY_CHARS = 200
 
 
 def identifier_words(name: str) -> list[str]:
@@ -65,17 +67,15 @@ class IndexText:
     description: str
 
     def document(self) -> str:
-        """The text an embedding model reads: what the tool is called, where it belongs, what it
-        does, what it takes."""
-        parts = [self.name, f"({self.service})", self.description]
-        if self.parameters:
-            parts.append(f"Parameters: {self.parameters}.")
-        return " ".join(part for part in parts if part)
+        """The text an embedding model reads: what the tool is called, where it belongs, and the
+        first sentence of what it does. Measured (BENCHMARKS.md, retrieval): the rest of a
+        description and the parameter names make the embedding worse; full-text search keeps them."""
+        return " ".join(part for part in (self.name, f"({self.service})", first_sentence(self.description)) if part)
 
     def digest(self, model: str) -> str:
         """Changes when the text or the embedding model does: an entry is embedded again only then."""
         h = hashlib.blake2b(digest_size=16)
-        for part in (model, self.name, self.service, self.parameters, self.description):
+        for part in (model, self.document(), self.name, self.service, self.parameters, self.description):
             h.update(part.encode())
             h.update(b"\x00")
         return h.hexdigest()
@@ -101,6 +101,13 @@ def parameter_names(schema: Mapping[str, object]) -> Sequence[str]:
     required = schema.get("required")
     first = [name for name in required if isinstance(name, str) and name in properties] if isinstance(required, list) else []
     return [*first, *(name for name in properties if name not in first)]
+
+
+def first_sentence(text: str, limit: int = SUMMARY_CHARS) -> str:
+    """The first sentence of `text` (up to a full stop followed by a space), at most `limit`
+    characters cut at a word."""
+    end = text.find(". ")
+    return _first_chars(text if end < 0 else text[: end + 1], limit)
 
 
 def _first_chars(text: str, limit: int) -> str:

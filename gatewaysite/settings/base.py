@@ -120,6 +120,8 @@ CELERY_BEAT_SCHEDULE = {
     "spec-compile-requeue": {"task": "apps.catalog.tasks.spec_compile_requeue", "schedule": 60.0},
     # Audit rows past their retention (GATEWAY_AUDIT_RETENTION_DAYS).
     "audit-prune": {"task": "apps.audit.tasks.audit_prune", "schedule": 3600.0},
+    # MCP servers' tools, indexed again for tool_search (only what changed is embedded).
+    "tool-index-refresh": {"task": "apps.retrieval.tasks.tool_index_refresh", "schedule": 600.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

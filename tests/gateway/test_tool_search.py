@@ -193,3 +193,18 @@ def test_found_tools_bring_their_prerequisites_after_them(cloud: Cloud) -> None:
         ("CreateSecurityGroup", {"gateway/prerequisites": ["CreateVpc"],
                                  "gateway/prerequisiteOf": ["AuthorizeSecurityGroupIngress"]}),
     ]
+
+
+def test_an_mcp_servers_tools_are_found_too(transactional_db: None, indexing_on: None, gateway_url: str,
+                                            demo_backend_url: str, recording_service_url: str) -> None:
+    cloud = make_cloud(gateway_url, recording_service_url)
+    demo = factories.backend_factory(tenant=cloud.host.tenant, name="demo", urls=[demo_backend_url])  # indexed at once
+    host = factories.virtual_host_factory(tenant=cloud.host.tenant, mounts={"net": cloud.backend, "demo": demo})
+    virtual_host_tool_search_set(virtual_host=host, mode="only")
+    url = f"{gateway_url}/mcp/{host.tenant.slug}/{host.slug}"
+    found = message_of(modern(url, "tools/call", {"name": "tool_search", "arguments": {"query": "sum of two numbers",
+                                                                                        "k": 1}}, key=cloud.key))
+    tool = found["result"]["structuredContent"]["tools"][0]
+    assert (tool["name"], tool["inputSchema"]["required"]) == ("demo-add", ["a", "b"])
+    called = message_of(modern(url, "tools/call", {"name": "demo-add", "arguments": {"a": 2, "b": 3}}, key=cloud.key))
+    assert called["result"]["structuredContent"] == {"result": 5.0}

@@ -41,7 +41,7 @@ def test_publishing_a_spec_indexes_its_tools(indexing_on, django_capture_on_comm
     create_subnet = entries["CreateSubnet"]
     assert create_subnet.tenant_id == backend.tenant_id
     assert create_subnet.document == (
-        "Create Subnet (cloud Cloud API) Creates a subnet in the specified VPC. Parameters: Vpc Id, Cidr Block, Dry Run."
+        "Create Subnet (cloud Cloud API) Creates a subnet in the specified VPC."
     )
     assert len(create_subnet.embedding) == 384
 
@@ -118,8 +118,8 @@ def test_republishing_embeds_only_what_changed(indexing_on, django_capture_on_co
     changed["ReceiveMessage"] = ("Retrieves messages from the specified queue.", ["QueueUrl"])
     publish(backend, network_spec(changed), django_capture_on_commit_callbacks)
     assert sorted(embedded) == [
-        "Describe Vpcs (cloud Cloud API) Describes one or more of your VPCs, with their CIDR blocks. Parameters: Dry Run.",
-        "Receive Message (cloud Cloud API) Retrieves messages from the specified queue. Parameters: Queue Url, Dry Run.",
+        "Describe Vpcs (cloud Cloud API) Describes one or more of your VPCs, with their CIDR blocks.",
+        "Receive Message (cloud Cloud API) Retrieves messages from the specified queue.",
     ]
     documents = dict(IndexedTool.objects.filter(backend=backend).values_list("name", "document"))
     assert set(documents) == set(changed)

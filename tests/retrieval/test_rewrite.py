@@ -88,3 +88,19 @@ def test_only_types_some_tool_describes_are_kept(vocabulary: Vocabulary) -> None
 def test_singular() -> None:
     assert [singular(w) for w in ["widgets", "addresses", "policies", "status", "access", "box"]] == [
         "widget", "address", "policy", "status", "access", "box"]
+
+
+def test_an_arn_prefers_its_own_services_tools_and_says_its_service() -> None:
+    vocabulary = Vocabulary.build([
+        ToolFacts(("cdn", "DescribeFunction"), "DescribeFunction", ["FunctionArn"], "", "cdn"),
+        ToolFacts(("lambda", "GetFunction"), "GetFunction", ["FunctionName"], "", "lambda"),
+        ToolFacts(("lambda", "ListFunctions"), "ListFunctions", [], "", "lambda"),
+        ToolFacts(("queue", "GetQueueAttributes"), "GetQueueAttributes", ["QueueUrl"], "", "queue"),
+    ])
+    rewrite = vocabulary.rewrite("arn:aws:lambda:us-west-2:123412341234:function:My_Authorizer_Function")
+    assert rewrite is not None and rewrite.text == "lambda Function"
+    assert rewrite.matches[0].tools[:2] == (("lambda", "GetFunction"), ("lambda", "ListFunctions"))
+    # An ARN whose resource has no type in it still names its service.
+    rewrite = vocabulary.rewrite("arn:aws:queue:us-west-2:123456789012:orders settings")
+    assert rewrite is not None and (rewrite.text, rewrite.matches) == ("queue settings", ())
+    assert vocabulary.rewrite("arn:aws:unknown:us-west-2:123456789012:thing") is None

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from apps.retrieval.text import DESCRIPTION_CHARS, ToolText, identifier_words, index_text, split_identifiers
+from apps.retrieval.text import (
+    DESCRIPTION_CHARS,
+    ToolText,
+    first_sentence,
+    identifier_words,
+    index_text,
+    split_identifiers,
+)
 
 
 def test_identifiers_split_into_words_on_case_separators_and_acronyms() -> None:
@@ -31,10 +38,8 @@ def test_the_index_text_names_the_tool_its_service_its_parameters_required_first
     assert text.service == "ec2 Amazon Elastic Compute Cloud"
     assert text.parameters == "Vpc Id, Dry Run, Cidr Block"
     assert text.description == "Creates a subnet in a VPC. More text."
-    assert text.document() == (
-        "Create Subnet (ec2 Amazon Elastic Compute Cloud) Creates a subnet in a VPC. More text. "
-        "Parameters: Vpc Id, Dry Run, Cidr Block."
-    )
+    # The embedding reads the name, the service and the first sentence only.
+    assert text.document() == "Create Subnet (ec2 Amazon Elastic Compute Cloud) Creates a subnet in a VPC."
 
 
 def test_a_long_description_is_cut_at_a_word() -> None:
@@ -42,6 +47,12 @@ def test_a_long_description_is_cut_at_a_word() -> None:
     assert len(text.description) <= DESCRIPTION_CHARS
     assert text.description.endswith("word")
     assert text.parameters == ""
+
+
+def test_the_first_sentence_is_cut_at_a_word() -> None:
+    assert first_sentence("No full stop here") == "No full stop here"
+    assert first_sentence("Version 1.2 is out. More.") == "Version 1.2 is out."
+    assert len(first_sentence("word " * 100)) <= 200
 
 
 def test_the_digest_changes_with_the_text_or_the_model_only() -> None:

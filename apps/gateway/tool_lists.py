@@ -1,0 +1,42 @@
+"""An MCP backend's tools as its server lists them, fetched off the request path for the tool index
+(apps.retrieval), with the gateway's own client: every page, the backend's first reachable replica,
+and the credential the backend expects from the gateway itself (its default)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from apps.catalog.models import Backend
+from apps.gateway.egress import egress_plan_build
+from apps.gateway.pipeline.backends import BackendCatalog
+from apps.gateway.pipeline.client import BackendClient
+from apps.gateway.pipeline.listing import collect_all_pages
+from apps.gateway.pipeline.values import BackendView
+from apps.gateway.upstream.client import HttpUpstream
+
+
+def mcp_tools_fetch(*, backend: Backend, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """Every tool the MCP backend lists now. Raises (UpstreamUnavailable, TimeoutError,
+    PaginationError, BackendRefused, ...) when it cannot be had: the caller keeps what it had."""
+    view = BackendView(
+        id=backend.pk,
+        name=backend.name,
+        transport=backend.transport,
+        urls=tuple(replica.url for replica in backend.replicas.all()),
+        timeout=backend.timeout_seconds,
+        egress=egress_plan_build(backend=backend, tokens=None),
+    )
+    return asyncio.run(_fetch(view, timeout))
+
+
+async def _fetch(view: BackendView, timeout: float) -> list[dict[str, Any]]:
+    upstream = HttpUpstream()
+    client = BackendClient(upstream, BackendCatalog(upstream))
+    try:
+        async with asyncio.timeout(timeout):
+            return await collect_all_pages(
+                lambda cursor: client.request(view, "tools/list", {"cursor": cursor} if cursor else {}), "tools"
+            )
+    finally:
+        upstream.close()

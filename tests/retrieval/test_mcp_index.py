@@ -1,0 +1,47 @@
+"""MCP servers' tools in the index: listed by the real server (the official SDK's), indexed when the
+backend is created or changed, and kept when the server cannot be asked."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.catalog.models import Backend
+from apps.catalog.services import backend_update
+from apps.retrieval.indexing import mcp_tool_indexes_refresh, tool_index_sync
+from apps.retrieval.models import IndexedTool
+from apps.retrieval.search import SearchScope, tool_index_search
+from tests.factories import backend_factory
+from tests.processes import free_port
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def indexing_on(settings) -> None:  # noqa: ANN001 - pytest-django fixture
+    settings.GATEWAY_TOOL_INDEX = True
+
+
+def test_an_mcp_backend_is_indexed_from_what_its_server_lists(
+    indexing_on, django_capture_on_commit_callbacks, demo_backend_url: str
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        backend = backend_factory(name="demo", urls=[demo_backend_url])
+    entries = dict(IndexedTool.objects.filter(backend=backend).values_list("name", "document"))
+    assert set(entries) == {"add", "echo", "utc_now", "countdown"}
+    assert entries["add"] == "add (demo) Add two numbers."
+    hits = tool_index_search(tenant_id=backend.tenant_id, scope=SearchScope(backends=(backend.pk,)),
+                             query="sum of two values", k=2)
+    assert hits[0].name == "add"
+    assert mcp_tool_indexes_refresh() == 1  # (eager here) nothing changed, nothing embedded again
+    assert tool_index_sync(backend_id=backend.pk).unchanged == 4
+
+
+def test_a_server_that_cannot_be_asked_leaves_its_entries(
+    indexing_on, django_capture_on_commit_callbacks, demo_backend_url: str
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        backend = backend_factory(name="demo", urls=[demo_backend_url])
+    with django_capture_on_commit_callbacks(execute=True):  # moved to where nothing listens
+        backend_update(backend=backend, kind=Backend.Kind.MCP, transport=backend.transport,
+                       urls=[f"http://127.0.0.1:{free_port()}/mcp"], timeout_seconds=5)
+    assert IndexedTool.objects.filter(backend=backend).count() == 4
