@@ -192,14 +192,14 @@ class Vocabulary:
     def _explain(self, token: str, arn: re.Match[str] | None) -> list[Match]:
         """The readings of one token: the best, and those nearly as good (`acl-` may be a network
         ACL or a web ACL), at most three."""
-        if arn is not None:
-            kind = arn.group(2)
-            readings = [m for m in self.match(kind.replace("-", "").lower()) if m.cost <= 0] if kind else []
-        else:
-            m = _ID.match(token)
-            if m is None or not any(c.isdigit() for c in m.group(2)):
-                return []
-            readings = self.match(m.group(1))
+        if arn is not None:  # an ARN spells its resource type out: `function`, `db-instance`
+            words = tuple(w.lower() for w in re.split(r"[-_]", arn.group(2) or "") if w)
+            rtype = self.types.get((*words[:-1], singular(words[-1]))) if words else None
+            return [Match(token, rtype.name, 0.0, tuple(rtype.tools()))] if rtype is not None else []
+        m = _ID.match(token)
+        if m is None or not any(c.isdigit() for c in m.group(2)):
+            return []
+        readings = self.match(m.group(1))
         if not readings:
             return []
         best = readings[0].cost
