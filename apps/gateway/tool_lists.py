@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from apps.catalog.models import Backend
-from apps.gateway.egress import egress_plan_build
+from apps.gateway.egress import OAuthTokens, egress_plan_build
 from apps.gateway.pipeline.backends import BackendCatalog
 from apps.gateway.pipeline.client import BackendClient
 from apps.gateway.pipeline.listing import collect_all_pages
@@ -25,7 +25,9 @@ def mcp_tools_fetch(*, backend: Backend, timeout: float = 30.0) -> list[dict[str
         transport=backend.transport,
         urls=tuple(replica.url for replica in backend.replicas.all()),
         timeout=backend.timeout_seconds,
-        egress=egress_plan_build(backend=backend, tokens=None),
+        # An OAuth client-credentials backend gets a token of this fetch's own (no fleet cache: one
+        # fetch per indexing run).
+        egress=egress_plan_build(backend=backend, tokens=OAuthTokens(None)),
     )
     return asyncio.run(_fetch(view, timeout))
 

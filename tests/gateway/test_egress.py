@@ -234,3 +234,18 @@ async def test_a_token_that_cannot_go_in_a_header_is_refused(instances: list[OAu
     with pytest.raises(CredentialUnavailable, match="cannot be sent in a header"):
         await instances[0].token(client_for(token_url))
     configure(token_url)
+
+
+def test_the_tool_index_lists_an_oauth_backends_tools_with_a_token_of_its_own(
+    transactional_db: None, auth_backend_url: str, token_url: str
+) -> None:
+    from apps.retrieval.indexing import tool_index_sync
+    from apps.retrieval.models import IndexedTool
+
+    backend = factories.backend_factory(urls=[f"{auth_backend_url}/mcp"])  # indexing is off: nothing yet
+    egress_credential_set(backend=backend, source="oauth_client_credentials", token_url=f"{token_url}/token",
+                          client_id="gw client", secret="s3cret:x", scope=f"tools.index.{free_port()}")
+    assert tool_index_sync(backend_id=backend.pk).embedded == 4
+    assert set(IndexedTool.objects.filter(backend=backend).values_list("name", flat=True)) == {
+        "add", "echo", "utc_now", "countdown"}
+    assert all(r["authorization"].startswith("Bearer oauth-token-") for r in recorded(auth_backend_url)[-2:])
