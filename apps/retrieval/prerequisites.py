@@ -29,8 +29,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from apps.retrieval.rewrite import singular
-from apps.retrieval.text import identifier_words
+from apps.retrieval.text import name_words, singular, type_words
 
 MAKERS = ("Create", "Allocate", "Run", "Register", "Request", "Import", "Publish")
 _SUFFIX = re.compile(r"^(.*?)(Ids?|IDs?|Arns?|ARNs?|Names?|Identifiers?)$")
@@ -61,10 +60,6 @@ class Need:
     kind: tuple[str, ...]
     required: bool
     by_id: bool  # named ...Id or ...Arn (not ...Name, and not the type's bare name)
-
-
-def _words(name: str) -> tuple[str, ...]:
-    return tuple(w.lower() for w in identifier_words(name))
 
 
 def _members(schema: Any, depth: int = 0) -> Iterable[str]:
@@ -127,7 +122,7 @@ class Catalog:
                 self.answers[tool.key] = frozenset(_members(tool.output_schema))
 
     def needs(self, tool: ToolSchemas) -> list[Need]:
-        own = _words(tool.name)
+        own = name_words(tool.name)
         made = self.made_by(tool)
         found = []
         for parameter, required in _parameters(tool.input_schema):
@@ -136,14 +131,13 @@ class Catalog:
                 continue
             m = _SUFFIX.match(leaf)
             base = m.group(1) if m else leaf
-            words = _words(base) if base else ()
-            if not words:
+            kind = type_words(base)
+            if not kind:
                 continue
-            kind = (*words[:-1], singular(words[-1]))
             if m is None and (parent or not required or kind not in self.makers):
                 continue  # a plain parameter counts only when required and named for a type (`Bucket`)
             if parent:  # `Placement.GroupId`: a placement group
-                wider = (*_words(parent), *kind)
+                wider = (*name_words(parent), *kind)
                 kind = next((wider[i:] for i in range(len(wider) - len(kind)) if wider[i:] in self.makers), kind)
             kind = self._extend(kind, own)
             if kind == made:
@@ -156,10 +150,8 @@ class Catalog:
         nothing: what follows its verb is no type's name)."""
         for verb in MAKERS:
             if tool.name.startswith(verb) and tool.name[len(verb):][:1].isupper():
-                words = _words(tool.name[len(verb):])
-                if not words or _LINKING & set(words):
-                    return None
-                return (*words[:-1], singular(words[-1]))
+                kind = type_words(tool.name[len(verb):])
+                return None if not kind or _LINKING & set(kind) else kind
         return None
 
     def _extend(self, kind: tuple[str, ...], own: tuple[str, ...]) -> tuple[str, ...]:

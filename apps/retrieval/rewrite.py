@@ -24,7 +24,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 
-from apps.retrieval.text import identifier_words
+from apps.retrieval.text import identifier_words, singular, type_words
 
 # An id: a short lower-case head, '-', then letters and digits with at least one digit
 # (`sg-0123abcd`, `vpc-1a2b3c4d`, `eipalloc-64d5890a`), not a plain hyphenated word (`t3-micro` passes,
@@ -93,16 +93,6 @@ class Rewrite:
     weak: bool
 
 
-def singular(word: str) -> str:
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("sses", "shes", "ches", "xes")):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
 class Vocabulary:
     def __init__(self, types: dict[tuple[str, ...], ResourceType], services: Mapping[str, frozenset[Hashable]]) -> None:
         self.types = types
@@ -117,10 +107,9 @@ class Vocabulary:
         types: dict[tuple[str, ...], ResourceType] = {}
 
         def of(name: str) -> ResourceType | None:
-            words = tuple(w.lower() for w in identifier_words(name))
+            words = type_words(name)
             if not words or not words[0][:1].isalpha():
                 return None
-            words = (*words[:-1], singular(words[-1]))
             found = types.get(words)
             if found is None:
                 found = types[words] = ResourceType("".join(w.capitalize() for w in words), words)
@@ -193,8 +182,7 @@ class Vocabulary:
         """The readings of one token: the best, and those nearly as good (`acl-` may be a network
         ACL or a web ACL), at most three."""
         if arn is not None:  # an ARN spells its resource type out: `function`, `db-instance`
-            words = tuple(w.lower() for w in re.split(r"[-_]", arn.group(2) or "") if w)
-            rtype = self.types.get((*words[:-1], singular(words[-1]))) if words else None
+            rtype = self.types.get(type_words(arn.group(2) or ""))
             return [Match(token, rtype.name, 0.0, tuple(rtype.tools()))] if rtype is not None else []
         m = _ID.match(token)
         if m is None or not any(c.isdigit() for c in m.group(2)):

@@ -35,6 +35,28 @@ def identifier_words(name: str) -> list[str]:
     return words
 
 
+def name_words(name: str) -> tuple[str, ...]:
+    """`DescribeVPCEndpoints` → ("describe", "vpc", "endpoints")."""
+    return tuple(word.lower() for word in identifier_words(name))
+
+
+def type_words(name: str) -> tuple[str, ...]:
+    """The resource type `name` spells, as the index compares types: its words in lower case, the
+    last one singular (`NetworkAcls`, `network-acl` → ("network", "acl"))."""
+    words = name_words(name)
+    return (*words[:-1], singular(words[-1])) if words else ()
+
+
+def singular(word: str) -> str:
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
 def split_identifiers(text: str) -> str:
     """`text` with every identifier-like token also split into words (`DescribeVpcs` →
     `DescribeVpcs Describe Vpcs`), so that a query naming a tool by its name meets the name's words."""

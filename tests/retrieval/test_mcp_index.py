@@ -7,7 +7,7 @@ import pytest
 
 from apps.catalog.models import Backend
 from apps.catalog.services import backend_update
-from apps.retrieval.indexing import mcp_tool_indexes_refresh, tool_index_sync
+from apps.retrieval.indexing import IndexChange, mcp_tool_indexes_refresh, tool_index_sync
 from apps.retrieval.models import IndexedTool
 from apps.retrieval.search import SearchScope, tool_index_search
 from tests.factories import backend_factory
@@ -32,8 +32,10 @@ def test_an_mcp_backend_is_indexed_from_what_its_server_lists(
     hits = tool_index_search(tenant_id=backend.tenant_id, scope=SearchScope(backends=(backend.pk,)),
                              query="sum of two values", k=2)
     assert hits[0].name == "add"
-    assert mcp_tool_indexes_refresh() == 1  # (eager here) nothing changed, nothing embedded again
-    assert tool_index_sync(backend_id=backend.pk).unchanged == 4
+    with django_capture_on_commit_callbacks(execute=True) as queued:
+        assert mcp_tool_indexes_refresh() == 1  # the periodic refresh queues every MCP backend
+    assert len(queued) == 1
+    assert tool_index_sync(backend_id=backend.pk) == IndexChange(embedded=0, removed=0, unchanged=4)
 
 
 def test_a_server_that_cannot_be_asked_leaves_its_entries(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.retrieval.rewrite import ToolFacts, Vocabulary, singular
+from apps.retrieval.rewrite import ToolFacts, Vocabulary
 
 
 def tool(name: str, *parameters: str, description: str = "") -> ToolFacts:
@@ -83,11 +83,6 @@ def test_queries_without_an_explained_id_are_left_alone(vocabulary: Vocabulary, 
 def test_only_types_some_tool_describes_are_kept(vocabulary: Vocabulary) -> None:
     assert "Gateway" not in {t.name for t in vocabulary.types.values()}  # GatewayId: nothing describes a Gateway
     assert {"Widget", "Subnet", "Vpc", "RouteTable"} <= {t.name for t in vocabulary.types.values()}
-
-
-def test_singular() -> None:
-    assert [singular(w) for w in ["widgets", "addresses", "policies", "status", "access", "box"]] == [
-        "widget", "address", "policy", "status", "access", "box"]
 
 
 def test_an_arn_prefers_its_own_services_tools_and_says_its_service() -> None:

@@ -8,7 +8,9 @@ from apps.retrieval.text import (
     first_sentence,
     identifier_words,
     index_text,
+    singular,
     split_identifiers,
+    type_words,
 )
 
 
@@ -62,3 +64,11 @@ def test_the_digest_changes_with_the_text_or_the_model_only() -> None:
     assert index_text(tool).digest("m1") == index_text(same).digest("m1")
     assert index_text(tool).digest("m1") != index_text(other).digest("m1")
     assert index_text(tool).digest("m1") != index_text(tool).digest("m2")
+
+
+def test_a_resource_type_is_its_words_in_lower_case_the_last_one_singular() -> None:
+    assert [singular(w) for w in ["widgets", "addresses", "policies", "status", "access", "box"]] == [
+        "widget", "address", "policy", "status", "access", "box"]
+    assert type_words("NetworkAcls") == type_words("network-acl") == ("network", "acl")
+    assert type_words("DBInstances") == ("db", "instance")
+    assert type_words("") == ()
