@@ -10,17 +10,22 @@ gateway shares its cores with others, and one thread per process keeps them all 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import threading
+import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 if TYPE_CHECKING:
     import numpy as np
+
+log = logging.getLogger(__name__)
 
 #: Models known by name: (the package that carries the weights, its folder holding the model).
 PACKAGED_MODELS: dict[str, tuple[str, str]] = {
@@ -70,12 +75,79 @@ class Embedder:
         self._model: Any = SentenceTransformer(str(source.path), device="cpu")
         self.dimensions: int = int(self._model.get_embedding_dimension())
         self._lock = threading.Lock()  # torch modules are not safe to run from two threads at once
+        # Queries are encoded here while the caller's thread runs its SQL: torch leaves the GIL
+        # while it computes, so a search costs the longer of the two, not their sum.
+        self._queries = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-query")
+        self._query_encoder: _QueryEncoder | Literal[False] | None = None  # None: not built yet
 
     def encode(self, texts: list[str], *, batch_size: int = 32) -> np.ndarray:
         with self._lock:
             return self._model.encode(
                 texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
             )
+
+    def encode_soon(self, text: str) -> Future[np.ndarray]:
+        """The embedding of one text (as `encode` gives it), computed on the model's own thread;
+        `.result()` waits for it."""
+        return self._queries.submit(self._encode_query, text)
+
+    def _encode_query(self, text: str) -> np.ndarray:
+        if self._query_encoder is None:
+            self._query_encoder = _QueryEncoder.build(self._model) or False
+        if self._query_encoder is False:
+            return self.encode([text])[0]
+        return self._query_encoder.encode(text)
+
+
+class _QueryEncoder:
+    """One text at a time through a frozen TorchScript copy of the model's transformer: with its
+    weights packed for the CPU's matrix kernels once, a short query costs about 17 ms here against
+    24 ms in eager mode (and 27 ms through `SentenceTransformer.encode`). Built on the query
+    thread's first use and checked against the eager model; any model that cannot be traced, or
+    that gives other vectors traced, keeps the eager path."""
+
+    SAMPLE = "a sample query, to trace the model with"
+
+    def __init__(self, model: Any, frozen: Any) -> None:
+        self._model = model
+        self._frozen = frozen
+        self._after = list(model)[1:]  # pooling, normalisation: as the model defines them
+
+    @classmethod
+    def build(cls, model: Any) -> _QueryEncoder | None:
+        import numpy as np
+        import torch
+
+        try:
+            features = model.preprocess([cls.SAMPLE])
+            with torch.inference_mode(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # tracer notes on shape-dependent Python branches
+                traced = torch.jit.trace(
+                    model[0].auto_model, (features["input_ids"], features["attention_mask"]), strict=False
+                )
+                encoder = cls(model, torch.jit.optimize_for_inference(torch.jit.freeze(traced.eval())))
+            for text in (cls.SAMPLE, "x", "list the subnets of vpc-0a1b2c3d in one region " * 8):
+                eager = model.encode([text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)[0]
+                if not np.allclose(encoder.encode(text), eager, atol=1e-4):
+                    log.warning("embedding model %s traced gives other vectors; queries use the eager model", model)
+                    return None
+        except Exception:  # noqa: BLE001 — any model that cannot be traced keeps the eager path
+            log.warning("embedding model cannot be traced; queries use the eager model", exc_info=True)
+            return None
+        return encoder
+
+    def encode(self, text: str) -> np.ndarray:
+        import torch
+
+        features = self._model.preprocess([text])
+        with torch.inference_mode():
+            out = self._frozen(features["input_ids"], features["attention_mask"])
+            hidden = out["last_hidden_state"] if isinstance(out, dict) else out[0]
+            state: dict[str, Any] = {"token_embeddings": hidden, "attention_mask": features["attention_mask"]}
+            for module in self._after:
+                state = module(state)
+            vector = torch.nn.functional.normalize(state["sentence_embedding"], dim=1)
+        return vector[0].numpy()
 
 
 _loaded: Embedder | None = None

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import redis
 from django.db import connection, transaction
@@ -26,6 +28,9 @@ from apps.retrieval.models import IndexedTool
 from apps.retrieval.rewrite import Rewrite, ToolFacts, Vocabulary
 from apps.retrieval.text import split_identifiers
 from apps.tenants.models import Tenant
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Candidates each path contributes to the fusion, at least; more for a larger k.
 MIN_DEPTH = 50
@@ -42,17 +47,28 @@ class SearchScope:
     backends: tuple[int, ...] = ()
     restricted: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
-    def sql(self) -> tuple[str, list[object]]:
+    def sql(self, *, indexed: bool = True) -> tuple[str, list[object]]:
+        """The condition, with its parameters. `indexed=False` words it so that no index on the
+        backend or the name can serve it: the planner then has to reach the rows another way."""
+        backend = "backend_id" if indexed else "(backend_id + 0)"
         clauses: list[str] = []
         params: list[object] = []
         if self.backends:
-            clauses.append("backend_id = ANY(%s)")
-            params.append(list(self.backends))
+            # Sent as one array literal: psycopg adapting a list of hundreds of ints, and PostgreSQL
+            # planning with it, cost about 1.7 ms more per query (424 backends).
+            clauses.append(f"{backend} = ANY(%s::bigint[])")
+            params.append("{" + ",".join(str(int(backend_id)) for backend_id in self.backends) + "}")
         for backend_id, names in self.restricted:
             if names:
-                clauses.append("(backend_id = %s AND name = ANY(%s))")
+                clauses.append(f"({backend} = %s AND name = ANY(%s))")
                 params += [backend_id, list(names)]
         return ("(" + " OR ".join(clauses) + ")" if clauses else "FALSE"), params
+
+    def size(self, tools_per_backend: Mapping[int, int]) -> int:
+        """How many tools the scope holds, at most, given each backend's count of indexed tools."""
+        return sum(tools_per_backend.get(b, 0) for b in self.backends) + sum(
+            min(len(names), tools_per_backend.get(b, 0)) for b, names in self.restricted
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,18 +93,21 @@ def tool_index_search(
     query = " ".join(query.split())
     if not query:
         return []
-    rewrite = vocabulary_get(tenant_id=tenant_id).rewrite(query) if rewrite_ids else None
+    facts = index_facts_get(tenant_id=tenant_id)
+    rewrite = facts.vocabulary.rewrite(query) if rewrite_ids else None
     text = split_identifiers(rewrite.text if rewrite is not None else query)
     depth = max(MIN_DEPTH, 4 * k)
     where, params = scope.sql()
-    found: dict[str, list[tuple[tuple[int, str], float]]] = {}
-    for path in paths:
-        if path == DENSE:
-            found[path] = _dense(tenant_id, where, params, text, depth)
-        elif path == TEXT:
-            found[path] = _full_text(tenant_id, where, params, text, depth)
-        elif rewrite is not None and rewrite.weak:
-            found[path] = _describers(tenant_id, where, params, rewrite)
+    # The query's embedding is computed beside the other paths' SQL; the dense query runs last.
+    vector = embedder().encode_soon(text) if DENSE in paths else None
+    found: dict[str, list[tuple[tuple[int, str], float]]] = {path: [] for path in paths}
+    if TEXT in paths:
+        types = " ".join(m.type for m in rewrite.matches) if rewrite is not None else ""
+        found[TEXT] = _full_text(tenant_id, where, params, text, depth, facts.common, types)
+    if REWRITE in paths and rewrite is not None and rewrite.weak:
+        found[REWRITE] = _describers(tenant_id, where, params, rewrite)
+    if vector is not None:
+        found[DENSE] = _dense(tenant_id, scope, vector.result(), depth, facts)
     fused = rrf({path: [key for key, _ in ranked] for path, ranked in found.items()})
     scores = {path: dict(ranked) for path, ranked in found.items()}
     return [
@@ -97,15 +116,22 @@ def tool_index_search(
     ]
 
 
-def _dense(tenant_id: int, where: str, params: list[object], text: str, depth: int) -> list[tuple[tuple[int, str], float]]:
-    vector = vector_literal(embedder().encode([text])[0])
+def _dense(
+    tenant_id: int, scope: SearchScope, embedding: np.ndarray, depth: int, facts: IndexFacts
+) -> list[tuple[tuple[int, str], float]]:
+    # PostgreSQL underestimates how many of the table's rows a tenant's scope holds and then scores
+    # every one of them exactly (3,714 tools: 20 ms) where the HNSW graph, scanned on until enough
+    # rows pass, takes 7 ms. A scope of many tools, and a good share of the table, is sent there.
+    size = scope.size(facts.tools_per_backend)
+    graph = size >= GRAPH_MIN_TOOLS and size >= GRAPH_MIN_SHARE * facts.table_rows
+    where, params = scope.sql(indexed=not graph)
+    settings = f"SET LOCAL hnsw.iterative_scan = strict_order; SET LOCAL hnsw.ef_search = {min(1000, 2 * depth)}"
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-        cursor.execute("SET LOCAL hnsw.ef_search = %s", [min(1000, 2 * depth)])
+        cursor.execute(settings + ("; SET LOCAL enable_seqscan = off" if graph else ""))
         cursor.execute(
             f"SELECT backend_id, name, embedding <=> %s::vector AS distance FROM retrieval_indexedtool "
-            f"WHERE tenant_id = %s AND {where} ORDER BY distance LIMIT %s",
-            [vector, tenant_id, *params, depth],
+            f"WHERE {'tenant_id' if not graph else '(tenant_id + 0)'} = %s AND {where} ORDER BY distance LIMIT %s",
+            [vector_literal(embedding), tenant_id, *params, depth],
         )
         rows = cursor.fetchall()
     # Equal distances (duplicate texts) come back in no set order: the key decides.
@@ -173,13 +199,34 @@ def _describers(tenant_id: int, where: str, params: list[object], rewrite: Rewri
     return [(key, 1.0) for key in wanted if key in present]
 
 
-_vocabularies: dict[int, tuple[tuple[object, ...], Vocabulary]] = {}
-_vocabularies_lock = threading.Lock()
+#: The dense query walks the HNSW graph, whatever PostgreSQL estimates, for a scope of at least
+#: this many tools that is at least this share of the whole index (measured: `BENCHMARKS.md`).
+GRAPH_MIN_TOOLS = 2000
+GRAPH_MIN_SHARE = 0.1
+
+#: A word in more than this share of a tenant's tools cannot pick candidates for full-text search,
+#: only rank them: "list" or "amazon" alone would match thousands of tools, each to be ranked.
+COMMON_SHARE = 0.1
 
 
-def vocabulary_get(*, tenant_id: int) -> Vocabulary:
-    """The resource types of the tenant's indexed tools (`rewrite.Vocabulary`), built again only
-    when the index changed: its version counter in Redis tells (or, without Redis, the database)."""
+@dataclass(frozen=True, slots=True)
+class IndexFacts:
+    """What searches of a tenant's index read from the whole index: the id-reading rules, and the
+    full-text lexemes too common to select candidates."""
+
+    vocabulary: Vocabulary
+    common: frozenset[str]
+    tools_per_backend: Mapping[int, int]
+    table_rows: int  # the whole index's, every tenant's, as PostgreSQL last estimated it
+
+
+_facts: dict[int, tuple[tuple[object, ...], IndexFacts]] = {}
+_facts_lock = threading.Lock()
+
+
+def index_facts_get(*, tenant_id: int) -> IndexFacts:
+    """The tenant's `IndexFacts`, built again only when the index changed: its version counter in
+    Redis tells (or, without Redis, the database)."""
     try:
         stamp: tuple[object, ...] = (redis_client().get(index_version_key(tenant_id)),)
     except redis.RedisError:
@@ -187,18 +234,35 @@ def vocabulary_get(*, tenant_id: int) -> Vocabulary:
             cursor.execute("SELECT count(*), max(updated_at) FROM retrieval_indexedtool WHERE tenant_id = %s",
                            [tenant_id])
             stamp = tuple(cursor.fetchone() or ())
-    cached = _vocabularies.get(tenant_id)
+    cached = _facts.get(tenant_id)
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    with _vocabularies_lock:
+    with _facts_lock:
         rows = IndexedTool.objects.filter(tenant_id=tenant_id).values_list(
             "backend_id", "name", "parameters", "description", "backend__name")
         vocabulary = Vocabulary.build(
             ToolFacts((backend_id, name), name, parameters or [], description, service)
             for backend_id, name, parameters, description, service in rows
         )
-        _vocabularies[tenant_id] = (stamp, vocabulary)
-    return vocabulary
+        with connection.cursor() as cursor:
+            # ts_stat runs the query it is given as text: the tenant id is an int, formatted in.
+            cursor.execute(
+                f"SELECT word FROM ts_stat('SELECT search FROM retrieval_indexedtool WHERE tenant_id = {int(tenant_id)}') "
+                f"WHERE ndoc > %s",
+                [COMMON_SHARE * len(rows)],
+            )
+            common = frozenset(word for (word,) in cursor.fetchall())
+            cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = 'retrieval_indexedtool'::regclass")
+            table_rows = max(int(cursor.fetchone()[0]), len(rows))
+        tools_per_backend = Counter(backend_id for backend_id, *_ in rows)
+        facts = IndexFacts(vocabulary, common, tools_per_backend, table_rows)
+        _facts[tenant_id] = (stamp, facts)
+    return facts
+
+
+def vocabulary_get(*, tenant_id: int) -> Vocabulary:
+    """The resource types of the tenant's indexed tools (`rewrite.Vocabulary`)."""
+    return index_facts_get(tenant_id=tenant_id).vocabulary
 
 
 def rewrite_rules_describe(*, tenant_slug: str, explain: Sequence[str] = ()) -> list[str]:
@@ -234,19 +298,35 @@ def rewrite_rules_describe(*, tenant_slug: str, explain: Sequence[str] = ()) -> 
     return lines
 
 
-def _full_text(tenant_id: int, where: str, params: list[object], text: str, depth: int) -> list[tuple[tuple[int, str], float]]:
-    # Any of the query's words may match (the english query's lexemes joined by OR; 'simple' reads them
-    # back as they are) — a phrase of five words rarely has all five in one
-    # tool's text; ts_rank then favours the tools that hold more of them, in heavier parts.
-    with connection.cursor() as cursor:
+def _full_text(
+    tenant_id: int, where: str, params: list[object], text: str, depth: int, common: frozenset[str], types: str = ""
+) -> list[tuple[tuple[int, str], float]]:
+    # Any of the query's words may match — a phrase of five words rarely has all five in one tool's
+    # text — and ts_rank favours the tools that hold more of them, in heavier parts. Only the
+    # tenant's uncommon words pick the candidates (unless it has none), and the words of the
+    # resource types its ids were read as (`types`), however common: they are what the query is about.
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT tsvector_to_array(to_tsvector('english', %s)), tsvector_to_array(to_tsvector('english', %s))",
+                       [text, types])
+        lexemes, named = cursor.fetchone()
+        if not lexemes:
+            return []
+        picking = [lexeme for lexeme in lexemes if lexeme not in common or lexeme in named] or lexemes
+        # Two cores share the query's embedding and this scan; parallel workers only add to the wait.
+        cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
         cursor.execute(
-            f"SELECT backend_id, name, ts_rank(search, q) AS score "
-            f"FROM retrieval_indexedtool, to_tsquery('simple', replace(plainto_tsquery('english', %s)::text, ' & ', ' | ')) AS q "
-            f"WHERE tenant_id = %s AND search @@ q AND {where} ORDER BY score DESC, backend_id, name LIMIT %s",
-            [text, tenant_id, *params, depth],
+            f"SELECT backend_id, name, ts_rank(search, to_tsquery('simple', %s)) AS score FROM retrieval_indexedtool "
+            f"WHERE tenant_id = %s AND search @@ to_tsquery('simple', %s) AND {where} "
+            f"ORDER BY score DESC, backend_id, name LIMIT %s",
+            [_any_of(lexemes), tenant_id, _any_of(picking), *params, depth],
         )
         rows: Sequence[tuple[int, str, float]] = cursor.fetchall()
     return [((backend_id, name), float(score)) for backend_id, name, score in rows]
+
+
+def _any_of(lexemes: Sequence[str]) -> str:
+    """A tsquery text matching any of `lexemes`, each quoted as to_tsquery reads quotes."""
+    return " | ".join("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)
 
 
 @dataclass(frozen=True, slots=True)
