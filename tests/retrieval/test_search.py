@@ -1,0 +1,127 @@
+"""How a search reaches its candidates: the query's embedding, the words that pick full-text
+candidates, and the way the dense query walks the index (apps/retrieval/search.py), against the
+real database and the real embedding model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from apps.catalog.models import Backend
+from apps.catalog.specs import spec_upload
+from apps.retrieval import search
+from apps.retrieval.embeddings import Embedder, embedder, model_source
+from apps.retrieval.search import DENSE, TEXT, SearchScope, tool_index_search
+from tests.backends.specs import OPERATIONS, network_spec
+from tests.factories import openapi_backend_factory
+
+pytestmark = pytest.mark.django_db
+
+TEXTS = [
+    "find the subnets of my vpc",
+    "x",
+    "Ünïcödé — 東京 région",
+    "list every bucket with its lifecycle rules " * 40,  # past the model's 256 tokens: truncated alike
+]
+
+
+@pytest.fixture
+def indexing_on(settings) -> None:  # noqa: ANN001 - pytest-django fixture
+    settings.GATEWAY_TOOL_INDEX = True
+
+
+def publish(backend: Backend, document: bytes, capture) -> None:  # noqa: ANN001 - pytest-django fixture
+    with capture(execute=True):
+        spec_upload(backend=backend, document=document)
+
+
+def test_a_query_is_embedded_as_the_model_embeds_documents() -> None:
+    model = embedder()
+    for text in TEXTS:
+        vector = model.encode_soon(text).result()
+        assert vector.shape == (384,)
+        assert np.allclose(vector, model.encode([text])[0], atol=1e-4)
+        assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
+
+
+def test_a_model_that_cannot_be_traced_embeds_queries_the_plain_way(monkeypatch, caplog) -> None:  # noqa: ANN001
+    import torch
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("not traceable")
+
+    monkeypatch.setattr(torch.jit, "trace", refuse)
+    model = Embedder(model_source(), threads=1)
+    vector = model.encode_soon(TEXTS[0]).result()
+    assert np.allclose(vector, embedder().encode([TEXTS[0]])[0], atol=1e-5)
+    assert "cannot be traced" in caplog.text
+
+
+GADGETS = {f"ReadGadget{n}": (f"Reads gadget number {n} of the fleet.", []) for n in range(20)}
+GADGETS["FrobnicateGadget"] = ("Frobnicates a gadget.", [])
+
+
+def test_only_uncommon_words_pick_full_text_candidates(indexing_on, django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory(name="gadgets")
+    publish(backend, network_spec(GADGETS, "Gadget API"), django_capture_on_commit_callbacks)
+    scope = SearchScope(backends=(backend.pk,))
+
+    # "gadget" is in every tool: only "frobnicate" picks, and "gadget" still ranks.
+    hits = tool_index_search(tenant_id=backend.tenant_id, scope=scope, query="frobnicate my gadget", k=50)
+    assert [h.name for h in hits if TEXT in h.ranks] == ["FrobnicateGadget"]
+    assert hits[0].name == "FrobnicateGadget"
+    assert len(hits) == len(GADGETS)  # the dense path still ranks them all
+    # A query of common words alone: they pick.
+    hits = tool_index_search(tenant_id=backend.tenant_id, scope=scope, query="gadget fleet", k=50)
+    assert len([h for h in hits if TEXT in h.ranks]) == len(GADGETS)
+
+
+def test_the_type_an_id_is_read_as_picks_candidates_however_common(
+    indexing_on, django_capture_on_commit_callbacks
+) -> None:
+    # Every tool takes or names a subnet: the word is common, yet the id's type is what is asked about.
+    operations = {name: spec for name, spec in OPERATIONS.items() if "Subnet" in name}
+    operations |= {f"TagSubnet{n}": (f"Tags subnet set {n}.", ["SubnetId"]) for n in range(6)}
+    backend = openapi_backend_factory(name="cloud")
+    publish(backend, network_spec(operations), django_capture_on_commit_callbacks)
+    scope = SearchScope(backends=(backend.pk,))
+    hits = tool_index_search(tenant_id=backend.tenant_id, scope=scope, query="owner of subnet-6782e71e", k=50)
+    found_by_text = {h.name for h in hits if TEXT in h.ranks}
+    assert "DescribeSubnets" in found_by_text and len(found_by_text) == len(operations)
+
+
+@pytest.mark.parametrize("query", [
+    "o'brien \\ ' & | ! <-> :* ( ) \\'",
+    "'''",
+    "the of and",  # stop words only: no full-text lexeme at all
+    "DROP TABLE retrieval_indexedtool; --",
+])
+def test_hostile_or_empty_words_are_searched_as_text(indexing_on, django_capture_on_commit_callbacks, query: str) -> None:
+    backend = openapi_backend_factory(name="cloud")
+    publish(backend, network_spec(), django_capture_on_commit_callbacks)
+    scope = SearchScope(backends=(backend.pk,))
+    hits = tool_index_search(tenant_id=backend.tenant_id, scope=scope, query=query, k=5)
+    assert len(hits) == 5  # the dense path always answers
+    assert tool_index_search(tenant_id=backend.tenant_id, scope=scope, query="subnet", k=1)[0].name
+
+
+def test_walking_the_graph_finds_what_scoring_every_row_finds(
+    indexing_on, django_capture_on_commit_callbacks, monkeypatch
+) -> None:
+    backend = openapi_backend_factory(name="cloud")
+    publish(backend, network_spec(), django_capture_on_commit_callbacks)
+    whole = SearchScope(backends=(backend.pk,))
+    part = SearchScope(restricted=((backend.pk, ("DescribeVpcs", "CreateSubnet", "SendMessage")),))
+    query = "create a subnet in my VPC"
+
+    def dense(scope: SearchScope) -> list[str]:
+        return [h.name for h in tool_index_search(tenant_id=backend.tenant_id, scope=scope, query=query, k=50,
+                                                  paths=(DENSE,))]
+
+    exact = {scope: dense(scope) for scope in (whole, part)}
+    monkeypatch.setattr(search, "GRAPH_MIN_TOOLS", 1)
+    monkeypatch.setattr(search, "GRAPH_MIN_SHARE", 0.0)
+    search._facts.clear()
+    for scope, names in exact.items():
+        assert dense(scope) == names  # a small graph walked with ef_search ≥ its size is exact
+    assert set(dense(part)) == {"DescribeVpcs", "CreateSubnet", "SendMessage"}
