@@ -141,27 +141,29 @@ def _dense(
 
 def prerequisites_get(*, tenant_id: int, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], tuple[tuple[int, str], ...]]:
     """The stored prerequisite closure of each of `keys` and of every tool in those closures
-    (dependencies first); tools with none are left out."""
-    found: dict[tuple[int, str], tuple[tuple[int, str], ...]] = {}
+    (dependencies first); tools with none are left out. One query, however deep the chains."""
     wanted = list(dict.fromkeys(keys))
-    while wanted:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT backend_id, name, prerequisites FROM retrieval_indexedtool WHERE tenant_id = %s "
-                "AND (backend_id, name) IN (SELECT * FROM unnest(%s::bigint[], %s::text[]))",
-                [tenant_id, [b for b, _ in wanted], [n for _, n in wanted]],
-            )
-            rows = cursor.fetchall()
-        asked = set(wanted)
-        wanted = []
-        for backend_id, name, closure in rows:
-            if isinstance(closure, str):  # Django has psycopg hand jsonb over as text
-                closure = json.loads(closure)
-            chain = tuple((int(b), str(n)) for b, n in (closure or ()))
-            if chain:
-                found[(backend_id, name)] = chain
-                wanted += [key for key in chain if key not in found and key not in asked]
-        wanted = list(dict.fromkeys(wanted))
+    if not wanted:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH RECURSIVE wanted(backend_id, name) AS ("
+            " SELECT * FROM unnest(%s::bigint[], %s::text[])"
+            " UNION"  # not UNION ALL: a tool met again is not followed again, so cycles end
+            " SELECT (member->>0)::bigint, member->>1 FROM wanted"
+            " JOIN retrieval_indexedtool AS tool USING (backend_id, name),"
+            " jsonb_array_elements(tool.prerequisites) AS member WHERE tool.tenant_id = %s)"
+            " SELECT tool.backend_id, tool.name, tool.prerequisites FROM wanted"
+            " JOIN retrieval_indexedtool AS tool USING (backend_id, name)"
+            " WHERE tool.tenant_id = %s AND jsonb_array_length(tool.prerequisites) > 0",
+            [[b for b, _ in wanted], [n for _, n in wanted], tenant_id, tenant_id],
+        )
+        rows = cursor.fetchall()
+    found: dict[tuple[int, str], tuple[tuple[int, str], ...]] = {}
+    for backend_id, name, closure in rows:
+        if isinstance(closure, str):  # Django has psycopg hand jsonb over as text
+            closure = json.loads(closure)
+        found[(backend_id, name)] = tuple((int(b), str(n)) for b, n in closure)
     return found
 
 

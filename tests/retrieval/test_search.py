@@ -125,3 +125,27 @@ def test_walking_the_graph_finds_what_scoring_every_row_finds(
     for scope, names in exact.items():
         assert dense(scope) == names  # a small graph walked with ef_search ≥ its size is exact
     assert set(dense(part)) == {"DescribeVpcs", "CreateSubnet", "SendMessage"}
+
+
+def test_prerequisites_are_read_in_one_query_through_cycles_and_never_from_another_tenant(
+    indexing_on, django_capture_on_commit_callbacks, django_assert_num_queries
+) -> None:
+    from apps.retrieval.models import IndexedTool
+    from apps.retrieval.search import prerequisites_get
+
+    backend = openapi_backend_factory(name="cloud")
+    publish(backend, network_spec(), django_capture_on_commit_callbacks)
+    b = backend.pk
+    # A cycle, as hand-edited or stale rows might hold one: A needs B, B needs A (and CreateVpc).
+    IndexedTool.objects.filter(backend=backend, name="DeleteVpc").update(prerequisites=[[b, "DescribeVpcs"]])
+    IndexedTool.objects.filter(backend=backend, name="DescribeVpcs").update(
+        prerequisites=[[b, "CreateVpc"], [b, "DeleteVpc"]])
+    with django_assert_num_queries(1):
+        found = prerequisites_get(tenant_id=backend.tenant_id, keys=[(b, "DeleteVpc"), (b, "DeleteVpc")])
+    assert found == {
+        (b, "DeleteVpc"): ((b, "DescribeVpcs"),),
+        (b, "DescribeVpcs"): ((b, "CreateVpc"), (b, "DeleteVpc")),
+    }
+    other = openapi_backend_factory(name="cloud")  # another tenant's backend
+    assert prerequisites_get(tenant_id=other.tenant_id, keys=[(b, "DeleteVpc")]) == {}
+    assert prerequisites_get(tenant_id=backend.tenant_id, keys=[]) == {}

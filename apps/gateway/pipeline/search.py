@@ -49,17 +49,20 @@ class ToolSearch:
 
     _VIEWS_MAX = 256
     _ANSWERS_MAX = 1024
+    _ANSWERS_MAX_BYTES = 64 * 1024 * 1024  # an answer over a large catalog is about 0.6 MB encoded
 
     def __init__(self, lists: HostLists, finder: ToolFinder | None) -> None:
         self._lists = lists
         self._finder = finder
         self._views: OrderedDict[int, tuple[object, _View]] = OrderedDict()
-        # (host, caller's view, query, k) -> tools. A host is a configuration snapshot's object and a
-        # view is one list of one caller class, so a new configuration (a change of the index bumps
-        # it too), a changed backend list or another caller never meets an old answer. The key's
-        # objects are held by the entry, so their ids cannot be reused while it lives.
-        self._answers: OrderedDict[tuple[int, int, str, int], tuple[object, object, list[Mapping[str, Any]]]] = (
+        # (host, caller's view, query, k) -> the encoded answer and its size. A host is a
+        # configuration snapshot's object and a view is one list of one caller class, so a new
+        # configuration (a change of the index bumps it too), a changed backend list or another
+        # caller never meets an old answer. The key's objects are held by the entry, so their ids
+        # cannot be reused while it lives.
+        self._answers: OrderedDict[tuple[int, int, str, int], tuple[object, object, dict[str, Any], int]] = (
             OrderedDict())
+        self._answer_bytes = 0
 
     def server(self, vhost: VirtualHostView) -> SearchServer:
         """The search tool of `vhost` as a tool server (`ports.ToolServer`), for `local.LocalTools`."""
@@ -80,22 +83,24 @@ class ToolSearch:
         cached = self._answers.get(key)
         if cached is not None and cached[0] is vhost and cached[1] is view:
             self._answers.move_to_end(key)
-            tools = cached[2]
-        else:
-            tools: list[Mapping[str, Any]] = []
-            if view.backends or view.restricted:
-                found = await self._finder.find(
-                    tenant_id=vhost.tenant_id, backends=view.backends, restricted=view.restricted, query=query, k=k
-                )
-                tools = with_prerequisites(found, view.shown)
-            self._answers[key] = (vhost, view, tools)
-            if len(self._answers) > self._ANSWERS_MAX:
-                self._answers.popitem(last=False)
-        structured = {"tools": tools}
-        return {
-            "content": [{"type": "text", "text": jsonrpc.dumps(structured).decode()}],
-            "structuredContent": structured,
-        }
+            return cached[2]
+        tools: list[Mapping[str, Any]] = []
+        if view.backends or view.restricted:
+            found = await self._finder.find(
+                tenant_id=vhost.tenant_id, backends=view.backends, restricted=view.restricted, query=query, k=k
+            )
+            tools = with_prerequisites(found, view.shown)
+        # Encoded once per answer: fifteen tools of a large catalog with their chains and schemas
+        # are hundreds of kilobytes, twice (the text block repeats them).
+        structured = jsonrpc.dumps({"tools": tools})
+        content = jsonrpc.dumps([{"type": "text", "text": structured.decode()}])
+        answer = {"content": jsonrpc.encoded(content), "structuredContent": jsonrpc.encoded(structured)}
+        size = len(structured) + len(content)
+        self._answers[key] = (vhost, view, answer, size)
+        self._answer_bytes += size
+        while len(self._answers) > self._ANSWERS_MAX or self._answer_bytes > self._ANSWERS_MAX_BYTES:
+            self._answer_bytes -= self._answers.popitem(last=False)[1][3]
+        return answer
 
     async def _view(self, vhost: VirtualHostView, principal: Principal) -> _View:
         visible = await self._lists.visible_tools(vhost, principal)

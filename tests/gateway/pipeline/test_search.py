@@ -19,6 +19,11 @@ from tests.gateway.pipeline.test_gateway import PRINCIPAL
 from tests.gateway.pipeline.test_host_lists import Clock, FakeClient, backend, make
 
 
+def wire(result: dict) -> dict:
+    """A result as the client reads it (answers hold parts already encoded)."""
+    return orjson.loads(orjson.dumps(result))
+
+
 class FakeIndex:
     """Answers with a fixed ranking, keeping only what the caller's view allows (as the SQL does)."""
 
@@ -55,8 +60,8 @@ async def test_a_whole_backend_is_searched_whole_and_answers_carry_exposed_names
     search = ToolSearch(lists, index)
     result = await search.result(vhost({"net": 1, "mq": 2}), PRINCIPAL, {"query": " create   a vpc ", "k": 2})
     assert index.asked == [{"backends": (1, 2), "restricted": (), "query": " create   a vpc ", "k": 2}]
-    assert [tool["name"] for tool in result["structuredContent"]["tools"]] == ["mq-SendMessage", "net-CreateVpc"]
-    assert orjson.loads(result["content"][0]["text"]) == result["structuredContent"]
+    assert [tool["name"] for tool in wire(result)["structuredContent"]["tools"]] == ["mq-SendMessage", "net-CreateVpc"]
+    assert orjson.loads(wire(result)["content"][0]["text"]) == wire(result)["structuredContent"]
 
 
 async def test_a_policy_narrows_the_search_to_the_names_the_caller_sees(client: FakeClient) -> None:
@@ -68,7 +73,7 @@ async def test_a_policy_narrows_the_search_to_the_names_the_caller_sees(client: 
     result = await ToolSearch(lists, index).result(host, PRINCIPAL, {"query": "vpc"})
     assert index.asked[0]["backends"] == (2,)
     assert index.asked[0]["restricted"] == ((1, ("CreateVpc", "DescribeVpcs")),)
-    assert [tool["name"] for tool in result["structuredContent"]["tools"]] == ["mq-SendMessage", "net-CreateVpc"]
+    assert [tool["name"] for tool in wire(result)["structuredContent"]["tools"]] == ["mq-SendMessage", "net-CreateVpc"]
 
 
 async def test_an_aliased_tool_is_shown_under_its_alias(client: FakeClient) -> None:
@@ -76,7 +81,7 @@ async def test_an_aliased_tool_is_shown_under_its_alias(client: FakeClient) -> N
     index = FakeIndex([(1, "CreateVpc")])
     host = vhost({"net": 1}, aliases={"make_network": ("net", "CreateVpc")})
     result = await ToolSearch(lists, index).result(host, PRINCIPAL, {"query": "vpc"})
-    assert [tool["name"] for tool in result["structuredContent"]["tools"]] == ["make_network"]
+    assert [tool["name"] for tool in wire(result)["structuredContent"]["tools"]] == ["make_network"]
     assert (index.asked[0]["backends"], index.asked[0]["restricted"]) == ((1,), ())  # every tool still shown
 
 
@@ -91,6 +96,22 @@ async def test_answers_are_kept_per_host_snapshot_view_query_and_k(client: FakeC
     await search.result(host, PRINCIPAL, {"query": "create vpc", "k": 3})
     await search.result(replace(host), PRINCIPAL, {"query": "create vpc"})  # a new configuration snapshot
     assert len(index.asked) == 3
+
+
+async def test_answers_are_kept_within_a_byte_budget(client: FakeClient) -> None:
+    lists, _ = make(client, Clock())
+    index = FakeIndex([(1, "CreateVpc")])
+    search = ToolSearch(lists, index)
+    host = vhost({"net": 1})
+    one = len(orjson.dumps(await search.result(host, PRINCIPAL, {"query": "q0"})))
+    search._ANSWERS_MAX_BYTES = 2 * one  # room for two answers (each holds its tools twice)
+    for n in range(1, 4):
+        await search.result(host, PRINCIPAL, {"query": f"q{n}"})
+    asked = len(index.asked)
+    await search.result(host, PRINCIPAL, {"query": "q3"})
+    assert len(index.asked) == asked  # kept
+    await search.result(host, PRINCIPAL, {"query": "q1"})
+    assert len(index.asked) == asked + 1  # dropped to stay in the budget
 
 
 async def test_without_an_index_a_search_is_unavailable(client: FakeClient) -> None:
@@ -128,7 +149,7 @@ async def test_prerequisites_follow_the_hits_in_dependency_order_and_hidden_ones
     index = FakeIndex([(1, "StopInstances"), (1, "CreateSubnet")], chains)
     policy = policy_compile("allow", [RuleSpec("no-keys", "tenant", "acme", "deny", ["CreateKeyPair"])])
     result = await ToolSearch(lists, index).result(vhost({"net": 1}, policy=policy), PRINCIPAL, {"query": "stop", "k": 2})
-    tools = result["structuredContent"]["tools"]
+    tools = wire(result)["structuredContent"]["tools"]
     assert [(t["name"], t["_meta"]) for t in tools] == [
         ("StopInstances", {"gateway/prerequisites": ["CreateVpc", "CreateSubnet", "RunInstances"]}),
         ("CreateSubnet", {"gateway/prerequisites": ["CreateVpc"]}),
