@@ -18,9 +18,16 @@ The chain is derived from the catalog alone:
 - a tool's closure is every producer reachable from it, dependencies first; cycles end where they
   close (a tool is never its own prerequisite).
 
-Which parameters count: every id-like parameter that is required, and the optional ones whose type
-some other required or optional parameter's producer does not already make — measured in
-`bench/retrieval` against the development set's hand-derived chains."""
+Where the name gives no type a tool of the same service makes (`VPCZoneIdentifier`,
+`DeliverLogsPermissionArn`, `ResourceIds`, `Targets.Id`), the parameter's description may: the first
+made type it names as identified ("a comma-separated list of subnet IDs", "the ARN of the IAM
+role"). A list of strings named for a type in the plural holds its ids (`subnets`).
+
+Which parameters count: of the tool itself, every id-like parameter that is required, every
+optional id, and the optional names of what its own service makes by that name
+(`DBSubnetGroupName`); of its prerequisites, the required ones and the optional top-level ids of
+types many tools require (`HUB_MIN_REQUIRED`) — measured in `bench/retrieval` against the
+development set's hand-derived chains."""
 
 from __future__ import annotations
 
@@ -39,6 +46,15 @@ GENERIC = frozenset({
     "availabilityzoneid", "resourceownerid", "resourcegroupid", "name", "id", "arn", "identifier",
 })
 _MAX_DEPTH = 5
+#: A prerequisite's own optional ids count only for types many tools require: a VPC (43 tools of
+#: `cloud3k`), a subnet (27), not an IPAM pool (10), which would otherwise join the chain of
+#: everything that wants a VPC. "Many" is this many, or one tool in HUB_SHARE of a smaller catalog
+#: (at least 2). Between 15 and 25 the development chains score the same.
+HUB_MIN_REQUIRED = 20
+HUB_SHARE = 200
+#: What a parameter's description says it identifies: "<words> ID(s)/ARN(s)", "ID(s)/ARN(s) of the <words>".
+_NAMED_BEFORE = re.compile(r"((?:[A-Za-z][\w-]* ){1,3})(?:IDs?|ARNs?)\b")
+_NAMED_AFTER = re.compile(r"\b(?:IDs?|ARNs?) of (?:the |an? )?((?:[A-Za-z][\w-]*\s?){1,3})")
 #: Words that join two names: a making tool's name holding one names no single type.
 _LINKING = frozenset({"with", "to", "from", "for", "in", "on", "into", "and", "by", "of"})
 
@@ -78,20 +94,30 @@ def _members(schema: Any, depth: int = 0) -> Iterable[str]:
             yield from _members(sub, depth + 1)
 
 
-def _parameters(schema: Mapping[str, Any]) -> Iterable[tuple[str, bool]]:
-    """Top-level parameters (name, required) and, one level down, members of object parameters
-    (`Targets.Id`), required when both levels are."""
+def _parameters(schema: Mapping[str, Any]) -> Iterable[tuple[str, bool, bool, str]]:
+    """Top-level parameters (name, required, whether it is a list of strings, description) and, one
+    level down, members of object parameters (`Targets.Id`), required when both levels are."""
     properties = schema.get("properties")
     if not isinstance(properties, Mapping):
         return
     required = set(schema.get("required") or ())
     for name, sub in properties.items():
-        yield name, name in required
+        yield name, name in required, _strings(sub), _description(sub)
         inner = _object_of(sub)
         if inner is not None:
             inner_required = set(inner.get("required") or ())
-            for member in (inner.get("properties") or {}):
-                yield f"{name}.{member}", name in required and member in inner_required
+            for member, member_schema in (inner.get("properties") or {}).items():
+                yield (f"{name}.{member}", name in required and member in inner_required, _strings(member_schema),
+                       _description(member_schema))
+
+
+def _description(schema: Any) -> str:
+    return str(schema.get("description") or "") if isinstance(schema, Mapping) else ""
+
+
+def _strings(schema: Any) -> bool:
+    return isinstance(schema, Mapping) and schema.get("type") == "array" and isinstance(schema.get("items"), Mapping) \
+        and schema["items"].get("type") == "string"
 
 
 def _object_of(schema: Any) -> Mapping[str, Any] | None:
@@ -115,6 +141,8 @@ class Catalog:
         self.tools = {tool.key: tool for tool in tools}
         self.makers: dict[tuple[str, ...], list[ToolSchemas]] = {}
         self.answers: dict[Hashable, frozenset[str]] = {}  # maker's key -> member names of its answer
+        self._required_by: dict[tuple[str, ...], int] | None = None
+        self.hub = max(2, min(HUB_MIN_REQUIRED, len(self.tools) // HUB_SHARE))
         for tool in tools:
             kind = self.made_by(tool)
             if kind is not None:
@@ -125,16 +153,29 @@ class Catalog:
         own = name_words(tool.name)
         made = self.made_by(tool)
         found = []
-        for parameter, required in _parameters(tool.input_schema):
+        for parameter, required, strings, description in _parameters(tool.input_schema):
             parent, _, leaf = parameter.rpartition(".")
-            if leaf.lower() in GENERIC:
-                continue
             m = _SUFFIX.match(leaf)
+            if leaf.lower() in GENERIC:
+                # `Targets.Id` says nothing of its type; its description may ("specify an instance ID").
+                described = self._described(description, type_words(parent)) if parent and m else None
+                if described is None:
+                    continue
+                found.append(Need(parameter, described, required, by_id=True))
+                continue
             base = m.group(1) if m else leaf
             kind = type_words(base)
             if not kind:
                 continue
-            if m is None and (parent or not required or kind not in self.makers):
+            if m and not self._made_near(kind, tool):
+                # `VPCZoneIdentifier`, `DeliverLogsPermissionArn`, `ResourceIds`: the name gives no
+                # type made here; the description may name one ("a list of subnet IDs").
+                described = self._described(description, kind)
+                if described is not None and (kind not in self.makers or self._made_near(described, tool)):
+                    kind = described
+            # A list of strings named for a type in the plural holds ids of it (`subnets`, `SecurityGroups`).
+            listed = m is None and strings and singular(leaf.lower()) != leaf.lower() and kind in self.makers
+            if m is None and not listed and (parent or not required or kind not in self.makers):
                 continue  # a plain parameter counts only when required and named for a type (`Bucket`)
             if parent:  # `Placement.GroupId`: a placement group
                 wider = (*name_words(parent), *kind)
@@ -142,8 +183,39 @@ class Catalog:
             kind = self._extend(kind, own)
             if kind == made:
                 continue  # the name or id of what the tool itself makes
-            found.append(Need(parameter, kind, required, by_id=m is not None and not m.group(2).startswith("Name")))
+            found.append(Need(parameter, kind, required, by_id=listed or (m is not None and not m.group(2).startswith("Name"))))
         return found
+
+    def _made_near(self, kind: tuple[str, ...], tool: ToolSchemas) -> bool:
+        """Whether a tool of `tool`'s own backend is named for making `kind`."""
+        return any(maker.backend == tool.backend for maker in self.makers.get(kind, ()))
+
+    def _described(self, description: str, own: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The type a parameter's description names as what it identifies: the words before
+        "ID"/"ARN" ("a list of subnet IDs") or after "IDs of the"/"ARN of the" ("the ARN of the IAM
+        role"), the longest run of them some tool is named for making; the first such, `own` (the
+        type the parameter's name gives: "the IDs of the resources") aside."""
+        found: list[tuple[int, tuple[str, ...]]] = []
+        for pattern, before in ((_NAMED_BEFORE, True), (_NAMED_AFTER, False)):
+            for match in pattern.finditer(description):
+                words = match.group(1).lower().split()  # "VPCs" is one word here, not "VP Cs"
+                # Longest runs first; nearest the "ID" first among equals ("IAM role" → a role).
+                runs = sorted((words[i:j] for i in range(len(words)) for j in range(i + 1, len(words) + 1)),
+                              key=lambda run: (-len(run), -words.index(run[0]) if before else words.index(run[0])))
+                kind = next((k for k in (type_words("-".join(run)) for run in runs) if k in self.makers), None)
+                if kind is not None and kind != own:
+                    found.append((match.start(), kind))
+        return min(found)[1] if found else None
+
+    def required_by(self, kind: tuple[str, ...]) -> int:
+        """How many tools take an id of `kind` as a required parameter."""
+        if self._required_by is None:
+            counts: dict[tuple[str, ...], int] = {}
+            for tool in self.tools.values():
+                for k in {need.kind for need in self.needs(tool) if need.required}:
+                    counts[k] = counts.get(k, 0) + 1
+            self._required_by = counts
+        return self._required_by.get(kind, 0)
 
     def made_by(self, tool: ToolSchemas) -> tuple[str, ...] | None:
         """The type `tool` makes, if it is a making tool (`RegisterInstancesWithLoadBalancer` makes
@@ -181,7 +253,11 @@ class Catalog:
                           and (member in answer or leaf in answer)]
         if not candidates:
             return None
-        candidates.sort(key=lambda t: (t.backend != tool.backend, len(t.name), t.name))
+        # Of several, the one of the tool's own backend whose made type shares most words with the
+        # need's (a transit gateway attachment: CreateTransitGatewayVpcAttachment), then the shortest.
+        wanted = set(need.kind)
+        candidates.sort(key=lambda t: (t.backend != tool.backend, -len(wanted & set(self.made_by(t) or ())),
+                                       len(t.name), t.name))
         return candidates[0]
 
     def direct(self, tool: ToolSchemas, *, deep: bool = False) -> list[ToolSchemas]:
@@ -189,11 +265,14 @@ class Catalog:
         every optional id (`SubnetId`, not `KeyName`), each once."""
         chosen: list[ToolSchemas] = []
         for need in self.needs(tool):
-            if not need.required and not need.by_id:
-                continue
             made = self.producer(tool, need)
+            if not need.required and not need.by_id and (
+                made is None or made.backend != tool.backend or self.made_by(made) != need.kind or deep
+                or "." in need.parameter
+            ):
+                continue  # an optional name counts only for what the tool's own service makes by that name
             if deep and not need.required and made is not None and (
-                "." in need.parameter or made.backend != tool.backend or self.made_by(made) != need.kind
+                "." in need.parameter or self.made_by(made) != need.kind or self.required_by(need.kind) < self.hub
             ):
                 continue
             if made is not None and made not in chosen:

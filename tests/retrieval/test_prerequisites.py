@@ -26,6 +26,9 @@ CATALOG = [
     tool("net", "CreateVpc", schema("CidrBlock"), answer("VpcId")),
     tool("net", "DeleteVpc", schema("VpcId")),
     tool("net", "CreateSubnet", schema("VpcId", "CidrBlock"), answer("SubnetId")),
+    # Two tools require a subnet, none an image: only a subnet is a type many tools need.
+    tool("net", "DeleteSubnet", schema("SubnetId")),
+    tool("net", "CreateNetworkInterface", schema("SubnetId"), answer("NetworkInterfaceId")),
     tool("net", "CreateSecurityGroup", schema("GroupName", "Description", optional=("VpcId",)), answer("GroupId")),
     tool("net", "AuthorizeSecurityGroupIngress", schema(optional=("GroupId", "IpProtocol"))),
     tool("net", "RunInstances", schema("MinCount", optional=("SubnetId", "ImageId", "KeyName", "ClientToken"))),
@@ -51,8 +54,10 @@ def test_required_ids_lead_to_the_tools_that_make_them_dependencies_first() -> N
     found = closures()
     assert found["net:CreateSubnet"] == ["net:CreateVpc"]
     assert found["net:DeleteVpc"] == ["net:CreateVpc"]
-    # An instance runs in a subnet of a VPC, from an image: its own optional ids count too.
-    assert found["net:StopInstances"] == ["net:CreateVpc", "net:CreateSubnet", "net:CreateImage", "net:RunInstances"]
+    # An instance runs in a subnet of a VPC, from an image: of those optional ids of RunInstances,
+    # only the subnet's is of a type many tools require.
+    assert found["net:StopInstances"] == ["net:CreateVpc", "net:CreateSubnet", "net:RunInstances"]
+    assert found["net:RunInstances"] == ["net:CreateVpc", "net:CreateSubnet", "net:CreateImage"]
 
 
 def test_the_tools_own_name_reads_a_bare_parameter() -> None:
@@ -64,7 +69,7 @@ def test_the_tools_own_name_reads_a_bare_parameter() -> None:
 
 def test_an_id_no_name_explains_is_found_in_a_making_tools_answer() -> None:
     assert closures()["net:AssociateAddress"] == [
-        "net:AllocateAddress", "net:CreateVpc", "net:CreateSubnet", "net:CreateImage", "net:RunInstances"]
+        "net:AllocateAddress", "net:CreateVpc", "net:CreateSubnet", "net:RunInstances"]
 
 
 def test_types_named_outright_and_made_elsewhere_and_nested_ids_count() -> None:
@@ -73,7 +78,7 @@ def test_types_named_outright_and_made_elsewhere_and_nested_ids_count() -> None:
     assert found["net:CreateCluster"] == ["id:CreateRole", "net:CreateVpc", "net:CreateSubnet"]
     # A name joining two types makes neither: LoadBalancerName is a load balancer's.
     assert found["net:RegisterInstancesWithLoadBalancer"] == [
-        "net:CreateLoadBalancer", "net:CreateVpc", "net:CreateSubnet", "net:CreateImage", "net:RunInstances"]
+        "net:CreateLoadBalancer", "net:CreateVpc", "net:CreateSubnet", "net:RunInstances"]
 
 
 def test_cycles_end_and_a_tool_is_never_its_own_prerequisite() -> None:
@@ -83,3 +88,44 @@ def test_cycles_end_and_a_tool_is_never_its_own_prerequisite() -> None:
     assert found["net:CreateImage"] == ["net:CreateVpc", "net:CreateSubnet", "net:RunInstances"]
     assert "net:RunInstances" not in found.get("net:RunInstances", [])
     assert "net:CreateVpc" not in found and "net:AllocateAddress" not in found
+
+
+def described(text: str) -> dict[str, Any]:
+    return {"type": "string", "description": text}
+
+
+def test_a_parameter_s_description_names_the_type_its_name_does_not() -> None:
+    catalog = [*CATALOG,
+        tool("scale", "CreateGroup", schema("GroupName", nested={
+            "ZoneIdentifier": described("A comma-separated list of subnet IDs for a VPC where instances run."),
+            "PermissionArn": described("The ARN of the IAM role that allows the group to publish."),
+        })),
+        tool("net", "CreateFlowLogs", schema(nested={
+            "ResourceIds": {"type": "array", "items": {"type": "string"},
+                            "description": "The IDs of the resources to monitor, for example the IDs of the VPCs."}},
+            ) | {"required": ["ResourceIds"]}),
+        tool("lb", "RegisterTargets", schema(nested={"Targets": {"type": "array", "items": {
+            "type": "object", "required": ["Id"], "properties": {"Id": described(
+                "The ID of the target. If the target type is instance, specify an instance ID.")}}}}) | {
+            "required": ["Targets"]}),
+        tool("lb", "CreateTargetGroup", schema("Name"), answer("TargetGroupArn")),
+    ]
+    found = {f"{k[0]}:{k[1]}": [f"{b}:{n}" for b, n in v] for k, v in prerequisite_closures(catalog).items()}
+    assert found["scale:CreateGroup"] == ["net:CreateVpc", "net:CreateSubnet", "id:CreateRole"]
+    assert found["net:CreateFlowLogs"] == ["net:CreateVpc"]  # the resources: VPCs, not "resources"
+    assert found["lb:RegisterTargets"] == ["net:CreateVpc", "net:CreateSubnet", "net:RunInstances"]
+
+
+def test_a_list_of_strings_named_for_a_type_holds_its_ids_and_an_own_service_name_counts() -> None:
+    catalog = [*CATALOG,
+        tool("k8s", "CreateProfile", schema("clusterName", nested={
+            "subnets": {"type": "array", "items": {"type": "string"}}})),
+        tool("k8s", "CreateCluster", schema("clusterName")),
+        tool("db", "CreateDBSubnetGroup", schema("DBSubnetGroupName")),
+        tool("db", "RestoreDBInstance", schema("DBInstanceIdentifier", optional=("DBSubnetGroupName", "KeyName"))),
+        tool("db", "CreateDBInstance", schema("DBInstanceIdentifier")),
+    ]
+    found = {f"{k[0]}:{k[1]}": [f"{b}:{n}" for b, n in v] for k, v in prerequisite_closures(catalog).items()}
+    assert found["k8s:CreateProfile"] == ["k8s:CreateCluster", "net:CreateVpc", "net:CreateSubnet"]
+    # The optional name of what the tool's own service makes by that name; no key pair is made here.
+    assert found["db:RestoreDBInstance"] == ["db:CreateDBInstance", "db:CreateDBSubnetGroup"]
