@@ -25,6 +25,12 @@ def _clean_redis() -> None:
     redis_client().flushdb()
 
 
+@pytest.fixture
+def indexing_on(settings) -> None:  # noqa: ANN001 - pytest-django fixture
+    """Tools are indexed for tool_search as their catalogs change (the test settings turn it off)."""
+    settings.GATEWAY_TOOL_INDEX = True
+
+
 @pytest.fixture(scope="session")
 def demo_backend_url() -> Iterator[str]:
     port = free_port()

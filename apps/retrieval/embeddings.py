@@ -82,9 +82,7 @@ class Embedder:
 
     def encode(self, texts: list[str], *, batch_size: int = 32) -> np.ndarray:
         with self._lock:
-            return self._model.encode(
-                texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-            )
+            return _plain(self._model, texts, batch_size=batch_size)
 
     def encode_soon(self, text: str) -> Future[np.ndarray]:
         """The embedding of one text (as `encode` gives it), computed on the model's own thread;
@@ -92,11 +90,20 @@ class Embedder:
         return self._queries.submit(self._encode_query, text)
 
     def _encode_query(self, text: str) -> np.ndarray:
-        if self._query_encoder is None:
-            self._query_encoder = _QueryEncoder.build(self._model) or False
-        if self._query_encoder is False:
-            return self.encode([text])[0]
-        return self._query_encoder.encode(text)
+        # Under the model's lock too: the traced copy shares the model's tokenizer, which is not
+        # safe to use from two threads at once either.
+        with self._lock:
+            if self._query_encoder is None:
+                self._query_encoder = _QueryEncoder.build(self._model) or False
+            if self._query_encoder is False:
+                return _plain(self._model, [text])[0]
+            return self._query_encoder.encode(text)
+
+
+def _plain(model: Any, texts: list[str], *, batch_size: int = 32) -> np.ndarray:
+    """`texts` through the model as sentence-transformers runs it; the caller holds its lock."""
+    return model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                        show_progress_bar=False)
 
 
 class _QueryEncoder:
@@ -127,8 +134,7 @@ class _QueryEncoder:
                 )
                 encoder = cls(model, torch.jit.optimize_for_inference(torch.jit.freeze(traced.eval())))
             for text in (cls.SAMPLE, "x", "list the subnets of vpc-0a1b2c3d in one region " * 8):
-                eager = model.encode([text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)[0]
-                if not np.allclose(encoder.encode(text), eager, atol=1e-4):
+                if not np.allclose(encoder.encode(text), _plain(model, [text])[0], atol=1e-4):
                     log.warning("embedding model %s traced gives other vectors; queries use the eager model", model)
                     return None
         except Exception:  # noqa: BLE001 — any model that cannot be traced keeps the eager path

@@ -125,9 +125,9 @@ def _dense(
     size = scope.size(facts.tools_per_backend)
     graph = size >= GRAPH_MIN_TOOLS and size >= GRAPH_MIN_SHARE * facts.table_rows
     where, params = scope.sql(indexed=not graph)
-    settings = f"SET LOCAL hnsw.iterative_scan = strict_order; SET LOCAL hnsw.ef_search = {min(1000, 2 * depth)}"
+    options = f"SET LOCAL hnsw.iterative_scan = strict_order; SET LOCAL hnsw.ef_search = {min(1000, 2 * depth)}"
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(settings + ("; SET LOCAL enable_seqscan = off" if graph else ""))
+        cursor.execute(options + ("; SET LOCAL enable_seqscan = off" if graph else ""))
         cursor.execute(
             f"SELECT backend_id, name, embedding <=> %s::vector AS distance FROM retrieval_indexedtool "
             f"WHERE {'tenant_id' if not graph else '(tenant_id + 0)'} = %s AND {where} ORDER BY distance LIMIT %s",

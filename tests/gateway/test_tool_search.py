@@ -62,11 +62,6 @@ def bare(tool: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def indexing_on(settings) -> None:  # noqa: ANN001 - pytest-django fixture
-    settings.GATEWAY_TOOL_INDEX = True
-
-
-@pytest.fixture
 def cloud(transactional_db: None, indexing_on: None, gateway_url: str, recording_service_url: str) -> Cloud:
     return make_cloud(gateway_url, recording_service_url)
 

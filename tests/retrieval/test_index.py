@@ -18,11 +18,6 @@ from tests.factories import openapi_backend_factory, tenant_factory
 
 pytestmark = pytest.mark.django_db
 
-@pytest.fixture
-def indexing_on(settings) -> None:  # noqa: ANN001 - pytest-django fixture
-    settings.GATEWAY_TOOL_INDEX = True
-
-
 def publish(backend: Backend, document: bytes, capture) -> None:  # noqa: ANN001 - pytest-django fixture
     with capture(execute=True):
         spec_upload(backend=backend, document=document)

@@ -16,11 +16,6 @@ from tests.processes import free_port
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def indexing_on(settings) -> None:  # noqa: ANN001 - pytest-django fixture
-    settings.GATEWAY_TOOL_INDEX = True
-
-
 def test_an_mcp_backend_is_indexed_from_what_its_server_lists(
     indexing_on, django_capture_on_commit_callbacks, demo_backend_url: str
 ) -> None:

@@ -7,13 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from apps.catalog.models import Backend
-from apps.catalog.specs import spec_upload
 from apps.retrieval import search
 from apps.retrieval.embeddings import Embedder, embedder, model_source
 from apps.retrieval.search import DENSE, TEXT, SearchScope, tool_index_search
 from tests.backends.specs import OPERATIONS, network_spec
 from tests.factories import openapi_backend_factory
+from tests.retrieval.test_index import publish
 
 pytestmark = pytest.mark.django_db
 
@@ -23,16 +22,6 @@ TEXTS = [
     "Ünïcödé — 東京 région",
     "list every bucket with its lifecycle rules " * 40,  # past the model's 256 tokens: truncated alike
 ]
-
-
-@pytest.fixture
-def indexing_on(settings) -> None:  # noqa: ANN001 - pytest-django fixture
-    settings.GATEWAY_TOOL_INDEX = True
-
-
-def publish(backend: Backend, document: bytes, capture) -> None:  # noqa: ANN001 - pytest-django fixture
-    with capture(execute=True):
-        spec_upload(backend=backend, document=document)
 
 
 def test_a_query_is_embedded_as_the_model_embeds_documents() -> None:
