@@ -142,6 +142,7 @@ class Catalog:
         self.makers: dict[tuple[str, ...], list[ToolSchemas]] = {}
         self.answers: dict[Hashable, frozenset[str]] = {}  # maker's key -> member names of its answer
         self._required_by: dict[tuple[str, ...], int] | None = None
+        self._needs: dict[Hashable, list[Need]] = {}
         self.hub = max(2, min(HUB_MIN_REQUIRED, len(self.tools) // HUB_SHARE))
         for tool in tools:
             kind = self.made_by(tool)
@@ -150,6 +151,13 @@ class Catalog:
                 self.answers[tool.key] = frozenset(_members(tool.output_schema))
 
     def needs(self, tool: ToolSchemas) -> list[Need]:
+        """The tool's id-like parameters with the types they name (worked out once per tool)."""
+        found = self._needs.get(tool.key)
+        if found is None:
+            found = self._needs[tool.key] = self._read_needs(tool)
+        return found
+
+    def _read_needs(self, tool: ToolSchemas) -> list[Need]:
         own = name_words(tool.name)
         made = self.made_by(tool)
         found = []
@@ -261,8 +269,10 @@ class Catalog:
         return candidates[0]
 
     def direct(self, tool: ToolSchemas, *, deep: bool = False) -> list[ToolSchemas]:
-        """The tool's direct prerequisites: the producer of every required id-like parameter and of
-        every optional id (`SubnetId`, not `KeyName`), each once."""
+        """The tool's direct prerequisites, each once: the producer of every required id-like
+        parameter, of every optional id (`SubnetId`, not `KeyName`) and of optional names its own
+        service makes by that name. `deep` (the tool is itself a prerequisite): optional ids only
+        top-level, of types many tools require, and made by a tool named for them."""
         chosen: list[ToolSchemas] = []
         for need in self.needs(tool):
             made = self.producer(tool, need)
