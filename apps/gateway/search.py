@@ -4,6 +4,7 @@ they query PostgreSQL and embed the query (the model loads on the first search o
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 
 from asgiref.sync import sync_to_async
@@ -11,9 +12,17 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, close_old_connections
 
 from apps.gateway.pipeline.ports import Found, UpstreamUnavailable
+from apps.retrieval.embeddings import embedder
 from apps.retrieval.search import SearchScope, prerequisites_get, tool_index_search
 
 log = logging.getLogger(__name__)
+
+
+def _warm() -> None:
+    try:
+        embedder().encode_soon("warm up").result()
+    except Exception:  # noqa: BLE001 — a search will report the same failure to its caller
+        log.warning("tool_search: the embedding model could not be loaded ahead of a search", exc_info=True)
 
 
 def _search(tenant_id: int, scope: SearchScope, query: str, k: int) -> Found:
@@ -28,6 +37,16 @@ def _search(tenant_id: int, scope: SearchScope, query: str, k: int) -> Found:
 class IndexFinder:
     def __init__(self) -> None:
         self._search = sync_to_async(_search, thread_sensitive=False)
+        self._prepared = False
+
+    def prepare(self) -> None:
+        # Loading the model (~3 s) and tracing its query encoder (~1 s) on a thread of their own,
+        # once per process, when a host that has tool_search is first listed: not at start-up
+        # (most processes never search) and not in the first caller's search.
+        if self._prepared:
+            return
+        self._prepared = True
+        threading.Thread(target=_warm, name="tool-search-warm-up", daemon=True).start()
 
     async def find(
         self,

@@ -112,6 +112,8 @@ class Gateway:
         lists = HostLists(client, codec, settings.lists, self.counters)
         self.lists = lists
         local = LocalTools(relay, ToolSearch(lists, finder))
+        if finder is not None:
+            lists.search_listed = finder.prepare
         if changes is not None:
             lists.share = changes.publish
         listen = ComposedListen(client, lists, self.backends, timeout=settings.lists.timeout)

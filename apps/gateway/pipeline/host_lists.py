@@ -118,6 +118,9 @@ class HostLists:
         self.changes = ListChanges()
         #: Passes a change on to the other gateway instances (`ChangeFeed.publish`), if there are any.
         self.share: Callable[[int, str], object] | None = None
+        #: Told whenever a list shows a host's `tool_search` (`ToolFinder.prepare`): a caller who
+        #: lists it is about to search, and the first search should not also load the model.
+        self.search_listed: Callable[[], object] | None = None
         self._watches: dict[tuple[int, tuple[str, ...]], _Watch] = {}
         self._generations: dict[int, int] = {}  # backend id -> how many changes it has announced
         self._swept = clock()
@@ -144,6 +147,8 @@ class HostLists:
         """The result of a list request on `vhost` for `principal`; raises InvalidParams for a
         refused cursor."""
         search = vhost.tool_search if method == "tools/list" else None
+        if search is not None and self.search_listed is not None:
+            self.search_listed()
         cached = await self._visible(vhost, principal, method)
 
         def encoded_once(start: int, items: Sequence[Mapping[str, Any]]) -> Any:

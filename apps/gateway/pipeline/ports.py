@@ -213,6 +213,10 @@ class ToolFinder(Protocol):
         `restricted`, the names listed only; never any other (prerequisites may name others).
         Raises UpstreamUnavailable when the index cannot be searched."""
 
+    def prepare(self) -> None:
+        """Start, in the background, what the first search needs (the embedding model); returns
+        at once, and costs nothing once started."""
+
 
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
