@@ -24,11 +24,16 @@ async def main(url: str, key: str) -> None:
                       f"add(2, 40) = {result.content[0].text}")
     # The pet store is a REST service: the gateway compiled its OpenAPI spec into these tools.
     rest = url.rsplit("/", 1)[0] + "/rest"
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http:
+    # A long read timeout: the first search of a fresh gateway loads the embedding model (~10 s).
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
         async with Client(streamable_http_client(rest, http_client=http), mode="2026-07-28") as client:
             tools = await client.list_tools()
             result = await client.call_tool("showPetById", {"petId": "1"})
             print(f"      REST: tools {[t.name for t in tools.tools]}; showPetById(1) = {result.structured_content}")
+            # The gateway's own search over the host's tools (indexed by the Celery worker).
+            found = await client.call_tool("tool_search", {"query": "look up one pet by its id", "k": 2})
+            print(f"            tool_search('look up one pet by its id') = "
+                  f"{[t['name'] for t in (found.structured_content or {}).get('tools', [])]}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import yaml
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
-from apps.catalog.models import VirtualHost
+from apps.catalog.models import Backend, VirtualHost
 from apps.catalog.selectors import backend_list, virtual_host_list
 from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX_LENGTH
 from apps.configuration.budgets import budgets_export, tool_costs_export
@@ -25,6 +25,7 @@ from apps.configuration.policies import policy_export
 from apps.configuration.reconcile import Reconciler
 from apps.configuration.reports import ApplyReport
 from apps.configuration.validation import config_parse
+from apps.retrieval.indexing import tool_index_queue
 from apps.tenants.keys import key_generate
 from apps.tenants.models import ApiKey
 from apps.tenants.selectors import api_key_list, team_list, tenant_list
@@ -174,7 +175,8 @@ def demo_seed(*, backend_url: str, key_file: Path, admin_password_file: Path) ->
     """Idempotently set up the demo: tenant `demo` (team `default`, key `demo-agent`), backend
     `demo` at `backend_url`, virtual host `main` mounting it as `demo`, the OpenAPI backend
     `petstore` (docs/examples/petstore.yaml, served by the demo server under `/rest`) on virtual
-    host `rest`, and a superuser `admin`. The spec compiles in the Celery worker.
+    host `rest`, which lists `tool_search` too, and a superuser `admin`. The spec compiles, and its
+    tools are indexed, in the Celery worker.
 
     The key secret and the admin password live in the two files (mode 0600): read when the file
     exists, else generated and written there, so every run serves the same working credentials.
@@ -209,12 +211,17 @@ def demo_seed(*, backend_url: str, key_file: Path, admin_password_file: Path) ->
         ],
         "virtual_hosts": [
             {"tenant": DEMO_TENANT, "slug": DEMO_VIRTUAL_HOST, "backends": {"demo": DEMO_BACKEND}, "tool_aliases": {}},
-            {"tenant": DEMO_TENANT, "slug": DEMO_REST_VIRTUAL_HOST, "backends": {"pets": DEMO_REST_BACKEND}},
+            {"tenant": DEMO_TENANT, "slug": DEMO_REST_VIRTUAL_HOST, "backends": {"pets": DEMO_REST_BACKEND},
+             "tool_search": "listed"},
         ],
     }
     with transaction.atomic():
         report = config_apply(document=yaml.safe_dump(document, sort_keys=False), prune=False)
         _superuser_ensure(username=DEMO_ADMIN_USERNAME, password=admin_password)
+        # Indexed when its spec is published; queued again (nothing is embedded twice) so that a
+        # demo database seeded before tool_search existed, or with indexing off, is searchable too.
+        rest = Backend.objects.get(tenant__slug=DEMO_TENANT, name=DEMO_REST_BACKEND)
+        tool_index_queue(backend_id=rest.pk)
     return report
 
 

@@ -223,7 +223,7 @@ def test_openapi_calls_are_audited_with_their_label(api: Api) -> None:
 
 
 async def test_the_make_run_demo_serves_the_pet_store_as_tools(
-    transactional_db: None, gateway_url: str, demo_backend_url: str, tmp_path: Path
+    transactional_db: None, indexing_on: None, gateway_url: str, demo_backend_url: str, tmp_path: Path
 ) -> None:
     from apps.configuration.services import demo_seed
 
@@ -237,7 +237,9 @@ async def test_the_make_run_demo_serves_the_pet_store_as_tools(
         missing = await client.call_tool("showPetById", {"petId": "99"})
         created = await client.call_tool("createPet", {"id": 7, "name": "Nemo"})
         listed = await client.call_tool("listPets", {"limit": 5})
-    assert names == ["createPet", "listPets", "showPetById"]
+        searched = await client.call_tool("tool_search", {"query": "look up one pet by its id", "k": 2})
+    assert names == ["createPet", "listPets", "showPetById", "tool_search"]
+    assert searched.structured_content["tools"][0]["name"] == "showPetById"
     assert found.structured_content == {"id": 1, "name": "Rex", "tag": "dog"}
     assert missing.is_error and "HTTP 404 Not Found" in missing.content[0].text
     assert created.is_error is False
