@@ -40,9 +40,9 @@ class IndexFinder:
         self._prepared = False
 
     def prepare(self) -> None:
-        # Loading the model (~3 s) and tracing its query encoder (~1 s) on a thread of their own,
-        # once per process, when a host that has tool_search is first listed: not at start-up
-        # (most processes never search) and not in the first caller's search.
+        # Importing torch, loading the model and tracing its query encoder (~10 s together) on a
+        # thread of their own, once, when a host that has tool_search is first listed: not at
+        # start-up (most processes never search) and not in the first caller's search.
         if self._prepared:
             return
         self._prepared = True

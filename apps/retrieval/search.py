@@ -262,11 +262,6 @@ def index_facts_get(*, tenant_id: int) -> IndexFacts:
     return facts
 
 
-def vocabulary_get(*, tenant_id: int) -> Vocabulary:
-    """The resource types of the tenant's indexed tools (`rewrite.Vocabulary`)."""
-    return index_facts_get(tenant_id=tenant_id).vocabulary
-
-
 def rewrite_rules_describe(*, tenant_slug: str, explain: Sequence[str] = ()) -> list[str]:
     """Lines describing the tenant's id-reading rules: every resource type with how many
     parameters take its ids, the longer names it goes by and the tools that describe it; or, for
@@ -274,7 +269,7 @@ def rewrite_rules_describe(*, tenant_slug: str, explain: Sequence[str] = ()) -> 
     tenant = Tenant.objects.filter(slug=tenant_slug).first()
     if tenant is None:
         raise ValueError(f"no tenant {tenant_slug!r}")
-    vocabulary = vocabulary_get(tenant_id=tenant.pk)
+    vocabulary = index_facts_get(tenant_id=tenant.pk).vocabulary
     names = dict(Backend.objects.filter(tenant=tenant).values_list("pk", "name"))
 
     def shown(key: object) -> str:

@@ -96,8 +96,9 @@ class ToolSearch:
         content = jsonrpc.dumps([{"type": "text", "text": structured.decode()}])
         answer = {"content": jsonrpc.encoded(content), "structuredContent": jsonrpc.encoded(structured)}
         size = len(structured) + len(content)
+        replaced = self._answers.pop(key, None)
+        self._answer_bytes += size - (replaced[3] if replaced is not None else 0)
         self._answers[key] = (vhost, view, answer, size)
-        self._answer_bytes += size
         while len(self._answers) > self._ANSWERS_MAX or self._answer_bytes > self._ANSWERS_MAX_BYTES:
             self._answer_bytes -= self._answers.popitem(last=False)[1][3]
         return answer
