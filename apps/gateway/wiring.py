@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 
+from channels.layers import get_channel_layer
 from django.conf import settings
 
 from apps.audit.writer import AuditWriter
@@ -14,9 +15,11 @@ from apps.common.secrets import derived_key
 from apps.gateway.changes import RedisChangeFeed
 from apps.gateway.egress import OAuthTokens
 from apps.gateway.limits import RedisRateLimiter
+from apps.gateway.mailbox import ChannelMailbox
 from apps.gateway.openapi import OpenApiHttp
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import ListSettings
+from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.search import IndexFinder
 from apps.gateway.sessions import RedisSessionStore
 from apps.gateway.snapshots import SnapshotDirectory
@@ -52,6 +55,7 @@ def gateway() -> Gateway:
     instance = _gateways.get(loop_id)
     if instance is None:
         client = async_redis_client()
+        counters = Counters()
         instance = Gateway(
             directory=SnapshotDirectory(
                 client, check_seconds=settings.GATEWAY_SNAPSHOT_CHECK_SECONDS, http=OpenApiHttp(),
@@ -70,6 +74,8 @@ def gateway() -> Gateway:
             limiter=RedisRateLimiter(client, fail_open=settings.GATEWAY_RATE_LIMIT_FAIL_OPEN),
             tokens=JwtVerifier(),
             finder=IndexFinder(),
+            mailbox=ChannelMailbox(get_channel_layer(), counters),
+            counters=counters,
         )
         _gateways[loop_id] = instance
     return instance

@@ -12,6 +12,7 @@ from apps.gateway.pipeline.backends import BackendCatalog
 from apps.gateway.pipeline.client import BackendClient
 from apps.gateway.pipeline.cursors import CursorCodec
 from apps.gateway.pipeline.host_lists import HostLists, ListSettings
+from apps.gateway.pipeline.http_sse import HttpSseTransport
 from apps.gateway.pipeline.legacy import LegacyEra
 from apps.gateway.pipeline.listen import ComposedListen
 from apps.gateway.pipeline.local import LocalTools
@@ -22,6 +23,7 @@ from apps.gateway.pipeline.ports import (
     ChangeFeed,
     Directory,
     InvalidToken,
+    Mailbox,
     RateLimiter,
     SessionStore,
     StoreUnavailable,
@@ -98,13 +100,15 @@ class Gateway:
         limiter: RateLimiter | None = None,
         tokens: TokenVerifier | None = None,
         finder: ToolFinder | None = None,
+        mailbox: Mailbox | None = None,
+        counters: Counters | None = None,
     ) -> None:
         self.settings = settings
         self._tokens = tokens or _NoTokens()
         self._changes = changes
         self.directory = directory
         self.backends = BackendCatalog(upstream)
-        self.counters = Counters()
+        self.counters = counters or Counters()
         relay = Relay(upstream, audit, limiter, self.counters, hash_key=settings.audit_hash_key)
         # Without a shared secret, cursors are valid on this instance only.
         codec = CursorCodec(settings.cursor_secret or secrets.token_bytes(32))
@@ -122,6 +126,9 @@ class Gateway:
         )
         self.modern = ModernEra(
             upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists, listen=listen
+        )
+        self.http_sse = None if mailbox is None else HttpSseTransport(
+            legacy=self.legacy, sessions=sessions, mailbox=mailbox, counters=self.counters
         )
 
     def _changed_elsewhere(self, backend_id: int, notification: str) -> None:
@@ -204,6 +211,10 @@ class Gateway:
         principal = await self.authenticate(request, tenant, vhost)
         if vhost is None:
             raise HttpError(404, f"Not Found: no virtual host {request.tenant}/{request.vhost}")
+        if request.endpoint:
+            if self.http_sse is None:
+                raise HttpError(404, "Not Found: this gateway serves no HTTP+SSE transport")
+            return await self.http_sse.handle(request, vhost, principal)
         session_id = request.headers.get("mcp-session-id")
         if request.method == "POST":
             return await self._post(request, vhost, principal, session_id)

@@ -73,12 +73,16 @@ class LegacyEra:
         self._opening: dict[tuple[str, str], asyncio.Lock] = {}
         self._composed = ComposedLegacy(self, lists=lists, backends=backends, relay=relay)
 
-    async def session_for(self, session_id: str, principal: Principal, vhost: VirtualHostView) -> SessionState:
+    async def session_for(
+        self, session_id: str, principal: Principal, vhost: VirtualHostView, *, handshake_pending: bool = False
+    ) -> SessionState:
         """The session, if it exists and belongs to this caller on this virtual host. Any other case
-        is 404, so a session id is useless with another credential."""
+        is 404, so a session id is useless with another credential. An HTTP+SSE session whose
+        `initialize` has not come yet is found only with `handshake_pending`."""
         state = await self._sessions.load(session_id) if self._sessions.is_well_formed(session_id) else None
         if (
             state is None
+            or not (state.protocol_version or handshake_pending)
             or state.key_id != principal.key_id
             or state.tenant_id != vhost.tenant_id
             or state.vhost != vhost.slug
@@ -87,24 +91,38 @@ class LegacyEra:
         return state
 
     async def initialize(
-        self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message
+        self,
+        request: HttpRequest,
+        vhost: VirtualHostView,
+        principal: Principal,
+        message: Message,
+        *,
+        session: SessionState | None = None,
     ) -> Reply:
+        """Answer `initialize`: a new session, or the handshake of `session`, one that an HTTP+SSE
+        stream opened (it is initialized once)."""
         params = message.params
         version = negotiate_legacy(params.get("protocolVersion"))
+        if session is not None and session.protocol_version:
+            return error_reply(message.id, InvalidRequest("Invalid Request: the session is already initialized"))
         infos = await self._infos(vhost)
         capabilities = merge_capabilities(
             info.legacy_capabilities if info.legacy_version else info.modern_capabilities for info in infos
         )
-        state = SessionState(
+        state = session or SessionState(
             id=self._sessions.new_id(),
             tenant_id=vhost.tenant_id,
             vhost=vhost.slug,
             key_id=principal.key_id,
             protocol_version=version,
-            client_capabilities=params.get("capabilities") or {},
-            client_info=params.get("clientInfo") or {},
+            client_capabilities={},
+            client_info={},
         )
-        await self._sessions.save(state, create=True)
+        state.protocol_version = version
+        state.client_capabilities = params.get("capabilities") or {}
+        state.client_info = params.get("clientInfo") or {}
+        if not await self._sessions.save(state, create=session is None):
+            raise HttpError(404, "Not Found: the session has ended", code=-32600)
         result: dict[str, object] = {
             "protocolVersion": version,
             "capabilities": capabilities,

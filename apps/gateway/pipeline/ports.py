@@ -113,6 +113,28 @@ class SessionStore(Protocol):
     async def release(self, session_id: str, part: str) -> None: ...
 
 
+class Inbox(Protocol):
+    """The messages posted to one session while its stream is open here."""
+
+    async def get(self, timeout: float) -> bytes | None:
+        """The next message (None when `timeout` seconds pass without one)."""
+
+    def close(self) -> None:
+        """Stop receiving; never raises."""
+
+
+class Mailbox(Protocol):
+    """Delivers a session's outgoing messages to the event stream that the client holds open,
+    on whichever gateway instance holds it (HTTP+SSE answers every POST on that stream)."""
+
+    async def post(self, session_id: str, messages: Sequence[bytes]) -> None:
+        """Deliver in order; dropped when no instance holds the stream (the client reconnects and
+        asks again). Raises StoreUnavailable when the relay cannot be reached."""
+
+    async def open(self, session_id: str) -> Inbox:
+        """Start receiving the session's messages here (the stream now lives on this instance)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Admission:
     """A limiter's answer. `refused_by`: the rate limit or budget that refused (None: admitted);

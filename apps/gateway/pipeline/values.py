@@ -164,6 +164,10 @@ class HttpRequest:
     raw_header_names: tuple[str, ...] = ()
     client: str = ""
     scheme: str = "http"
+    #: Which endpoint of the host: "" (Streamable HTTP), "sse" or "messages" (HTTP+SSE, 2024-11-05).
+    endpoint: str = ""
+    #: The raw query string (HTTP+SSE carries the session id there).
+    query: str = ""
 
 
 @dataclass(slots=True)
@@ -185,3 +189,6 @@ class SessionState:
     client_capabilities: Any
     client_info: Any
     backends: dict[str, BackendSession] = field(default_factory=dict)
+    #: How the client reaches the session: "streamable-http", or "sse" (HTTP+SSE: the answers go
+    #: to the session's event stream, wherever it is held).
+    transport: str = "streamable-http"

@@ -55,6 +55,8 @@ class McpConsumer(AsyncHttpConsumer):
             raw_header_names=tuple(names),
             client=str(client[0]),
             scheme=scope.get("scheme", "http"),
+            endpoint=kwargs.get("endpoint", ""),
+            query=scope.get("query_string", b"").decode("latin-1"),
         )
         # A client that goes away cancels its request: the pipeline unwinds and closes the upstream
         # exchange, which is how the backend learns of it (for stateless clients that is what

@@ -1,0 +1,117 @@
+"""The `Mailbox` port on the channel layer (channels-redis): a session's messages reach the event
+stream that holds it, on this instance without leaving the process, on another through Redis.
+
+Each open stream joins the channel-layer group of its session; a poster that holds no stream of
+the session sends to the group. A stream that died with its instance stays in the group until the
+layer's group expiry, and what is sent to it expires unread (the layer's message expiry)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Sequence
+
+from channels.layers import BaseChannelLayer
+from redis.exceptions import RedisError
+
+from apps.gateway.pipeline.metrics import Counters
+from apps.gateway.pipeline.ports import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+_MESSAGE_TYPE = "mcp.session.messages"
+
+
+def _group(session_id: str) -> str:
+    # Group names are limited to 100 characters of a small alphabet: a digest always fits.
+    return "mcp-session." + hashlib.blake2b(session_id.encode(), digest_size=16).hexdigest()
+
+
+class ChannelInbox:
+    def __init__(self, mailbox: ChannelMailbox, session_id: str, channel: str) -> None:
+        self._mailbox = mailbox
+        self._session_id = session_id
+        self.channel = channel
+        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self.reader: asyncio.Task[None] | None = None
+
+    async def get(self, timeout: float) -> bytes | None:
+        try:
+            return await asyncio.wait_for(self.queue.get(), timeout)
+        except TimeoutError:
+            return None
+
+    def close(self) -> None:
+        self._mailbox.forget(self._session_id, self)
+
+
+class ChannelMailbox:
+    def __init__(self, layer: BaseChannelLayer, counters: Counters, *, refresh_seconds: float = 3600.0) -> None:
+        self._layer = layer
+        self._counters = counters
+        self._refresh = refresh_seconds
+        self._local: dict[str, list[ChannelInbox]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def post(self, session_id: str, messages: Sequence[bytes]) -> None:
+        inboxes = self._local.get(session_id)
+        if inboxes:
+            for inbox in inboxes:
+                for message in messages:
+                    inbox.queue.put_nowait(message)
+            self._counters.increment("session_messages", route="local")
+            return
+        try:
+            await self._layer.group_send(_group(session_id), {"type": _MESSAGE_TYPE, "messages": list(messages)})
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(type(exc).__name__) from None
+        self._counters.increment("session_messages", route="relayed")
+
+    async def open(self, session_id: str) -> ChannelInbox:
+        try:
+            channel = await self._layer.new_channel()
+            await self._layer.group_add(_group(session_id), channel)
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(type(exc).__name__) from None
+        inbox = ChannelInbox(self, session_id, channel)
+        inbox.reader = asyncio.ensure_future(self._read(session_id, inbox))
+        self._local.setdefault(session_id, []).append(inbox)
+        return inbox
+
+    async def _read(self, session_id: str, inbox: ChannelInbox) -> None:
+        group = _group(session_id)
+        while True:
+            try:
+                received = await asyncio.wait_for(self._layer.receive(inbox.channel), self._refresh)
+            except TimeoutError:
+                received = None
+            except (RedisError, OSError) as exc:
+                log.warning("relay for session stream interrupted, retrying: %s", exc)
+                await asyncio.sleep(1.0)
+                continue
+            if received is None:
+                # Group membership expires (a day by default); a long-lived stream renews it.
+                with contextlib.suppress(RedisError, OSError):
+                    await self._layer.group_add(group, inbox.channel)
+                continue
+            if received.get("type") == _MESSAGE_TYPE:
+                for message in received.get("messages", ()):
+                    inbox.queue.put_nowait(message)
+
+    def forget(self, session_id: str, inbox: ChannelInbox) -> None:
+        inboxes = self._local.get(session_id, [])
+        if inbox in inboxes:
+            inboxes.remove(inbox)
+        if not inboxes:
+            self._local.pop(session_id, None)
+        if inbox.reader is not None:
+            inbox.reader.cancel()
+        task = asyncio.ensure_future(self._leave(session_id, inbox.channel))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _leave(self, session_id: str, channel: str) -> None:
+        with contextlib.suppress(RedisError, OSError):
+            await self._layer.group_discard(_group(session_id), channel)
