@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 from apps.gateway.pipeline.ports import Upstream, UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.replicas import ROUTING_HASH_HEADER, ReplicaHealth, routing_hash
 from apps.gateway.pipeline.singleflight import SingleFlight
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, Principal
 from apps.gateway.protocol import jsonrpc
@@ -81,10 +82,15 @@ async def open_session(
     capabilities: Any,
     client_info: Any,
     principal: Principal | None = None,
+    affinity: str | None = None,
 ) -> tuple[BackendSession, dict[str, Any]]:
     """Run the initialize handshake with a backend replica on behalf of `principal` (None: the
-    gateway itself); returns the session and its result."""
+    gateway itself); returns the session and its result. `affinity` (a downstream session id, or
+    what the gateway's own session is kept for) gives the session its routing hash."""
     auth = await egress_headers(backend, principal)
+    hashed = routing_hash(affinity) if affinity is not None else ""
+    if hashed:
+        auth = (*auth, (ROUTING_HASH_HEADER, hashed))
     request = {
         "jsonrpc": "2.0",
         "id": f"gw-init-{next(_ids)}",
@@ -110,7 +116,18 @@ async def open_session(
         jsonrpc.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), timeout=backend.timeout,
     )
     await ack.read()
-    return BackendSession(session_id, negotiated, replica), result
+    return BackendSession(session_id, negotiated, replica, hashed), result
+
+
+def session_headers(session: BackendSession) -> list[tuple[str, str]]:
+    """What every request in a backend session carries: the negotiated version, the session id
+    (when the backend gave one) and the routing hash."""
+    headers = [("mcp-protocol-version", session.version)]
+    if session.session_id:
+        headers.append(("mcp-session-id", session.session_id))
+    if session.routing_hash:
+        headers.append((ROUTING_HASH_HEADER, session.routing_hash))
+    return headers
 
 
 class HeldSessions:
@@ -142,7 +159,7 @@ async def close_session(
     not an error here."""
     if not session.session_id:
         return
-    headers = [("mcp-session-id", session.session_id), ("mcp-protocol-version", session.version)]
+    headers = session_headers(session)
     try:
         headers.extend(await egress_headers(backend, principal))
         reply = await upstream.send(backend, session.replica, "DELETE", headers, timeout=5.0)
@@ -180,11 +197,10 @@ async def _discover(upstream: Upstream, backend: BackendView, replica: str) -> d
     return result
 
 
-async def probe(upstream: Upstream, backend: BackendView) -> BackendInfo:
-    """Ask a backend which eras it speaks and what it offers in each."""
+async def probe(upstream: Upstream, backend: BackendView, replica: str) -> BackendInfo:
+    """Ask a backend (at one of its replicas) which eras it speaks and what it offers in each."""
     if backend.transport != "streamable-http":
         raise BackendRefused(f"the {backend.transport!r} transport is not supported yet; use streamable-http")
-    replica = backend.urls[0]
     discovered = await _discover(upstream, backend, replica)
     legacy: dict[str, Any] | None = None
     legacy_version: str | None = None
@@ -218,7 +234,9 @@ class BackendCatalog:
     attempt each, and one that comes up is found within that time."""
 
     def __init__(self, upstream: Upstream, *, retry_seconds: float = 1.0) -> None:
-        self._upstream = upstream
+        #: Which replicas are up; sending through it marks one down when it cannot be reached.
+        self.replicas = ReplicaHealth(upstream)
+        self._upstream: Upstream = self.replicas
         self._retry_seconds = retry_seconds
         self._infos: dict[tuple[int, tuple[str, ...]], BackendInfo] = {}
         self._failures: dict[tuple[int, tuple[str, ...]], tuple[float, Exception]] = {}
@@ -238,7 +256,7 @@ class BackendCatalog:
 
     async def _probe(self, key: tuple[int, tuple[str, ...]], backend: BackendView) -> BackendInfo:
         try:
-            info = await probe(self._upstream, backend)
+            info = await probe(self._upstream, backend, self.replicas.pick(backend, None))
         except (UpstreamUnavailable, BackendRefused, TimeoutError) as exc:
             self._failures[key] = (time.monotonic(), exc)
             raise

@@ -22,8 +22,9 @@ from apps.gateway.pipeline.backends import (
     egress_headers,
     first_response,
     open_session,
+    session_headers,
 )
-from apps.gateway.pipeline.ports import Upstream
+from apps.gateway.pipeline.ports import ReplicaUnreachable, Upstream
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.versions import (
@@ -89,19 +90,21 @@ class BackendClient:
             headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", version), ("mcp-method", method),
                        *await egress_headers(backend, None)]
             reply = await self._upstream.send(
-                backend, backend.urls[0], "POST", headers, jsonrpc.dumps(body), timeout=backend.timeout
+                backend, self._backends.replicas.pick(backend, None), "POST", headers, jsonrpc.dumps(body),
+                timeout=backend.timeout,
             )
             return _result(method, await first_response(reply))
         body = {"jsonrpc": "2.0", "id": f"gw-own-{next(_ids)}", "method": method, "params": params}
         for _ in range(2):
             session = await self._session(backend)
-            headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", session.version),
-                       *await egress_headers(backend, None)]
-            if session.session_id:
-                headers.append(("mcp-session-id", session.session_id))
-            reply = await self._upstream.send(
-                backend, session.replica, "POST", headers, jsonrpc.dumps(body), timeout=backend.timeout
-            )
+            headers = [CONTENT_JSON, ACCEPT, *session_headers(session), *await egress_headers(backend, None)]
+            try:
+                reply = await self._upstream.send(
+                    backend, session.replica, "POST", headers, jsonrpc.dumps(body), timeout=backend.timeout
+                )
+            except ReplicaUnreachable:  # nothing was sent, and the replica is now marked down
+                self._sessions.forget((backend.id, backend.urls))
+                continue
             if reply.status == 404 and session.session_id:
                 reply.close()  # the backend forgot the session (restarted, idle expiry): open another
                 self._sessions.forget((backend.id, backend.urls))
@@ -128,7 +131,8 @@ class BackendClient:
         headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", version), ("mcp-method", "subscriptions/listen"),
                    *await egress_headers(backend, None)]
         reply = await self._upstream.send(
-            backend, backend.urls[0], "POST", headers, jsonrpc.dumps(body), timeout=backend.timeout
+            backend, self._backends.replicas.pick(backend, None), "POST", headers, jsonrpc.dumps(body),
+            timeout=backend.timeout,
         )
         try:
             if reply.content_type != "text/event-stream":
@@ -153,14 +157,20 @@ class BackendClient:
             reply.close()
 
     async def _session(self, backend: BackendView) -> BackendSession:
+        key = (backend.id, backend.urls)
+
         async def open_one() -> BackendSession:
             session, _ = await open_session(
-                self._upstream, backend, backend.urls[0], version=LATEST_LEGACY, capabilities={},
-                client_info=GATEWAY_INFO,
+                self._upstream, backend, self._backends.replicas.pick(backend, None), version=LATEST_LEGACY,
+                capabilities={}, client_info=GATEWAY_INFO,
             )
             return session
 
-        return await self._sessions.get((backend.id, backend.urls), open_one)
+        session = await self._sessions.get(key, open_one)
+        if self._backends.replicas.is_up(session.replica):
+            return session
+        self._sessions.forget(key)  # its replica is down: reopened on one that is up
+        return await self._sessions.get(key, open_one)
 
 
 def _result(method: str, message: dict[str, Any]) -> dict[str, Any]:

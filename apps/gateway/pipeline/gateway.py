@@ -108,6 +108,7 @@ class Gateway:
         self._changes = changes
         self.directory = directory
         self.backends = BackendCatalog(upstream)
+        upstream = self.backends.replicas  # every request to a backend notices replicas that are down
         self.counters = counters or Counters()
         relay = Relay(upstream, audit, limiter, self.counters, hash_key=settings.audit_hash_key)
         # Without a shared secret, cursors are valid on this instance only.

@@ -18,14 +18,22 @@ from apps.gateway.pipeline.backends import (
     close_session,
     egress_headers,
     open_session,
+    session_headers,
 )
 from apps.gateway.pipeline.calls import Call, Translate
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.legacy_composed import ComposedLegacy
 from apps.gateway.pipeline.local import LocalTools
-from apps.gateway.pipeline.mounts import merge_capabilities, pick_replica, single_backend
-from apps.gateway.pipeline.ports import SessionStore, Upstream, UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
+from apps.gateway.pipeline.ports import (
+    ReplicaUnreachable,
+    SessionStore,
+    Upstream,
+    UpstreamReply,
+    UpstreamUnavailable,
+)
 from apps.gateway.pipeline.relay import BackendSessionGone, Relay
+from apps.gateway.pipeline.replicas import ROUTING_HASH_HEADER, routing_hash
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
 from apps.gateway.pipeline.search import SearchServer
 from apps.gateway.pipeline.tracing import trace_headers
@@ -214,16 +222,14 @@ class LegacyEra:
             lost: BackendSession | None = None
             for _ in range(2):
                 session = await self.backend_session(state, map_key, backend, info, principal, lost=lost)
-                headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", session.version)]
-                if session.session_id:
-                    headers.append(("mcp-session-id", session.session_id))
-                headers.extend(trace_headers(request.headers))
+                headers = [CONTENT_JSON, ACCEPT, *session_headers(session), *trace_headers(request.headers)]
                 try:
                     return await self._relay.forward(
                         call, session.replica, headers, body, wants_sse=wants_sse,
                         reply_headers=session_header, in_session=session.session_id is not None,
                     )
-                except BackendSessionGone:
+                except (BackendSessionGone, ReplicaUnreachable):
+                    # Forgotten by the backend, or its replica is down: a new one, where one is up.
                     log.info("backend %s lost session of %s; opening a new one", backend.name, state.id)
                     lost = session
             return self._relay.fail(call, "the backend keeps losing its session", session_header)
@@ -255,9 +261,10 @@ class LegacyEra:
         if field and isinstance(params.get(field), str):
             headers.append(("mcp-name", encode_header_value(params[field])))
         headers.extend(trace_headers(request.headers))
-        return await self._relay.forward(
-            call, pick_replica(call.backend, state.id), headers, dumps(raw), wants_sse=wants_sse,
-            reply_headers=(("mcp-session-id", state.id),),
+        headers.append((ROUTING_HASH_HEADER, routing_hash(state.id)))
+        return await self._relay.forward_to_any(
+            call, lambda: self._backends.replicas.pick(call.backend, state.id), headers, dumps(raw),
+            wants_sse=wants_sse, reply_headers=(("mcp-session-id", state.id),),
         )
 
     async def backend_session(
@@ -275,6 +282,10 @@ class LegacyEra:
         if lost is not None and state.backends.get(map_key) == lost:
             del state.backends[map_key]
         session = state.backends.get(map_key)
+        if session is not None and not self._backends.replicas.is_up(session.replica):
+            lost = session  # its replica is down: reopened on one that is up
+            del state.backends[map_key]
+            session = None
         if session is not None:
             return session
         lock = self._opening.setdefault((state.id, map_key), asyncio.Lock())
@@ -320,11 +331,12 @@ class LegacyEra:
             session, _ = await open_session(
                 self._upstream,
                 backend,
-                pick_replica(backend, state.id),
+                self._backends.replicas.pick(backend, state.id),
                 version=state.protocol_version,
                 capabilities=state.client_capabilities,
                 client_info=state.client_info,
                 principal=principal,
+                affinity=state.id,
             )
             state.backends[map_key] = session
             if not await self._sessions.save(state, create=False):
@@ -376,18 +388,20 @@ class LegacyEra:
         lost: BackendSession | None = None
         for _ in range(2):
             session = await self.backend_session(state, map_key, backend, info, principal, lost=lost)
-            headers = [("accept", "text/event-stream"), ("mcp-protocol-version", session.version),
+            headers = [("accept", "text/event-stream"), *session_headers(session),
                        *await egress_headers(backend, principal)]
-            if session.session_id:
-                headers.append(("mcp-session-id", session.session_id))
             if last_event_id:
                 headers.append(("last-event-id", last_event_id))
-            reply = await self._upstream.send(backend, session.replica, "GET", headers, timeout=backend.timeout)
+            try:
+                reply = await self._upstream.send(backend, session.replica, "GET", headers, timeout=backend.timeout)
+            except ReplicaUnreachable:
+                lost = session  # its replica is down: a new session where one is up
+                continue
             if reply.status != 404 or not session.session_id:
                 return reply
             reply.close()  # the backend lost the session: open a new one and ask again
             lost = session
-        return reply
+        raise UpstreamUnavailable("the backend keeps losing the session")
 
     async def terminate(self, state: SessionState, vhost: VirtualHostView, principal: Principal) -> Reply:
         await self._sessions.delete(state.id)

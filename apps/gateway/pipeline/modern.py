@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import random
 from typing import Any
 
 from apps.gateway.pipeline.backends import (
@@ -17,6 +16,7 @@ from apps.gateway.pipeline.backends import (
     BackendRefused,
     HeldSessions,
     open_session,
+    session_headers,
 )
 from apps.gateway.pipeline.calls import Call, Translate
 from apps.gateway.pipeline.compose import BackendMessages, admit, chain, route
@@ -26,7 +26,7 @@ from apps.gateway.pipeline.listing import LIST_METHODS
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
 from apps.gateway.pipeline.names import ROUTED_METHODS
-from apps.gateway.pipeline.ports import Upstream, UpstreamUnavailable
+from apps.gateway.pipeline.ports import ReplicaUnreachable, Upstream, UpstreamUnavailable
 from apps.gateway.pipeline.relay import BackendSessionGone, Relay
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
 from apps.gateway.pipeline.tracing import trace_headers
@@ -175,8 +175,9 @@ class ModernEra:
                         headers.append(("mcp-name", encode_header_value(value)))
                 headers.extend((name, value) for name, value in request.headers.items() if name.startswith("mcp-param-"))
                 headers.extend(trace_headers(request.headers))
-                replica = random.choice(backend.urls)  # stateless: any replica will do
-                return await self._relay.forward(call, replica, headers, body, wants_sse=wants_sse)
+                return await self._relay.forward_to_any(  # stateless: any replica that is up will do
+                    call, lambda: self._backends.replicas.pick(backend, None), headers, body, wants_sse=wants_sse
+                )
             return await self._forward_to_legacy(request, principal, envelope, call, wants_sse)
         except (UpstreamUnavailable, BackendRefused) as exc:
             return self._relay.fail(call, str(exc))
@@ -219,29 +220,33 @@ class ModernEra:
         for _ in range(2):
             session = await self._held_session(backend, principal, envelope)
             headers = [CONTENT_JSON, ("accept", "application/json, text/event-stream"),
-                       ("mcp-protocol-version", session.version)]
-            if session.session_id:
-                headers.append(("mcp-session-id", session.session_id))
-            headers.extend(trace_headers(request.headers))
+                       *session_headers(session), *trace_headers(request.headers)]
             try:
                 return await self._relay.forward(
                     call, session.replica, headers, body, wants_sse=wants_sse,
                     in_session=session.session_id is not None,
                 )
-            except BackendSessionGone:
+            except (BackendSessionGone, ReplicaUnreachable):  # forgotten, or its replica is down
                 self._held.forget((backend.id, principal.key_id))
         return self._relay.fail(call, "the backend keeps losing its session")
 
     async def _held_session(self, backend: BackendView, principal: Principal, envelope: ModernEnvelope) -> BackendSession:
+        key = (backend.id, principal.key_id)
+        affinity = f"held:{backend.id}:{principal.key_id}"
+
         async def open_one() -> BackendSession:
             session, _ = await open_session(
-                self._upstream, backend, backend.urls[0], version=LATEST_LEGACY,
+                self._upstream, backend, self._backends.replicas.pick(backend, affinity), version=LATEST_LEGACY,
                 capabilities=envelope.client_capabilities, client_info=envelope.client_info or GATEWAY_INFO,
-                principal=principal,
+                principal=principal, affinity=affinity,
             )
             return session
 
-        return await self._held.get((backend.id, principal.key_id), open_one)
+        session = await self._held.get(key, open_one)
+        if self._backends.replicas.is_up(session.replica):
+            return session
+        self._held.forget(key)  # its replica is down: reopened on one that is up
+        return await self._held.get(key, open_one)
 
 
 def _sse_only(request: HttpRequest, wants_sse: bool) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -15,14 +14,6 @@ def single_backend(vhost: VirtualHostView) -> tuple[str, BackendView]:
     if vhost.composed or len(vhost.mounts) != 1:
         raise ValueError(f"virtual host {vhost.slug!r} rewrites names; route its messages by name")
     return next(iter(vhost.mounts.items()))
-
-
-def pick_replica(backend: BackendView, affinity: str) -> str:
-    """Rendezvous hashing: the same session always lands on the same replica, and removing one
-    replica moves only the sessions that were on it."""
-    if len(backend.urls) == 1:
-        return backend.urls[0]
-    return max(backend.urls, key=lambda url: hashlib.blake2b(f"{affinity}|{url}".encode(), digest_size=8).digest())
 
 
 def merge_capabilities(capabilities: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -24,6 +24,10 @@ class UpstreamUnavailable(Exception):
     """The backend could not be reached or broke the exchange (not: it answered with an error)."""
 
 
+class ReplicaUnreachable(UpstreamUnavailable):
+    """No connection to the replica could be made: nothing was sent, so sending elsewhere is safe."""
+
+
 class StoreUnavailable(Exception):
     """The shared session store cannot be reached; the request cannot be served right now."""
 

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from apps.gateway.pipeline.calls import Call, Translate, arguments_kept, outcome_of
@@ -17,6 +17,7 @@ from apps.gateway.pipeline.ports import (
     AuditEntry,
     AuditSink,
     RateLimiter,
+    ReplicaUnreachable,
     Upstream,
     UpstreamReply,
     UpstreamUnavailable,
@@ -169,6 +170,23 @@ class Relay:
             self.record(call, "cancelled", None, 0)  # the client went away before the answer
             raise
 
+    async def forward_to_any(
+        self,
+        call: Call,
+        pick: Callable[[], str],
+        headers: list[tuple[str, str]],
+        body: bytes,
+        *,
+        wants_sse: bool,
+        reply_headers: Headers = (),
+    ) -> Reply:
+        """Forward a request that belongs to no backend session, to the replica `pick()` names; when
+        that one cannot be reached (nothing was sent, and it is now marked down), to the next."""
+        try:
+            return await self.forward(call, pick(), headers, body, wants_sse=wants_sse, reply_headers=reply_headers)
+        except ReplicaUnreachable:
+            return await self.forward(call, pick(), headers, body, wants_sse=wants_sse, reply_headers=reply_headers)
+
     async def _forward(
         self,
         call: Call,
@@ -185,6 +203,8 @@ class Relay:
             reply = await self._upstream.send(
                 call.backend, replica, "POST", headers, body, timeout=call.backend.timeout
             )
+        except ReplicaUnreachable:
+            raise  # nothing was sent: the caller may send it to another replica
         except UpstreamUnavailable as exc:
             return self.fail(call, str(exc), reply_headers)
         except TimeoutError:

@@ -175,6 +175,8 @@ class BackendSession:
     session_id: str | None
     version: str
     replica: str
+    #: Sent with each of its requests (`replicas.ROUTING_HASH_HEADER`); "" for none.
+    routing_hash: str = ""
 
 
 @dataclass(slots=True)

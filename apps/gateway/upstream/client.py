@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 
-from apps.gateway.pipeline.ports import UpstreamUnavailable
+from apps.gateway.pipeline.ports import ReplicaUnreachable, UpstreamUnavailable
 from apps.gateway.pipeline.values import BackendView
 from apps.gateway.protocol.sse import SseEvent, SseParser
-from apps.gateway.upstream.http import MAX_BODY, HttpPool, Response, Target, UpstreamHttpError
+from apps.gateway.upstream.http import MAX_BODY, ConnectFailed, HttpPool, Response, Target, UpstreamHttpError
 
 
 class UpstreamReply:
@@ -69,6 +69,8 @@ class HttpUpstream:
         pool, path = self._pool(replica)
         try:
             response = await pool.request(method, path, headers, body, timeout=timeout)
+        except ConnectFailed as exc:
+            raise ReplicaUnreachable(str(exc)) from None
         except UpstreamHttpError as exc:
             raise UpstreamUnavailable(str(exc)) from None
         return UpstreamReply(response)

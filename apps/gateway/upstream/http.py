@@ -26,6 +26,10 @@ class UpstreamHttpError(Exception):
     """The upstream could not be reached, or broke the HTTP exchange."""
 
 
+class ConnectFailed(UpstreamHttpError):
+    """No connection could be made: the request was not sent."""
+
+
 class BodyTooLarge(UpstreamHttpError):
     """The response body is larger than the reader's limit (the connection is dropped)."""
 
@@ -190,7 +194,7 @@ class HttpPool:
                 )
         except (OSError, TimeoutError) as exc:
             # Tenants see this message: it names the failure, not the backend's address.
-            raise UpstreamHttpError(f"cannot connect ({type(exc).__name__})") from None
+            raise ConnectFailed(f"cannot connect ({type(exc).__name__})") from None
         return _Connection(reader, writer)
 
     def _take_idle(self) -> _Connection | None:

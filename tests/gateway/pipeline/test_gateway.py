@@ -103,4 +103,4 @@ async def test_an_sse_transport_backend_is_refused_clearly() -> None:
 
     sse = BackendView(id=2, name="old", transport="sse", urls=("http://127.0.0.1:1/sse",), timeout=1)
     with pytest.raises(BackendRefused, match="'sse' transport is not supported"):
-        await probe(DownUpstream(), sse)
+        await probe(DownUpstream(), sse, sse.urls[0])
