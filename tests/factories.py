@@ -34,13 +34,15 @@ def api_key_factory(
 
 
 def backend_factory(
-    *, tenant: Tenant | None = None, name: str | None = None, urls: Sequence[str] | None = None
+    *, tenant: Tenant | None = None, name: str | None = None, urls: Sequence[str] | None = None,
+    transport: str = "streamable-http",
 ) -> Backend:
     n = _next()
     return backend_create(
         tenant=tenant or tenant_factory(),
         name=name or f"backend-{n}",
         urls=list(urls) if urls is not None else [f"http://127.0.0.1:{9000 + n}/mcp"],
+        transport=transport,
     )
 
 

@@ -25,6 +25,7 @@ from apps.gateway.sessions import RedisSessionStore
 from apps.gateway.snapshots import SnapshotDirectory
 from apps.gateway.tokens import JwtVerifier
 from apps.gateway.upstream.client import HttpUpstream
+from apps.gateway.upstream.sse import SseBridge
 
 _gateways: dict[int, Gateway] = {}
 
@@ -56,6 +57,8 @@ def gateway() -> Gateway:
     if instance is None:
         client = async_redis_client()
         counters = Counters()
+        layer = get_channel_layer()
+        mailbox = ChannelMailbox(layer, counters)
         instance = Gateway(
             directory=SnapshotDirectory(
                 client, check_seconds=settings.GATEWAY_SNAPSHOT_CHECK_SECONDS, http=OpenApiHttp(),
@@ -67,14 +70,14 @@ def gateway() -> Gateway:
                 instance=settings.GATEWAY_INSTANCE_ID,
                 ttl_seconds=settings.GATEWAY_SESSION_TTL_SECONDS,
             ),
-            upstream=HttpUpstream(),
+            upstream=HttpUpstream(sse=lambda http: SseBridge(http.request, layer=layer, mailbox=mailbox)),
             audit=audit_writer(),
             settings=gateway_settings(),
             changes=RedisChangeFeed(client, instance=f"{settings.GATEWAY_INSTANCE_ID}:{loop_id}"),
             limiter=RedisRateLimiter(client, fail_open=settings.GATEWAY_RATE_LIMIT_FAIL_OPEN),
             tokens=JwtVerifier(),
             finder=IndexFinder(),
-            mailbox=ChannelMailbox(get_channel_layer(), counters),
+            mailbox=mailbox,
             counters=counters,
         )
         _gateways[loop_id] = instance

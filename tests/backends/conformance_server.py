@@ -83,10 +83,13 @@ def build_server() -> MCPServer[Any]:
     return server
 
 
-def build_app(server: MCPServer[Any] | None = None, *, host: str = "127.0.0.1") -> Starlette:
+def build_app(server: MCPServer[Any] | None = None, *, host: str = "127.0.0.1", transport: str = "streamable-http") -> Starlette:
     """The ASGI app. `host` decides DNS-rebinding protection: the SDK enables Host/Origin
-    checks (403 for foreign hosts) when bound to a loopback address."""
+    checks (403 for foreign hosts) when bound to a loopback address. `transport` "sse" serves
+    the HTTP+SSE transport of 2024-11-05 instead (GET /sse, POST /messages/)."""
     server = server or build_server()
+    if transport == "sse":
+        return server.sse_app(host=host)
     return server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         event_store=InMemoryEventStore(),
@@ -100,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9100)
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--transport", default="streamable-http", choices=["streamable-http", "sse"])
     args = parser.parse_args(argv)
 
     # The fixture deliberately uses capabilities deprecated in 2026-07-28 (logging,
@@ -109,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     import uvicorn
 
-    uvicorn.run(build_app(host=args.host), host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(build_app(host=args.host, transport=args.transport), host=args.host, port=args.port, log_level=args.log_level)
 
 
 if __name__ == "__main__":

@@ -199,9 +199,10 @@ async def _discover(upstream: Upstream, backend: BackendView, replica: str) -> d
 
 async def probe(upstream: Upstream, backend: BackendView, replica: str) -> BackendInfo:
     """Ask a backend (at one of its replicas) which eras it speaks and what it offers in each."""
-    if backend.transport != "streamable-http":
-        raise BackendRefused(f"the {backend.transport!r} transport is not supported yet; use streamable-http")
-    discovered = await _discover(upstream, backend, replica)
+    if backend.transport not in {"streamable-http", "sse"}:
+        raise BackendRefused(f"the {backend.transport!r} transport is not supported")
+    # HTTP+SSE predates the stateless era: nothing to discover there.
+    discovered = await _discover(upstream, backend, replica) if backend.transport == "streamable-http" else None
     legacy: dict[str, Any] | None = None
     legacy_version: str | None = None
     try:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from apps.gateway.pipeline.ports import ReplicaUnreachable, UpstreamUnavailable
 from apps.gateway.pipeline.values import BackendView
 from apps.gateway.protocol.sse import SseEvent, SseParser
 from apps.gateway.upstream.http import MAX_BODY, ConnectFailed, HttpPool, Response, Target, UpstreamHttpError
+from apps.gateway.upstream.sse import BridgeReply, SseBridge
 
 
 class UpstreamReply:
@@ -45,16 +46,34 @@ class UpstreamReply:
 
 
 class HttpUpstream:
-    def __init__(self) -> None:
-        self._pools: dict[str, tuple[HttpPool, str]] = {}
+    """Sends to backends over pooled connections, one pool per origin. Backends of the HTTP+SSE
+    transport go through `sse` (a bridge that needs this client to reach them), when given."""
 
-    def _pool(self, url: str) -> tuple[HttpPool, str]:
-        entry = self._pools.get(url)
-        if entry is None:
-            target = Target.from_url(url)
-            entry = (HttpPool(target), target.path)
-            self._pools[url] = entry
-        return entry
+    def __init__(self, sse: Callable[[HttpUpstream], SseBridge] | None = None) -> None:
+        self._pools: dict[tuple[str, str, int], HttpPool] = {}
+        self._targets: dict[str, tuple[HttpPool, str]] = {}
+        self._sse = sse(self) if sse is not None else None
+
+    def _target(self, url: str) -> tuple[HttpPool, str]:
+        target = Target.from_url(url)
+        origin = (target.scheme, target.host, target.port)
+        pool = self._pools.get(origin)
+        if pool is None:
+            pool = self._pools[origin] = HttpPool(target)
+        return pool, target.path
+
+    async def request(
+        self, method: str, url: str, headers: list[tuple[str, str]], body: bytes, timeout: float
+    ) -> UpstreamReply:
+        """One request to any URL (an HTTP+SSE backend's message endpoint differs per session)."""
+        pool, path = self._targets.get(url) or self._target(url)
+        try:
+            response = await pool.request(method, path, headers, body, timeout=timeout)
+        except ConnectFailed as exc:
+            raise ReplicaUnreachable(str(exc)) from None
+        except UpstreamHttpError as exc:
+            raise UpstreamUnavailable(str(exc)) from None
+        return UpstreamReply(response)
 
     async def send(
         self,
@@ -65,17 +84,15 @@ class HttpUpstream:
         body: bytes = b"",
         *,
         timeout: float,
-    ) -> UpstreamReply:
-        pool, path = self._pool(replica)
-        try:
-            response = await pool.request(method, path, headers, body, timeout=timeout)
-        except ConnectFailed as exc:
-            raise ReplicaUnreachable(str(exc)) from None
-        except UpstreamHttpError as exc:
-            raise UpstreamUnavailable(str(exc)) from None
-        return UpstreamReply(response)
+    ) -> UpstreamReply | BridgeReply:
+        if backend.transport == "sse" and self._sse is not None:
+            return await self._sse.send(backend, replica, method, headers, body, timeout=timeout)
+        if replica not in self._targets:  # replica URLs are few (configuration); remember them
+            self._targets[replica] = self._target(replica)
+        return await self.request(method, replica, headers, body, timeout)
 
     def close(self) -> None:
-        for pool, _ in self._pools.values():
+        for pool in self._pools.values():
             pool.close()
         self._pools.clear()
+        self._targets.clear()

@@ -98,9 +98,9 @@ async def test_an_unreachable_backend_is_32004_and_audited() -> None:
     assert (entry.outcome, entry.error_code, entry.exposed_name) == ("error", -32004, "add")
 
 
-async def test_an_sse_transport_backend_is_refused_clearly() -> None:
+async def test_a_transport_the_gateway_does_not_speak_is_refused_clearly() -> None:
     from apps.gateway.pipeline.backends import BackendRefused, probe
 
-    sse = BackendView(id=2, name="old", transport="sse", urls=("http://127.0.0.1:1/sse",), timeout=1)
-    with pytest.raises(BackendRefused, match="'sse' transport is not supported"):
-        await probe(DownUpstream(), sse, sse.urls[0])
+    other = BackendView(id=2, name="old", transport="websocket", urls=("http://127.0.0.1:1/ws",), timeout=1)
+    with pytest.raises(BackendRefused, match="'websocket' transport is not supported"):
+        await probe(DownUpstream(), other, other.urls[0])

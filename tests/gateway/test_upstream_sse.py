@@ -1,0 +1,108 @@
+"""Backends that speak only HTTP+SSE (2024-11-05), behind the gateway: clients of every era and
+transport reach them, and a session's requests may land on any gateway instance while the
+backend's event stream stays on the one that opened it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+from django.conf import settings
+from mcp_types import CreateMessageResult, TextContent
+
+from tests import factories
+from tests.conftest import Host, mcp_client
+from tests.gateway.helpers import message_of, modern, open_session, post
+from tests.gateway.test_http_sse import sse_session
+from tests.processes import backend_argv, free_port, gateway_argv, gateway_env, running
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def sse_backend() -> Iterator[str]:
+    port = free_port()
+    argv = [*backend_argv("tests.backends.conformance_server", port), "--transport", "sse"]
+    with running(argv, port, log_name="sse-backend"):
+        yield f"http://127.0.0.1:{port}/sse"
+
+
+@pytest.fixture
+def sse_host(transactional_db: None, gateway_url: str, sse_backend: str) -> Host:
+    tenant = factories.tenant_factory()
+    issued = factories.api_key_factory(tenant=tenant)
+    backend = factories.backend_factory(tenant=tenant, urls=[sse_backend], transport="sse")
+    host = factories.virtual_host_factory(tenant=tenant, mounts={"old": backend})
+    return Host(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, tenant.slug, host.slug)
+
+
+def _text(message: dict[str, Any]) -> str:
+    return message["result"]["content"][0]["text"]
+
+
+async def test_a_streamable_http_session_client_reaches_an_sse_backend(sse_host: Host) -> None:
+    asked: list[str] = []
+    progress: list[float] = []
+
+    async def sample(context: object, params: Any) -> CreateMessageResult:
+        asked.append(params.messages[0].content.text)
+        return CreateMessageResult(role="assistant", content=TextContent(type="text", text="sampled!"), model="m")
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async with mcp_client(sse_host.url, sse_host.key, "legacy", sampling_callback=sample) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert "test_simple_text" in names
+        assert "test" in (await client.call_tool("test_simple_text", {})).content[0].text
+        sampled = await client.call_tool("test_sampling", {"prompt": "What is 2+2?"})
+        with_progress = await client.call_tool("test_tool_with_progress", {}, progress_callback=on_progress)
+    assert asked == ["What is 2+2?"] and "sampled!" in sampled.content[0].text
+    assert not with_progress.is_error and progress == [0, 50, 100]
+
+
+async def test_list_changed_of_an_sse_backend_reaches_the_get_stream(sse_host: Host) -> None:
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            changed.set()
+
+    async with mcp_client(sse_host.url, sse_host.key, "legacy", message_handler=on_message) as client:
+        await client.list_tools()
+        await anyio.sleep(0.5)  # the client opens its GET stream after the handshake
+        await client.call_tool("test_trigger_tool_change", {})
+        with anyio.fail_after(10):
+            await changed.wait()
+
+
+def test_a_stateless_client_reaches_an_sse_backend(sse_host: Host) -> None:
+    for request_id in (1, 2):
+        response = modern(sse_host.url, "tools/call", {"name": "test_simple_text", "arguments": {}},
+                          key=sse_host.key, request_id=request_id)
+        message = message_of(response)
+        assert message["id"] == request_id and "test" in _text(message)
+
+
+async def test_an_sse_client_reaches_an_sse_backend(sse_host: Host) -> None:
+    async with sse_session(sse_host) as client:
+        assert "test" in (await client.call_tool("test_simple_text", {})).content[0].text
+
+
+def test_a_session_goes_on_from_any_instance_while_one_holds_the_backend_stream(sse_host: Host) -> None:
+    port = free_port()
+    env = gateway_env(settings.DATABASES["default"]["NAME"], settings.REDIS_URL, GATEWAY_INSTANCE_ID="gw-upsse-b")
+    with running(gateway_argv(port), port, env=env, log_name="gateway-upstream-sse-b"):
+        other = sse_host.url.replace(sse_host.url.split("/mcp/")[0], f"http://127.0.0.1:{port}")
+        session = open_session(sse_host.url, sse_host.key)
+        headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+        for request_id in range(1, 7):
+            url = (sse_host.url, other)[request_id % 2]
+            body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                    "params": {"name": "test_simple_text", "arguments": {}}}
+            response = post(url, body, key=sse_host.key, headers=headers)
+            assert response.status_code == 200, response.text
+            message = message_of(response)
+            assert message["id"] == request_id and "test" in _text(message)
