@@ -14,6 +14,7 @@ import hmac
 import re
 import secrets
 import time
+from collections.abc import Callable
 
 import orjson
 import redis
@@ -24,6 +25,20 @@ from apps.gateway.pipeline.values import BackendSession, SessionState
 
 _KEY = "gw:session:{}"
 _CLAIM = "gw:session-claim:{}:{}"
+#: Sessions by the time of their last use: what an idle expiry sweep reads.
+IDLE_INDEX = "gw:session-idle"
+#: How long a session's state outlives its idle expiry, so a sweep can still close its backend
+#: sessions; past that Redis drops it anyway (no instance swept: the backends time them out).
+_GRACE_SECONDS = 600
+#: Read a session and push its idle expiry forward, in one round trip; nothing for a session idle
+#: past its expiry (a sweep closes it). KEYS: state, idle index; ARGV: id, now, ttl, key ttl.
+_TOUCH = """
+local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if score and tonumber(score) < tonumber(ARGV[2]) - tonumber(ARGV[3]) then return false end
+local payload = redis.call('GETEX', KEYS[1], 'EX', ARGV[4])
+if payload then redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1]) end
+return payload
+"""
 _INSTANCE_SAFE = re.compile(r"[^A-Za-z0-9-]")
 
 
@@ -40,6 +55,8 @@ class RedisSessionStore:
         instance: str,
         ttl_seconds: int,
         cache_seconds: float = 5.0,
+        clock: Callable[[], float] = time.time,
+        idle_index: str = IDLE_INDEX,
     ) -> None:
         self._redis = client
         self._key = hashlib.sha256(b"mcp-gateway session ids|" + secret.encode()).digest()
@@ -47,6 +64,9 @@ class RedisSessionStore:
         self._ttl = ttl_seconds
         self._cache_seconds = cache_seconds
         self._cache: dict[str, tuple[SessionState, float]] = {}
+        self._touch = client.register_script(_TOUCH)
+        self._clock = clock  # wall time: instances compare each other's idle times
+        self._idle = idle_index
 
     def _tag(self, body: str) -> str:
         return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest()[:16])
@@ -64,9 +84,10 @@ class RedisSessionStore:
     async def save(self, state: SessionState, *, create: bool) -> bool:
         payload = orjson.dumps(dataclasses.asdict(state))
         try:
-            stored = await self._redis.set(
-                _KEY.format(state.id), payload, ex=self._ttl, nx=create, xx=not create
-            )
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.set(_KEY.format(state.id), payload, ex=self._ttl + _GRACE_SECONDS, nx=create, xx=not create)
+                pipe.zadd(self._idle, {state.id: self._clock()}, xx=not create)
+                stored, _ = await pipe.execute()
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
         if not stored:
@@ -80,21 +101,26 @@ class RedisSessionStore:
         now = time.monotonic()
         if cached is not None and not fresh and now - cached[1] < self._cache_seconds:
             return cached[0]
-        # Reading also pushes the idle expiry forward.
         try:
-            payload = await self._redis.getex(_KEY.format(session_id), ex=self._ttl)
+            payload = await self._touch(
+                keys=[_KEY.format(session_id), self._idle], args=[session_id, self._clock(), self._ttl, self._ttl + _GRACE_SECONDS]
+            )
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
         if payload is None:
             self._cache.pop(session_id, None)
             return None
-        data = orjson.loads(payload)
-        data["backends"] = {key: BackendSession(**value) for key, value in data["backends"].items()}
-        state = SessionState(**data)
+        state = self._decode(payload)
         if len(self._cache) > 100_000:
             self._cache.clear()  # crude bound; entries are cheap to reload
         self._cache[session_id] = (state, now)
         return state
+
+    @staticmethod
+    def _decode(payload: bytes) -> SessionState:
+        data = orjson.loads(payload)
+        data["backends"] = {key: BackendSession(**value) for key, value in data["backends"].items()}
+        return SessionState(**data)
 
     async def claim(self, session_id: str, part: str, *, seconds: float) -> bool:
         try:
@@ -111,6 +137,28 @@ class RedisSessionStore:
     async def delete(self, session_id: str) -> None:
         self._cache.pop(session_id, None)
         try:
-            await self._redis.delete(_KEY.format(session_id))
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.delete(_KEY.format(session_id))
+                pipe.zrem(self._idle, session_id)
+                await pipe.execute()
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
+
+    async def take_expired(self, *, limit: int = 100) -> list[SessionState]:
+        """Sessions idle for longer than the expiry, each handed to one caller across all instances
+        (removing it from the idle index is the claim); their state stays until `delete`."""
+        now = self._clock()
+        try:
+            ids = await self._redis.zrangebyscore(self._idle, 0, now - self._ttl, start=0, num=limit)
+            taken: list[SessionState] = []
+            for raw_id in ids:
+                session_id = raw_id.decode() if isinstance(raw_id, bytes) else raw_id
+                if not await self._redis.zrem(self._idle, session_id):
+                    continue  # another instance took it
+                self._cache.pop(session_id, None)
+                payload = await self._redis.get(_KEY.format(session_id))
+                if payload is not None:
+                    taken.append(self._decode(payload))
+        except (redis.RedisError, OSError) as exc:
+            raise StoreUnavailable(type(exc).__name__) from None
+        return taken

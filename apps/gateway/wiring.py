@@ -43,6 +43,7 @@ def gateway_settings() -> GatewaySettings:
         allowed_hosts=frozenset() if "*" in settings.ALLOWED_HOSTS else hosts,
         cursor_secret=derived_key(settings.SECRET_KEY, b"mcp-gateway list cursors v1"),
         audit_hash_key=derived_key(settings.SECRET_KEY, b"mcp-gateway audit argument hashes v1"),
+        session_sweep_seconds=settings.GATEWAY_SESSION_SWEEP_SECONDS,
         lists=ListSettings(
             page_size=settings.GATEWAY_LIST_PAGE_SIZE,
             timeout=settings.GATEWAY_LIST_TIMEOUT_SECONDS,

@@ -148,6 +148,8 @@ GATEWAY_MAX_BODY_BYTES = int(os.environ.get("GATEWAY_MAX_BODY_BYTES", str(4 * 10
 GATEWAY_ALLOWED_ORIGINS = env_list("GATEWAY_ALLOWED_ORIGINS")
 # Idle lifetime of a downstream legacy session.
 GATEWAY_SESSION_TTL_SECONDS = int(os.environ.get("GATEWAY_SESSION_TTL_SECONDS", "3600"))
+# How often each instance ends sessions idle past that time and closes their backend sessions.
+GATEWAY_SESSION_SWEEP_SECONDS = float(os.environ.get("GATEWAY_SESSION_SWEEP_SECONDS", "30"))
 # Seconds a forwarded request may wait for its backend before -32004.
 GATEWAY_UPSTREAM_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_UPSTREAM_TIMEOUT_SECONDS", "60"))
 # Lists of virtual hosts with several backends (docs/config.md, "Virtual hosts with several backends").

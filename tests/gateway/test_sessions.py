@@ -175,3 +175,23 @@ def test_first_calls_on_two_instances_at_once_open_one_backend_session(
                 results = list(pool.map(lambda i, s=session: _call((host, second)[i % 2], s, i), range(6)))
             assert [r["result"]["content"][0]["text"] for r in results] == [f"{i + 1.0}" for i in range(6)]
             assert _stats(counting_backend)["initialize"] - before == 1, f"attempt {attempt}"
+
+
+def test_a_session_idle_past_its_expiry_ends_here_and_at_the_backend(
+    transactional_db: None, gateway_url: str, counting_backend: str
+) -> None:
+    port = free_port()
+    env = gateway_env(settings.DATABASES["default"]["NAME"], settings.REDIS_URL, GATEWAY_INSTANCE_ID="gw-expiry",
+                      GATEWAY_SESSION_TTL_SECONDS="1", GATEWAY_SESSION_SWEEP_SECONDS="0.2")
+    with running(gateway_argv(port), port, env=env, log_name="gateway-expiry"):
+        host = make_host(f"http://127.0.0.1:{port}", f"{counting_backend}/mcp")
+        session = open_session(host.url, host.key)
+        _call(host, session, 1)  # the backend session is open now
+        deletes = _stats(counting_backend).get("deletes", 0)
+        deadline = time.monotonic() + 10
+        while _stats(counting_backend).get("deletes", 0) == deletes and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _stats(counting_backend)["deletes"] == deletes + 1  # closed by the sweep
+        again = post(host.url, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, key=host.key,
+                     headers={"mcp-session-id": session})
+        assert again.status_code == 404

@@ -4,6 +4,7 @@ resolve the virtual host, then hand the message to the era it belongs to."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -41,6 +42,8 @@ from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidRequest
 from apps.gateway.protocol.jsonrpc import Message, dumps, error_message, loads, parse_body
 from apps.gateway.protocol.versions import MODERN_VERSIONS
 
+log = logging.getLogger(__name__)
+
 #: Where RFC 9728 protected-resource metadata is served; the MCP path follows.
 PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource"
 #: The one protocol revision whose clients may send JSON-RPC batches.
@@ -58,6 +61,9 @@ class GatewaySettings:
     #: Keys the hashes of audited arguments (tenants with `audit_arguments: hash`).
     audit_hash_key: bytes = field(repr=False, default=b"")
     lists: ListSettings = ListSettings()
+    #: How often this instance looks for sessions idle past their expiry, to close their backend
+    #: sessions (None: never).
+    session_sweep_seconds: float | None = None
 
 
 def _host_of(value: str) -> str:
@@ -104,6 +110,8 @@ class Gateway:
         counters: Counters | None = None,
     ) -> None:
         self.settings = settings
+        self._sessions = sessions
+        self._sweeper: asyncio.Task[None] | None = None
         self._tokens = tokens or _NoTokens()
         self._changes = changes
         self.directory = directory
@@ -141,6 +149,8 @@ class Gateway:
         if self._changes is not None:
             self._changes.start(self._changed_elsewhere)  # once, on the event loop that serves
             self._changes = None
+        if self._sweeper is None and self.settings.session_sweep_seconds is not None:
+            self._sweeper = asyncio.ensure_future(self._sweep_forever(self.settings.session_sweep_seconds))
         try:
             return await self._handle(request)
         except HttpError as error:
@@ -150,6 +160,29 @@ class Gateway:
                 503, f"Service Unavailable: the session store cannot be reached ({exc})",
                 headers=(("retry-after", "1"),), code=-32603,
             ))
+
+    async def _sweep_forever(self, seconds: float) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                await self.sweep_sessions()
+            except StoreUnavailable as exc:
+                log.warning("could not sweep expired sessions: %s", exc)
+            except Exception:
+                log.exception("sweeping expired sessions failed")
+
+    async def sweep_sessions(self) -> int:
+        """End the sessions idle past their expiry (any instance's): close their backend sessions
+        and forget them. Returns how many ended."""
+        expired = await self._sessions.take_expired()
+        for state in expired:
+            tenant = await self.directory.tenant(state.tenant_slug) if state.tenant_slug else None
+            vhost = tenant.virtual_host(state.vhost) if tenant is not None else None
+            if vhost is not None and vhost.tenant_id == state.tenant_id:
+                principal = tenant.principal_for_key(state.key_id) if tenant is not None else None
+                await self.legacy.close_backends(state, vhost, principal)
+            await self._sessions.delete(state.id)
+        return len(expired)
 
     def check_origin(self, request: HttpRequest) -> None:
         """DNS-rebinding protection: a browser page from another origin must not reach us."""

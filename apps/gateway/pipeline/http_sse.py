@@ -71,6 +71,7 @@ class HttpSseTransport:
             state = SessionState(
                 id=self._sessions.new_id(), tenant_id=vhost.tenant_id, vhost=vhost.slug, key_id=principal.key_id,
                 protocol_version="", client_capabilities={}, client_info={}, transport="sse",
+                tenant_slug=vhost.tenant_slug,
             )
             await self._sessions.save(state, create=True)
         inbox = await self._mailbox.open(state.id)

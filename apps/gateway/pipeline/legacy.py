@@ -125,6 +125,7 @@ class LegacyEra:
             protocol_version=version,
             client_capabilities={},
             client_info={},
+            tenant_slug=vhost.tenant_slug,
         )
         state.protocol_version = version
         state.client_capabilities = params.get("capabilities") or {}
@@ -405,7 +406,11 @@ class LegacyEra:
 
     async def terminate(self, state: SessionState, vhost: VirtualHostView, principal: Principal) -> Reply:
         await self._sessions.delete(state.id)
-        # Backend sessions end too; one that cannot be reached ends by its own idle timeout.
+        await self.close_backends(state, vhost, principal)
+        return Reply(200)
+
+    async def close_backends(self, state: SessionState, vhost: VirtualHostView, principal: Principal | None) -> None:
+        """End the session's backend sessions; one that cannot be reached ends by its own idle timeout."""
         await asyncio.gather(
             *(
                 close_session(self._upstream, vhost.mounts[key], session, principal)
@@ -413,7 +418,6 @@ class LegacyEra:
                 if key in vhost.mounts
             )
         )
-        return Reply(200)
 
 
 async def _events(reply: UpstreamReply) -> AsyncIterator[bytes]:

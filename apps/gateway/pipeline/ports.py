@@ -116,6 +116,10 @@ class SessionStore(Protocol):
 
     async def release(self, session_id: str, part: str) -> None: ...
 
+    async def take_expired(self, *, limit: int = 100) -> list[SessionState]:
+        """Sessions idle past their expiry, each handed to one caller across all instances; they
+        are gone for clients already, and stay stored until `delete`."""
+
 
 class Inbox(Protocol):
     """The messages posted to one session while its stream is open here."""

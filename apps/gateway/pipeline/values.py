@@ -194,3 +194,5 @@ class SessionState:
     #: How the client reaches the session: "streamable-http", or "sse" (HTTP+SSE: the answers go
     #: to the session's event stream, wherever it is held).
     transport: str = "streamable-http"
+    #: The tenant's slug, so a sweep of expired sessions finds the host's backends.
+    tenant_slug: str = ""

@@ -1,0 +1,71 @@
+"""The session store on the real (test) Redis: ids, idle expiry, and the sweep's hand-over."""
+
+from __future__ import annotations
+
+import asyncio
+
+from django.conf import settings
+
+from apps.common.redis import async_redis_client
+from apps.gateway.pipeline.values import BackendSession, SessionState
+from apps.gateway.sessions import RedisSessionStore
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _store(ttl: int = 60, instance: str = "gw-a", clock: Clock | None = None) -> RedisSessionStore:
+    # An idle index of its own: the gateways other tests run sweep theirs on the real clock.
+    return RedisSessionStore(async_redis_client(), secret=settings.SECRET_KEY, instance=instance,
+                             ttl_seconds=ttl, cache_seconds=0, clock=clock or Clock(), idle_index="test:session-idle")
+
+
+def _state(store: RedisSessionStore) -> SessionState:
+    return SessionState(id=store.new_id(), tenant_id=1, vhost="main", key_id=7, protocol_version="2025-11-25",
+                        client_capabilities={}, client_info={}, tenant_slug="acme",
+                        backends={"demo": BackendSession("b-1", "2025-11-25", "http://r1/mcp", "abc")})
+
+
+async def test_a_session_round_trips_and_ids_are_checked_without_a_lookup() -> None:
+    store = _store()
+    state = _state(store)
+    assert await store.save(state, create=True)
+    assert await store.load(state.id) == state
+    assert store.is_well_formed(state.id)
+    assert not store.is_well_formed(state.id[:-2] + "xx")  # tag does not match
+    assert _store(instance="gw-b").is_well_formed(state.id)  # any instance of the deployment
+
+
+async def test_a_session_idle_past_its_expiry_is_gone_and_handed_to_one_sweeper() -> None:
+    clock = Clock()
+    store = _store(ttl=60, clock=clock)
+    idle, busy = _state(store), _state(store)
+    for state in (idle, busy):
+        await store.save(state, create=True)
+    clock.now += 40
+    assert await store.load(busy.id) is not None  # used: its idle time starts again
+    clock.now += 40
+    assert await store.load(idle.id) is None  # clients see it gone at once
+    sweepers = (_store(ttl=60, clock=clock), _store(ttl=60, clock=clock, instance="gw-b"))
+    first, second = await asyncio.gather(*(sweeper.take_expired() for sweeper in sweepers))
+    taken = [s.id for s in first + second]
+    assert idle.id in taken and taken.count(idle.id) == 1
+    assert busy.id not in taken
+    [swept] = [s for s in first + second if s.id == idle.id]
+    assert swept.backends["demo"].session_id == "b-1"  # what the sweep needs to close it
+    await store.delete(idle.id)
+    assert idle.id not in [s.id for s in await sweepers[0].take_expired()]
+
+
+async def test_an_update_never_resurrects_an_ended_session() -> None:
+    store = _store()
+    state = _state(store)
+    await store.save(state, create=True)
+    await store.delete(state.id)
+    assert not await store.save(state, create=False)
+    assert await store.load(state.id) is None
