@@ -52,8 +52,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--era", choices=["legacy", "modern"], required=True)
+    parser.add_argument("--server", choices=["demo", "conformance"], default="demo",
+                        help="the demo server, or the conformance fixture (sampling, elicitation, progress)")
     args = parser.parse_args(argv)
-    app = build_server().streamable_http_app(host=args.host)
+    if args.server == "conformance":
+        from tests.backends.conformance_server import build_app
+
+        app = build_app(host=args.host)
+    else:
+        app = build_server().streamable_http_app(host=args.host)
     uvicorn.run(only(args.era, app), host=args.host, port=args.port, log_level="warning")
 
 

@@ -14,6 +14,7 @@ from apps.gateway.pipeline.client import BackendClient
 from apps.gateway.pipeline.cursors import CursorCodec
 from apps.gateway.pipeline.host_lists import HostLists, ListSettings
 from apps.gateway.pipeline.http_sse import HttpSseTransport
+from apps.gateway.pipeline.input_required import InputRequests
 from apps.gateway.pipeline.legacy import LegacyEra
 from apps.gateway.pipeline.listen import ComposedListen
 from apps.gateway.pipeline.local import LocalTools
@@ -134,7 +135,8 @@ class Gateway:
             sessions=sessions, upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists
         )
         self.modern = ModernEra(
-            upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists, listen=listen
+            upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists, listen=listen,
+            inputs=None if mailbox is None else InputRequests(mailbox),
         )
         self.http_sse = None if mailbox is None else HttpSseTransport(
             legacy=self.legacy, sessions=sessions, mailbox=mailbox, counters=self.counters

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from apps.gateway.pipeline.backends import (
@@ -15,18 +16,20 @@ from apps.gateway.pipeline.backends import (
     BackendCatalog,
     BackendRefused,
     HeldSessions,
+    egress_headers,
     open_session,
     session_headers,
 )
 from apps.gateway.pipeline.calls import Call, Translate
 from apps.gateway.pipeline.compose import BackendMessages, admit, chain, route
 from apps.gateway.pipeline.host_lists import HostLists
+from apps.gateway.pipeline.input_required import InputRequests, UnknownRequestState, request_key
 from apps.gateway.pipeline.listen import ComposedListen
 from apps.gateway.pipeline.listing import LIST_METHODS
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
 from apps.gateway.pipeline.names import ROUTED_METHODS
-from apps.gateway.pipeline.ports import ReplicaUnreachable, Upstream, UpstreamUnavailable
+from apps.gateway.pipeline.ports import ReplicaUnreachable, Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.relay import BackendSessionGone, Relay
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
 from apps.gateway.pipeline.tracing import trace_headers
@@ -39,7 +42,7 @@ from apps.gateway.pipeline.values import (
     VirtualHostView,
 )
 from apps.gateway.protocol.envelope import NAME_BEARING, ModernEnvelope, check_modern_request, encode_header_value
-from apps.gateway.protocol.errors import GatewayError, InvalidRequest, MethodNotFound, PolicyDenied
+from apps.gateway.protocol.errors import GatewayError, InvalidParams, InvalidRequest, MethodNotFound, PolicyDenied
 from apps.gateway.protocol.jsonrpc import Kind, Message, dumps
 from apps.gateway.protocol.versions import (
     LATEST_LEGACY,
@@ -51,6 +54,8 @@ from apps.gateway.protocol.versions import (
     MODERN_VERSIONS,
 )
 
+#: Requests whose backend may ask the client for input mid-call; a stateless client answers by retrying.
+_INTERACTIVE = frozenset({"tools/call", "prompts/get", "resources/read"})
 #: Results that must carry caching hints in the stateless era (SEP-2549).
 _CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"})
 
@@ -71,8 +76,11 @@ class ModernEra:
         local: LocalTools,
         lists: HostLists,
         listen: ComposedListen,
+        inputs: InputRequests | None = None,
     ) -> None:
         self._local = local
+        #: Backend requests answered by retrying (MRTR); None: they reach the client as they are.
+        self._inputs = inputs
         self._lists = lists
         self._listen = listen
         self._upstream = upstream
@@ -216,19 +224,49 @@ class ModernEra:
         call.translate = chain(
             call.translate, _Restore(call.message, upstream_id, cacheable=call.message.method in _CACHEABLE)
         )
+        interactive = self._inputs is not None and call.message.method in _INTERACTIVE
+        key = request_key(call.message.params) if interactive else None
+        if self._inputs is not None and key is not None:
+            try:
+                continued = await self._inputs.resume(
+                    key, caller=principal.key_id, responses=call.message.params.get("inputResponses"),
+                    upstream_id=upstream_id, timeout=backend.timeout,
+                )
+            except UnknownRequestState:
+                return error_reply(call.message.id, InvalidParams("Invalid params: unknown or expired requestState"))
+            return await self._relay.answer(call, continued, wants_sse)
         body = _without_envelope(call.message, upstream_id)
         for _ in range(2):
             session = await self._held_session(backend, principal, envelope)
             headers = [CONTENT_JSON, ("accept", "application/json, text/event-stream"),
                        *session_headers(session), *trace_headers(request.headers)]
+            intercept = self._intercept(backend, session, principal, upstream_id) if interactive else None
             try:
                 return await self._relay.forward(
                     call, session.replica, headers, body, wants_sse=wants_sse,
-                    in_session=session.session_id is not None,
+                    in_session=session.session_id is not None, intercept=intercept,
                 )
             except (BackendSessionGone, ReplicaUnreachable):  # forgotten, or its replica is down
                 self._held.forget((backend.id, principal.key_id))
         return self._relay.fail(call, "the backend keeps losing its session")
+
+    def _intercept(
+        self, backend: BackendView, session: BackendSession, principal: Principal, upstream_id: str
+    ) -> Callable[[UpstreamReply], UpstreamReply]:
+        """What turns the backend's requests in this call into `InputRequiredResult`s."""
+        assert self._inputs is not None
+        inputs = self._inputs
+
+        async def respond(message: bytes) -> None:
+            headers = [CONTENT_JSON, ("accept", "application/json, text/event-stream"), *session_headers(session),
+                       *await egress_headers(backend, principal)]
+            reply = await self._upstream.send(backend, session.replica, "POST", headers, message, timeout=backend.timeout)
+            try:
+                await reply.read()
+            finally:
+                reply.close()
+
+        return lambda reply: inputs.intercept(reply, upstream_id=upstream_id, caller=principal.key_id, respond=respond)
 
     async def _held_session(self, backend: BackendView, principal: Principal, envelope: ModernEnvelope) -> BackendSession:
         key = (backend.id, principal.key_id)

@@ -163,9 +163,12 @@ class Relay:
         wants_sse: bool,
         reply_headers: Headers = (),
         in_session: bool = False,
+        intercept: Callable[[UpstreamReply], UpstreamReply] | None = None,
     ) -> Reply:
+        """Send the call's message to `replica` and relay the answer. `intercept` sees the
+        backend's reply first (and may stand in for it)."""
         try:
-            return await self._forward(call, replica, headers, body, wants_sse, reply_headers, in_session)
+            return await self._forward(call, replica, headers, body, wants_sse, reply_headers, in_session, intercept)
         except asyncio.CancelledError:
             self.record(call, "cancelled", None, 0)  # the client went away before the answer
             raise
@@ -196,6 +199,7 @@ class Relay:
         wants_sse: bool,
         reply_headers: Headers,
         in_session: bool,
+        intercept: Callable[[UpstreamReply], UpstreamReply] | None,
     ) -> Reply:
         try:
             if call.backend.egress is not None:
@@ -212,6 +216,17 @@ class Relay:
         if reply.status == 404 and in_session:
             reply.close()
             raise BackendSessionGone
+        return await self._answer(call, intercept(reply) if intercept else reply, wants_sse, reply_headers)
+
+    async def answer(self, call: Call, reply: UpstreamReply, wants_sse: bool, reply_headers: Headers = ()) -> Reply:
+        """Relay a backend's answer to the call (audited like any)."""
+        try:
+            return await self._answer(call, reply, wants_sse, reply_headers)
+        except asyncio.CancelledError:
+            self.record(call, "cancelled", None, 0)
+            raise
+
+    async def _answer(self, call: Call, reply: UpstreamReply, wants_sse: bool, reply_headers: Headers) -> Reply:
         if reply.status == 202:
             reply.close()
             return Reply(202, reply_headers)
