@@ -15,11 +15,11 @@ from apps.common.secrets import derived_key
 from apps.gateway.changes import RedisChangeFeed
 from apps.gateway.egress import OAuthTokens
 from apps.gateway.limits import RedisRateLimiter
-from apps.gateway.mailbox import ChannelMailbox
 from apps.gateway.openapi import OpenApiHttp
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import ListSettings
 from apps.gateway.pipeline.metrics import Counters
+from apps.gateway.relay import ChannelMailbox
 from apps.gateway.search import IndexFinder
 from apps.gateway.sessions import RedisSessionStore
 from apps.gateway.snapshots import SnapshotDirectory
