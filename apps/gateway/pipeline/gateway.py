@@ -182,7 +182,7 @@ class Gateway:
             vhost = tenant.virtual_host(state.vhost) if tenant is not None else None
             if vhost is not None and vhost.tenant_id == state.tenant_id:
                 principal = tenant.principal_for_key(state.key_id) if tenant is not None else None
-                await self.legacy.close_backends(state, vhost, principal)
+                await self.legacy.backend_sessions.close_all(state, vhost, principal)
             await self._sessions.delete(state.id)
         return len(expired)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator
 
 from apps.gateway.pipeline.backends import (
@@ -15,9 +14,6 @@ from apps.gateway.pipeline.backends import (
     GATEWAY_INFO,
     BackendCatalog,
     BackendRefused,
-    close_session,
-    egress_headers,
-    open_session,
     session_headers,
 )
 from apps.gateway.pipeline.calls import Call, Translate
@@ -36,6 +32,7 @@ from apps.gateway.pipeline.relay import BackendSessionGone, Relay
 from apps.gateway.pipeline.replicas import ROUTING_HASH_HEADER, routing_hash
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
 from apps.gateway.pipeline.search import SearchServer
+from apps.gateway.pipeline.session_backends import SessionBackends
 from apps.gateway.pipeline.tracing import trace_headers
 from apps.gateway.pipeline.values import (
     BackendInfo,
@@ -78,7 +75,8 @@ class LegacyEra:
         self._upstream = upstream
         self._backends = backends
         self._relay = relay
-        self._opening: dict[tuple[str, str], asyncio.Lock] = {}
+        #: The backend sessions each downstream session keeps (opened on first use).
+        self.backend_sessions = SessionBackends(sessions=sessions, upstream=upstream, backends=backends)
         self._composed = ComposedLegacy(self, lists=lists, backends=backends, relay=relay)
 
     async def session_for(
@@ -222,7 +220,7 @@ class LegacyEra:
                 return await self._forward_to_modern(request, state, call, wants_sse)
             lost: BackendSession | None = None
             for _ in range(2):
-                session = await self.backend_session(state, map_key, backend, info, principal, lost=lost)
+                session = await self.backend_sessions.get(state, map_key, backend, info, principal, lost=lost)
                 headers = [CONTENT_JSON, ACCEPT, *session_headers(session), *trace_headers(request.headers)]
                 try:
                     return await self._relay.forward(
@@ -268,85 +266,6 @@ class LegacyEra:
             wants_sse=wants_sse, reply_headers=(("mcp-session-id", state.id),),
         )
 
-    async def backend_session(
-        self,
-        state: SessionState,
-        map_key: str,
-        backend: BackendView,
-        info: BackendInfo,
-        principal: Principal,
-        *,
-        lost: BackendSession | None = None,
-    ) -> BackendSession:
-        """The session's backend session for `map_key`, opened on first use. `lost` is one the
-        backend no longer knows (it answered 404): it is replaced, wherever it is still recorded."""
-        if lost is not None and state.backends.get(map_key) == lost:
-            del state.backends[map_key]
-        session = state.backends.get(map_key)
-        if session is not None and not self._backends.replicas.is_up(session.replica):
-            lost = session  # its replica is down: reopened on one that is up
-            del state.backends[map_key]
-            session = None
-        if session is not None:
-            return session
-        lock = self._opening.setdefault((state.id, map_key), asyncio.Lock())
-        try:
-            async with lock:
-                session = state.backends.get(map_key)
-                if session is None:
-                    session = await self._open_once(state, map_key, backend, principal, lost)
-                state.backends[map_key] = session
-        finally:
-            self._opening.pop((state.id, map_key), None)
-        return session
-
-    async def _open_once(
-        self, state: SessionState, map_key: str, backend: BackendView, principal: Principal, lost: BackendSession | None
-    ) -> BackendSession:
-        """Open the backend session, or wait for the instance that is opening it: whichever
-        instances a session's first requests land on, the backend sees one `initialize`."""
-        deadline = time.monotonic() + backend.timeout
-        claimed = False
-        while True:
-            # Another instance may have opened it since this state was cached. Checked again once
-            # claimed: the opener may have saved and released between this read and the claim.
-            current = await self._sessions.load(state.id, fresh=True)
-            if current is None:
-                if claimed:
-                    await self._sessions.release(state.id, map_key)
-                raise HttpError(404, "Not Found: the session has ended", code=-32600)
-            session = current.backends.get(map_key)
-            if session is not None and session != lost:
-                if claimed:
-                    await self._sessions.release(state.id, map_key)
-                return session
-            if claimed:
-                break
-            claimed = await self._sessions.claim(state.id, map_key, seconds=backend.timeout)
-            if claimed:
-                continue
-            if time.monotonic() > deadline:
-                raise TimeoutError
-            await asyncio.sleep(0.02)
-        try:
-            session, _ = await open_session(
-                self._upstream,
-                backend,
-                self._backends.replicas.pick(backend, state.id),
-                version=state.protocol_version,
-                capabilities=state.client_capabilities,
-                client_info=state.client_info,
-                principal=principal,
-                affinity=state.id,
-            )
-            state.backends[map_key] = session
-            if not await self._sessions.save(state, create=False):
-                await close_session(self._upstream, backend, session, principal)
-                raise HttpError(404, "Not Found: the session has ended", code=-32600)
-        finally:
-            await self._sessions.release(state.id, map_key)
-        return session
-
     async def open_stream(
         self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, state: SessionState
     ) -> Reply:
@@ -361,7 +280,7 @@ class LegacyEra:
             info = await self._backends.info(backend)
             if info.legacy_version is None or backend.server is not None:
                 raise HttpError(405, "Method Not Allowed: this backend has no server stream", headers=(("allow", "POST, DELETE"),))
-            reply = await self.backend_stream(
+            reply = await self.backend_sessions.stream(
                 state, map_key, backend, info, principal, request.headers.get("last-event-id")
             )
         except (UpstreamUnavailable, BackendRefused, TimeoutError, GatewayError) as exc:
@@ -375,49 +294,10 @@ class LegacyEra:
         reply_headers = tuple((k, v) for k, v in reply.headers.items() if k in {"content-type", "allow"})
         return Reply(reply.status, reply_headers + session_header, body)
 
-    async def backend_stream(
-        self,
-        state: SessionState,
-        map_key: str,
-        backend: BackendView,
-        info: BackendInfo,
-        principal: Principal,
-        last_event_id: str | None,
-    ) -> UpstreamReply:
-        """The backend's answer to the GET of this session's backend session (re-opened once if the
-        backend has lost it)."""
-        lost: BackendSession | None = None
-        for _ in range(2):
-            session = await self.backend_session(state, map_key, backend, info, principal, lost=lost)
-            headers = [("accept", "text/event-stream"), *session_headers(session),
-                       *await egress_headers(backend, principal)]
-            if last_event_id:
-                headers.append(("last-event-id", last_event_id))
-            try:
-                reply = await self._upstream.send(backend, session.replica, "GET", headers, timeout=backend.timeout)
-            except ReplicaUnreachable:
-                lost = session  # its replica is down: a new session where one is up
-                continue
-            if reply.status != 404 or not session.session_id:
-                return reply
-            reply.close()  # the backend lost the session: open a new one and ask again
-            lost = session
-        raise UpstreamUnavailable("the backend keeps losing the session")
-
     async def terminate(self, state: SessionState, vhost: VirtualHostView, principal: Principal) -> Reply:
         await self._sessions.delete(state.id)
-        await self.close_backends(state, vhost, principal)
+        await self.backend_sessions.close_all(state, vhost, principal)
         return Reply(200)
-
-    async def close_backends(self, state: SessionState, vhost: VirtualHostView, principal: Principal | None) -> None:
-        """End the session's backend sessions; one that cannot be reached ends by its own idle timeout."""
-        await asyncio.gather(
-            *(
-                close_session(self._upstream, vhost.mounts[key], session, principal)
-                for key, session in state.backends.items()
-                if key in vhost.mounts
-            )
-        )
 
 
 async def _events(reply: UpstreamReply) -> AsyncIterator[bytes]:

@@ -242,7 +242,7 @@ class ComposedLegacy:
             info = await self._backends.info(backend)
             if info.legacy_version is None:
                 return None
-            reply = await self._era.backend_stream(state, map_key, backend, info, principal, last_event_id)
+            reply = await self._era.backend_sessions.stream(state, map_key, backend, info, principal, last_event_id)
         except (UpstreamUnavailable, BackendRefused, TimeoutError, GatewayError, HttpError) as exc:
             log.info("backend %s left out of the stream of session %s: %s", map_key, state.id, exc)
             return None
