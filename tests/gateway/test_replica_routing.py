@@ -1,0 +1,65 @@
+"""Backends with several stateful replicas: each session stays on the replica rendezvous hashing
+picks, carries its routing hash, and moves to a live replica when its own dies."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from apps.gateway.pipeline.replicas import ReplicaHealth, routing_hash
+from apps.gateway.pipeline.values import BackendView
+from tests import factories
+from tests.conftest import Host
+from tests.gateway.helpers import message_of, open_session, post
+from tests.processes import backend_argv, free_port, running, stop
+
+pytestmark = pytest.mark.slow
+
+
+def _tool(host: Host, session: str, name: str, request_id: int) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name, "arguments": {}}}
+    response = post(host.url, body, key=host.key, headers={"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"})
+    message = message_of(response)
+    assert "result" in message, message
+    return json.loads(message["result"]["content"][0]["text"])
+
+
+def test_sessions_stick_to_their_replica_and_move_when_it_dies(transactional_db: None, gateway_url: str) -> None:
+    ports = [free_port(), free_port()]
+    urls = [f"http://127.0.0.1:{port}/mcp" for port in ports]
+    with contextlib.ExitStack() as stack:
+        replicas = [
+            stack.enter_context(running([*backend_argv("tests.backends.replica_server", port), "--replica", f"r{i}"],
+                                        port, log_name=f"replica-r{i}"))
+            for i, port in enumerate(ports)
+        ]
+        tenant = factories.tenant_factory()
+        issued = factories.api_key_factory(tenant=tenant)
+        backend = factories.backend_factory(tenant=tenant, urls=urls)  # two replicas of one backend
+        vhost = factories.virtual_host_factory(tenant=tenant, mounts={"counter": backend})
+        host = Host(f"{gateway_url}/mcp/{tenant.slug}/{vhost.slug}", issued.secret, tenant.slug, vhost.slug)
+        expected = ReplicaHealth(upstream=None, check_seconds=None)  # type: ignore[arg-type]
+        view = BackendView(id=0, name="b", transport="streamable-http", urls=tuple(urls), timeout=5)
+        sessions = [open_session(host.url, host.key) for _ in range(8)]
+        placed: dict[str, str] = {}
+        for session in sessions:
+            for n in range(1, 4):
+                answer = _tool(host, session, "increment", n)
+                assert answer["count"] == n  # the same backend session every time
+                assert placed.setdefault(session, answer["replica"]) == answer["replica"]
+            assert placed[session] == f"r{urls.index(expected.pick(view, session))}"  # rendezvous on the session
+            assert _tool(host, session, "whoami", 9)["routing_hash"] == routing_hash(session)
+        for port in ports:
+            assert httpx.get(f"http://127.0.0.1:{port}/stats").json()["not_found"] == 0
+
+        dying = placed[sessions[0]]
+        stop(replicas[int(dying[1])])
+        for session in sessions:
+            answer = _tool(host, session, "increment", 10)
+            assert answer["replica"] != dying
+            # A moved session has a new backend session (its state stayed on the dead replica).
+            assert answer["count"] == (1 if placed[session] == dying else 4)
