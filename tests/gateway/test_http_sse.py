@@ -214,3 +214,23 @@ def test_bad_requests_get_clear_errors(transactional_db: None, gateway_url: str,
         assert httpx.delete(f"{host.url}/sse", headers=auth).status_code == 405
         assert httpx.get(messages, headers=auth).status_code == 405
     assert httpx.get(f"{host.url}/sse").status_code == 401
+
+
+async def test_an_sdk_client_reopening_its_session_on_another_instance_keeps_the_backend_state(
+    transactional_db: None, gateway_url: str, second_gateway: str
+) -> None:
+    """What a client does when the instance holding its stream dies: it opens the stream again with
+    its session id, anywhere, and starts over with `initialize`; the backend session, and the
+    state the backend keeps in it, carry on."""
+    port = free_port()
+    argv = [*backend_argv("tests.backends.replica_server", port), "--replica", "only"]
+    with running(argv, port, log_name="sse-stateful-backend"):
+        host = await database_sync_to_async(make_host)(gateway_url, f"http://127.0.0.1:{port}/mcp")
+        created: list[str] = []
+        auth = {"Authorization": f"Bearer {host.key}"}
+        async with Client(sse_client(f"{host.url}/sse", headers=auth, on_session_created=created.append), mode="legacy") as client:
+            counts = [json.loads((await client.call_tool("increment", {})).content[0].text)["count"] for _ in range(2)]
+        elsewhere = host.url.replace(gateway_url, second_gateway)
+        async with Client(sse_client(f"{elsewhere}/sse?session_id={created[0]}", headers=auth), mode="legacy") as client:
+            counts += [json.loads((await client.call_tool("increment", {})).content[0].text)["count"] for _ in range(2)]
+    assert counts == [1, 2, 3, 4]

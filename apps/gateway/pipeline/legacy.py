@@ -106,11 +106,15 @@ class LegacyEra:
         session: SessionState | None = None,
     ) -> Reply:
         """Answer `initialize`: a new session, or the handshake of `session`, one that an HTTP+SSE
-        stream opened (it is initialized once)."""
+        stream opened. A client whose stream broke opens it again on the same session and may
+        start over with `initialize`: it gets the same answer, and the session keeps its backend
+        sessions (with their state) as long as it asks for the same protocol version."""
         params = message.params
         version = negotiate_legacy(params.get("protocolVersion"))
-        if session is not None and session.protocol_version:
-            return error_reply(message.id, InvalidRequest("Invalid Request: the session is already initialized"))
+        again = session is not None and bool(session.protocol_version)
+        if session is not None and again and version != session.protocol_version:
+            return error_reply(message.id, InvalidRequest(
+                f"Invalid Request: the session is initialized with protocol version {session.protocol_version}"))
         infos = await self._infos(vhost)
         capabilities = merge_capabilities(
             info.legacy_capabilities if info.legacy_version else info.modern_capabilities for info in infos
@@ -125,11 +129,12 @@ class LegacyEra:
             client_info={},
             tenant_slug=vhost.tenant_slug,
         )
-        state.protocol_version = version
-        state.client_capabilities = params.get("capabilities") or {}
-        state.client_info = params.get("clientInfo") or {}
-        if not await self._sessions.save(state, create=session is None):
-            raise HttpError(404, "Not Found: the session has ended", code=-32600)
+        if not again:
+            state.protocol_version = version
+            state.client_capabilities = params.get("capabilities") or {}
+            state.client_info = params.get("clientInfo") or {}
+            if not await self._sessions.save(state, create=session is None):
+                raise HttpError(404, "Not Found: the session has ended", code=-32600)
         result: dict[str, object] = {
             "protocolVersion": version,
             "capabilities": capabilities,
