@@ -56,6 +56,16 @@ def gateway_url(django_db_setup: None, django_db_blocker: object) -> Iterator[st
         yield f"http://127.0.0.1:{port}"
 
 
+@pytest.fixture(scope="session")
+def second_gateway_url(django_db_setup: None, django_db_blocker: object) -> Iterator[str]:
+    """Another instance of the same deployment (same database and Redis), for requests of one
+    session that land on different instances."""
+    port = free_port()
+    env = gateway_env(settings.DATABASES["default"]["NAME"], settings.REDIS_URL, GATEWAY_INSTANCE_ID="gw-test-b")
+    with running(gateway_argv(port), port, env=env, log_name="gateway-b"):
+        yield f"http://127.0.0.1:{port}"
+
+
 @dataclass(frozen=True)
 class Host:
     """A tenant with one key and a virtual host fronting one backend, reachable at `url`."""

@@ -14,14 +14,13 @@ import httpx
 import httpx2
 import pytest
 from channels.db import database_sync_to_async
-from django.conf import settings
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp_types import CreateMessageResult, TextContent
 
 from tests.conftest import Host, make_host
 from tests.gateway.helpers import modern
-from tests.processes import backend_argv, free_port, gateway_argv, gateway_env, running
+from tests.processes import backend_argv, free_port, running
 
 pytestmark = pytest.mark.slow
 
@@ -33,12 +32,6 @@ def counting_backend() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
-@pytest.fixture(scope="module")
-def second_gateway(django_db_setup: None) -> Iterator[str]:
-    port = free_port()
-    env = gateway_env(settings.DATABASES["default"]["NAME"], settings.REDIS_URL, GATEWAY_INSTANCE_ID="gw-sse-b")
-    with running(gateway_argv(port), port, env=env, log_name="gateway-sse-b"):
-        yield f"http://127.0.0.1:{port}"
 
 
 class _PostsElsewhere(httpx2.AsyncBaseTransport):
@@ -80,11 +73,11 @@ async def test_the_sdk_sse_client_lists_and_calls_tools(transactional_db: None, 
 
 
 async def test_posts_on_another_instance_are_answered_on_the_stream(
-    transactional_db: None, gateway_url: str, second_gateway: str, counting_backend: str
+    transactional_db: None, gateway_url: str, second_gateway_url: str, counting_backend: str
 ) -> None:
     """Every POST lands on instance B, the stream lives on A: B's answers are relayed to A."""
     host = await database_sync_to_async(make_host)(gateway_url, f"{counting_backend}/mcp")
-    elsewhere = _PostsElsewhere(int(second_gateway.rsplit(":", 1)[1]))
+    elsewhere = _PostsElsewhere(int(second_gateway_url.rsplit(":", 1)[1]))
     async with sse_session(host, transport=elsewhere) as client:
         assert (await client.call_tool("add", {"a": 0, "b": 1})).content[0].text == "1.0"
         before = httpx.get(f"{counting_backend}/stats").json()
@@ -97,7 +90,7 @@ async def test_posts_on_another_instance_are_answered_on_the_stream(
 
 
 async def test_a_sampling_request_reaches_the_client_and_its_answer_the_backend(
-    transactional_db: None, gateway_url: str, second_gateway: str
+    transactional_db: None, gateway_url: str, second_gateway_url: str
 ) -> None:
     port = free_port()
     with running(backend_argv("tests.backends.conformance_server", port), port, log_name="sse-sampling-backend"):
@@ -108,7 +101,7 @@ async def test_a_sampling_request_reaches_the_client_and_its_answer_the_backend(
             asked.append(params.messages[0].content.text)
             return CreateMessageResult(role="assistant", content=TextContent(type="text", text="sampled!"), model="m")
 
-        elsewhere = _PostsElsewhere(int(second_gateway.rsplit(":", 1)[1]))
+        elsewhere = _PostsElsewhere(int(second_gateway_url.rsplit(":", 1)[1]))
         async with sse_session(host, transport=elsewhere, sampling_callback=sample) as client:
             result = await client.call_tool("test_sampling", {"prompt": "What is 2+2?"})
     assert asked == ["What is 2+2?"]
@@ -158,7 +151,7 @@ def _post(base: str, endpoint: str, key: str, body: dict[str, Any]) -> httpx.Res
 
 
 def test_a_broken_stream_reopens_on_another_instance_and_the_session_goes_on(
-    transactional_db: None, gateway_url: str, second_gateway: str, counting_backend: str
+    transactional_db: None, gateway_url: str, second_gateway_url: str, counting_backend: str
 ) -> None:
     host = make_host(gateway_url, f"{counting_backend}/mcp")
     auth = {"authorization": f"Bearer {host.key}"}
@@ -176,11 +169,11 @@ def test_a_broken_stream_reopens_on_another_instance_and_the_session_goes_on(
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}}
         assert _post(gateway_url, endpoint, host.key, call).status_code == 202
         assert json.loads(stream.next_event()[1])["result"]["content"][0]["text"] == "2.0"
-    modern(f"{second_gateway}{path}", "tools/list", key=host.key)  # instance B probes the backend once
+    modern(f"{second_gateway_url}{path}", "tools/list", key=host.key)  # instance B probes the backend once
     initializes = httpx.get(f"{counting_backend}/stats").json()["initialize"]
     session_id = endpoint.rsplit("=", 1)[1]
     # The stream's instance is gone as far as the client knows: it opens the stream elsewhere.
-    with httpx.stream("GET", f"{second_gateway}{path}/sse?session_id={session_id}", headers=auth, timeout=10) as response:
+    with httpx.stream("GET", f"{second_gateway_url}{path}/sse?session_id={session_id}", headers=auth, timeout=10) as response:
         assert response.status_code == 200
         stream = _Stream(response)
         assert stream.next_event() == ("endpoint", endpoint)
@@ -217,7 +210,7 @@ def test_bad_requests_get_clear_errors(transactional_db: None, gateway_url: str,
 
 
 async def test_an_sdk_client_reopening_its_session_on_another_instance_keeps_the_backend_state(
-    transactional_db: None, gateway_url: str, second_gateway: str
+    transactional_db: None, gateway_url: str, second_gateway_url: str
 ) -> None:
     """What a client does when the instance holding its stream dies: it opens the stream again with
     its session id, anywhere, and starts over with `initialize`; the backend session, and the
@@ -230,7 +223,7 @@ async def test_an_sdk_client_reopening_its_session_on_another_instance_keeps_the
         auth = {"Authorization": f"Bearer {host.key}"}
         async with Client(sse_client(f"{host.url}/sse", headers=auth, on_session_created=created.append), mode="legacy") as client:
             counts = [json.loads((await client.call_tool("increment", {})).content[0].text)["count"] for _ in range(2)]
-        elsewhere = host.url.replace(gateway_url, second_gateway)
+        elsewhere = host.url.replace(gateway_url, second_gateway_url)
         async with Client(sse_client(f"{elsewhere}/sse?session_id={created[0]}", headers=auth), mode="legacy") as client:
             counts += [json.loads((await client.call_tool("increment", {})).content[0].text)["count"] for _ in range(2)]
     assert counts == [1, 2, 3, 4]

@@ -10,14 +10,13 @@ from typing import Any
 import httpx2
 import pytest
 from channels.db import database_sync_to_async
-from django.conf import settings
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CreateMessageResult, ElicitResult, TextContent
 
 from tests.conftest import Host, make_host
 from tests.gateway.helpers import message_of, modern
-from tests.processes import backend_argv, free_port, gateway_argv, gateway_env, running
+from tests.processes import backend_argv, free_port, running
 
 pytestmark = pytest.mark.slow
 
@@ -31,12 +30,6 @@ def legacy_backend() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
 
 
-@pytest.fixture(scope="module")
-def second_gateway(django_db_setup: None) -> Iterator[str]:
-    port = free_port()
-    env = gateway_env(settings.DATABASES["default"]["NAME"], settings.REDIS_URL, GATEWAY_INSTANCE_ID="gw-input-b")
-    with running(gateway_argv(port), port, env=env, log_name="gateway-input-b"):
-        yield f"http://127.0.0.1:{port}"
 
 
 class _RetriesElsewhere(httpx2.AsyncBaseTransport):
@@ -61,10 +54,10 @@ async def _sample(context: object, params: Any) -> CreateMessageResult:
 
 @pytest.mark.parametrize("retry_elsewhere", [False, True])
 async def test_sampling_of_a_legacy_backend_reaches_a_stateless_client(
-    transactional_db: None, gateway_url: str, second_gateway: str, legacy_backend: str, retry_elsewhere: bool
+    transactional_db: None, gateway_url: str, second_gateway_url: str, legacy_backend: str, retry_elsewhere: bool
 ) -> None:
     host = await database_sync_to_async(make_host)(gateway_url, legacy_backend)
-    transport = _RetriesElsewhere(int(second_gateway.rsplit(":", 1)[1])) if retry_elsewhere else None
+    transport = _RetriesElsewhere(int(second_gateway_url.rsplit(":", 1)[1])) if retry_elsewhere else None
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {host.key}"}, timeout=30, transport=transport) as http:
         async with Client(streamable_http_client(host.url, http_client=http), mode="auto", sampling_callback=_sample) as client:
             assert client.protocol_version == "2026-07-28"

@@ -9,14 +9,13 @@ from typing import Any
 
 import anyio
 import pytest
-from django.conf import settings
 from mcp_types import CreateMessageResult, TextContent
 
 from tests import factories
 from tests.conftest import Host, mcp_client
 from tests.gateway.helpers import message_of, modern, open_session, post
 from tests.gateway.test_http_sse import sse_session
-from tests.processes import backend_argv, free_port, gateway_argv, gateway_env, running
+from tests.processes import backend_argv, free_port, running
 
 pytestmark = pytest.mark.slow
 
@@ -91,18 +90,17 @@ async def test_an_sse_client_reaches_an_sse_backend(sse_host: Host) -> None:
         assert "test" in (await client.call_tool("test_simple_text", {})).content[0].text
 
 
-def test_a_session_goes_on_from_any_instance_while_one_holds_the_backend_stream(sse_host: Host) -> None:
-    port = free_port()
-    env = gateway_env(settings.DATABASES["default"]["NAME"], settings.REDIS_URL, GATEWAY_INSTANCE_ID="gw-upsse-b")
-    with running(gateway_argv(port), port, env=env, log_name="gateway-upstream-sse-b"):
-        other = sse_host.url.replace(sse_host.url.split("/mcp/")[0], f"http://127.0.0.1:{port}")
-        session = open_session(sse_host.url, sse_host.key)
-        headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
-        for request_id in range(1, 7):
-            url = (sse_host.url, other)[request_id % 2]
-            body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                    "params": {"name": "test_simple_text", "arguments": {}}}
-            response = post(url, body, key=sse_host.key, headers=headers)
-            assert response.status_code == 200, response.text
-            message = message_of(response)
-            assert message["id"] == request_id and "test" in _text(message)
+def test_a_session_goes_on_from_any_instance_while_one_holds_the_backend_stream(
+    sse_host: Host, gateway_url: str, second_gateway_url: str
+) -> None:
+    other = sse_host.url.replace(gateway_url, second_gateway_url)
+    session = open_session(sse_host.url, sse_host.key)
+    headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+    for request_id in range(1, 7):
+        url = (sse_host.url, other)[request_id % 2]
+        body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                "params": {"name": "test_simple_text", "arguments": {}}}
+        response = post(url, body, key=sse_host.key, headers=headers)
+        assert response.status_code == 200, response.text
+        message = message_of(response)
+        assert message["id"] == request_id and "test" in _text(message)
