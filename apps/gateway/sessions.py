@@ -24,6 +24,9 @@ from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.values import BackendSession, SessionState
 
 _KEY = "gw:session:{}"
+#: Its backend sessions, one field per map key: instances that open two of them at once never
+#: overwrite each other's.
+_BACKENDS = "gw:session-backends:{}"
 _CLAIM = "gw:session-claim:{}:{}"
 #: Sessions by the time of their last use: what an idle expiry sweep reads.
 IDLE_INDEX = "gw:session-idle"
@@ -31,13 +34,23 @@ IDLE_INDEX = "gw:session-idle"
 #: sessions; past that Redis drops it anyway (no instance swept: the backends time them out).
 _GRACE_SECONDS = 600
 #: Read a session and push its idle expiry forward, in one round trip; nothing for a session idle
-#: past its expiry (a sweep closes it). KEYS: state, idle index; ARGV: id, now, ttl, key ttl.
+#: past its expiry (a sweep closes it). KEYS: state, backends, idle index; ARGV: id, now, ttl, key ttl.
 _TOUCH = """
-local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+local score = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if score and tonumber(score) < tonumber(ARGV[2]) - tonumber(ARGV[3]) then return false end
 local payload = redis.call('GETEX', KEYS[1], 'EX', ARGV[4])
-if payload then redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1]) end
-return payload
+if not payload then return false end
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[4])
+return {payload, redis.call('HGETALL', KEYS[2])}
+"""
+#: Record one backend session of a session that still exists. KEYS: state, backends; ARGV: map
+#: key, backend session, key ttl.
+_SAVE_BACKEND = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return 1
 """
 _INSTANCE_SAFE = re.compile(r"[^A-Za-z0-9-]")
 
@@ -65,6 +78,7 @@ class RedisSessionStore:
         self._cache_seconds = cache_seconds
         self._cache: dict[str, tuple[SessionState, float]] = {}
         self._touch = client.register_script(_TOUCH)
+        self._save_backend = client.register_script(_SAVE_BACKEND)
         self._clock = clock  # wall time: instances compare each other's idle times
         self._idle = idle_index
 
@@ -82,7 +96,8 @@ class RedisSessionStore:
         return bool(body) and hmac.compare_digest(tag, self._tag(body))
 
     async def save(self, state: SessionState, *, create: bool) -> bool:
-        payload = orjson.dumps(dataclasses.asdict(state))
+        # Backend sessions are stored one by one (`save_backend`), never with the state.
+        payload = orjson.dumps({**dataclasses.asdict(state), "backends": {}})
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.set(_KEY.format(state.id), payload, ex=self._ttl + _GRACE_SECONDS, nx=create, xx=not create)
@@ -102,24 +117,44 @@ class RedisSessionStore:
         if cached is not None and not fresh and now - cached[1] < self._cache_seconds:
             return cached[0]
         try:
-            payload = await self._touch(
-                keys=[_KEY.format(session_id), self._idle], args=[session_id, self._clock(), self._ttl, self._ttl + _GRACE_SECONDS]
+            found = await self._touch(
+                keys=[_KEY.format(session_id), _BACKENDS.format(session_id), self._idle],
+                args=[session_id, self._clock(), self._ttl, self._ttl + _GRACE_SECONDS],
             )
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
-        if payload is None:
+        if not found:
             self._cache.pop(session_id, None)
             return None
-        state = self._decode(payload)
+        payload, flat = found
+        state = self._decode(payload, dict(zip(flat[::2], flat[1::2], strict=True)))
         if len(self._cache) > 100_000:
             self._cache.clear()  # crude bound; entries are cheap to reload
         self._cache[session_id] = (state, now)
         return state
 
+    async def save_backend(self, session_id: str, map_key: str, session: BackendSession) -> bool:
+        try:
+            stored = await self._save_backend(
+                keys=[_KEY.format(session_id), _BACKENDS.format(session_id)],
+                args=[map_key, orjson.dumps(dataclasses.asdict(session)), self._ttl + _GRACE_SECONDS],
+            )
+        except (redis.RedisError, OSError) as exc:
+            raise StoreUnavailable(type(exc).__name__) from None
+        cached = self._cache.get(session_id)
+        if not stored:
+            self._cache.pop(session_id, None)
+        elif cached is not None:
+            cached[0].backends[map_key] = session
+        return bool(stored)
+
     @staticmethod
-    def _decode(payload: bytes) -> SessionState:
+    def _decode(payload: bytes, backends: dict[bytes, bytes]) -> SessionState:
         data = orjson.loads(payload)
-        data["backends"] = {key: BackendSession(**value) for key, value in data["backends"].items()}
+        data["backends"] = {
+            (key.decode() if isinstance(key, bytes) else key): BackendSession(**orjson.loads(value))
+            for key, value in backends.items()
+        }
         return SessionState(**data)
 
     async def claim(self, session_id: str, part: str, *, seconds: float) -> bool:
@@ -138,7 +173,7 @@ class RedisSessionStore:
         self._cache.pop(session_id, None)
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.delete(_KEY.format(session_id))
+                pipe.delete(_KEY.format(session_id), _BACKENDS.format(session_id))
                 pipe.zrem(self._idle, session_id)
                 await pipe.execute()
         except (redis.RedisError, OSError) as exc:
@@ -158,7 +193,7 @@ class RedisSessionStore:
                 self._cache.pop(session_id, None)
                 payload = await self._redis.get(_KEY.format(session_id))
                 if payload is not None:
-                    taken.append(self._decode(payload))
+                    taken.append(self._decode(payload, await self._redis.hgetall(_BACKENDS.format(session_id))))
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
         return taken

@@ -27,14 +27,23 @@ def _store(ttl: int = 60, instance: str = "gw-a", clock: Clock | None = None) ->
 
 def _state(store: RedisSessionStore) -> SessionState:
     return SessionState(id=store.new_id(), tenant_id=1, vhost="main", key_id=7, protocol_version="2025-11-25",
-                        client_capabilities={}, client_info={}, tenant_slug="acme",
-                        backends={"demo": BackendSession("b-1", "2025-11-25", "http://r1/mcp", "abc")})
+                        client_capabilities={"sampling": {}}, client_info={"name": "c"}, tenant_slug="acme")
+
+
+DEMO = BackendSession("b-1", "2025-11-25", "http://r1/mcp", "abc")
+
+
+async def _saved(store: RedisSessionStore) -> SessionState:
+    state = _state(store)
+    assert await store.save(state, create=True)
+    assert await store.save_backend(state.id, "demo", DEMO)
+    state.backends["demo"] = DEMO
+    return state
 
 
 async def test_a_session_round_trips_and_ids_are_checked_without_a_lookup() -> None:
     store = _store()
-    state = _state(store)
-    assert await store.save(state, create=True)
+    state = await _saved(store)
     assert await store.load(state.id) == state
     assert store.is_well_formed(state.id)
     assert not store.is_well_formed(state.id[:-2] + "xx")  # tag does not match
@@ -44,9 +53,7 @@ async def test_a_session_round_trips_and_ids_are_checked_without_a_lookup() -> N
 async def test_a_session_idle_past_its_expiry_is_gone_and_handed_to_one_sweeper() -> None:
     clock = Clock()
     store = _store(ttl=60, clock=clock)
-    idle, busy = _state(store), _state(store)
-    for state in (idle, busy):
-        await store.save(state, create=True)
+    idle, busy = await _saved(store), await _saved(store)
     clock.now += 40
     assert await store.load(busy.id) is not None  # used: its idle time starts again
     clock.now += 40
@@ -68,4 +75,26 @@ async def test_an_update_never_resurrects_an_ended_session() -> None:
     await store.save(state, create=True)
     await store.delete(state.id)
     assert not await store.save(state, create=False)
+    assert await store.load(state.id) is None
+
+
+async def test_backend_sessions_opened_at_once_by_two_instances_are_both_kept() -> None:
+    """Each instance records its own backend session; neither overwrites the other's, nor does a
+    later save of the session's state."""
+    first, second = _store(instance="gw-a"), _store(instance="gw-b")
+    state = _state(first)
+    await first.save(state, create=True)
+    alpha = BackendSession("a-1", "2025-11-25", "http://a/mcp", "h")
+    beta = BackendSession("b-1", "2025-11-25", "http://b/mcp", "h")
+    assert all(await asyncio.gather(first.save_backend(state.id, "alpha", alpha), second.save_backend(state.id, "beta", beta)))
+    await first.save(state, create=False)
+    assert (await _store().load(state.id)).backends == {"alpha": alpha, "beta": beta}  # type: ignore[union-attr]
+
+
+async def test_a_backend_session_of_an_ended_session_is_not_recorded() -> None:
+    store = _store()
+    state = _state(store)
+    await store.save(state, create=True)
+    await store.delete(state.id)
+    assert not await store.save_backend(state.id, "demo", DEMO)
     assert await store.load(state.id) is None

@@ -127,6 +127,9 @@ class HttpSseTransport:
         if session_id is None:
             raise HttpError(400, "Bad Request: the session_id query parameter is required", code=-32600)
         state = await self._legacy.session_for(session_id, principal, vhost, handshake_pending=True)
+        if not state.protocol_version:
+            # This instance's cached copy may predate the handshake, made on another instance.
+            state = await self._legacy.session_for(session_id, principal, vhost, handshake_pending=True, fresh=True)
         content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if content_type != "application/json":
             raise HttpError(415, "Unsupported Media Type: POST bodies must be application/json", code=-32600)

@@ -80,12 +80,15 @@ class LegacyEra:
         self._composed = ComposedLegacy(self, lists=lists, backends=backends, relay=relay)
 
     async def session_for(
-        self, session_id: str, principal: Principal, vhost: VirtualHostView, *, handshake_pending: bool = False
+        self, session_id: str, principal: Principal, vhost: VirtualHostView, *, handshake_pending: bool = False,
+        fresh: bool = False,
     ) -> SessionState:
         """The session, if it exists and belongs to this caller on this virtual host. Any other case
         is 404, so a session id is useless with another credential. An HTTP+SSE session whose
-        `initialize` has not come yet is found only with `handshake_pending`."""
-        state = await self._sessions.load(session_id) if self._sessions.is_well_formed(session_id) else None
+        `initialize` has not come yet is found only with `handshake_pending`; `fresh`: not from
+        this instance's short-lived cache."""
+        well_formed = self._sessions.is_well_formed(session_id)
+        state = await self._sessions.load(session_id, fresh=fresh) if well_formed else None
         if (
             state is None
             or not (state.protocol_version or handshake_pending)

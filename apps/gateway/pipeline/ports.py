@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from apps.gateway.pipeline.values import (
     BackendInfo,
+    BackendSession,
     BackendView,
     Budget,
     Limit,
@@ -107,6 +108,10 @@ class SessionStore(Protocol):
 
     async def load(self, session_id: str, *, fresh: bool = False) -> SessionState | None:
         """The state, from a short-lived cache unless `fresh`."""
+
+    async def save_backend(self, session_id: str, map_key: str, session: BackendSession) -> bool:
+        """Record the session's backend session for `map_key` (replacing any), leaving the others
+        as they are. False when the session is gone."""
 
     async def delete(self, session_id: str) -> None: ...
 

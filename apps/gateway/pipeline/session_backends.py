@@ -99,7 +99,7 @@ class SessionBackends:
                 affinity=state.id,
             )
             state.backends[map_key] = session
-            if not await self._sessions.save(state, create=False):
+            if not await self._sessions.save_backend(state.id, map_key, session):
                 await close_session(self._upstream, backend, session, principal)
                 raise HttpError(404, "Not Found: the session has ended", code=-32600)
         finally:
