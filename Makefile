@@ -1,5 +1,6 @@
 # make run  — set up everything, seed a demo tenant, serve the gateway (Ctrl-C stops it all)
 # make test — set up everything, run the whole suite (unit, end-to-end, conformance, import contracts)
+# make cluster — three gateway instances behind nginx round robin on :8100, stateful replicated backends (Ctrl-C stops it all)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -7,13 +8,16 @@ PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export XDG_RUNTIME_DIR ?= $(CURDIR)/var/run
 
-.PHONY: run test venv services stop-services conformance bench
+.PHONY: run test venv services stop-services conformance bench cluster
 
 run: venv services
 	@scripts/run.sh
 
 test: venv services
 	@scripts/test.sh
+
+cluster: venv services
+	@scripts/cluster.sh
 
 venv: $(VENV)/.installed
 
