@@ -34,7 +34,7 @@ def counting_backend() -> Iterator[str]:
 
 
 
-class _PostsElsewhere(httpx2.AsyncBaseTransport):
+class PostsElsewhere(httpx2.AsyncBaseTransport):
     """Sends the client's POSTs to another gateway instance than its event stream, as a round-robin
     load balancer would; counts them."""
 
@@ -77,7 +77,7 @@ async def test_posts_on_another_instance_are_answered_on_the_stream(
 ) -> None:
     """Every POST lands on instance B, the stream lives on A: B's answers are relayed to A."""
     host = await database_sync_to_async(make_host)(gateway_url, f"{counting_backend}/mcp")
-    elsewhere = _PostsElsewhere(int(second_gateway_url.rsplit(":", 1)[1]))
+    elsewhere = PostsElsewhere(int(second_gateway_url.rsplit(":", 1)[1]))
     async with sse_session(host, transport=elsewhere) as client:
         assert (await client.call_tool("add", {"a": 0, "b": 1})).content[0].text == "1.0"
         before = httpx.get(f"{counting_backend}/stats").json()
@@ -101,7 +101,7 @@ async def test_a_sampling_request_reaches_the_client_and_its_answer_the_backend(
             asked.append(params.messages[0].content.text)
             return CreateMessageResult(role="assistant", content=TextContent(type="text", text="sampled!"), model="m")
 
-        elsewhere = _PostsElsewhere(int(second_gateway_url.rsplit(":", 1)[1]))
+        elsewhere = PostsElsewhere(int(second_gateway_url.rsplit(":", 1)[1]))
         async with sse_session(host, transport=elsewhere, sampling_callback=sample) as client:
             result = await client.call_tool("test_sampling", {"prompt": "What is 2+2?"})
     assert asked == ["What is 2+2?"]

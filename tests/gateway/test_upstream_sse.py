@@ -9,12 +9,13 @@ from typing import Any
 
 import anyio
 import pytest
+from channels.db import database_sync_to_async
 from mcp_types import CreateMessageResult, TextContent
 
 from tests import factories
-from tests.conftest import Host, mcp_client
+from tests.conftest import Host, make_host, mcp_client
 from tests.gateway.helpers import message_of, modern, open_session, post
-from tests.gateway.test_http_sse import sse_session
+from tests.gateway.test_http_sse import PostsElsewhere, sse_session
 from tests.processes import backend_argv, free_port, running
 
 pytestmark = pytest.mark.slow
@@ -104,3 +105,26 @@ def test_a_session_goes_on_from_any_instance_while_one_holds_the_backend_stream(
         assert response.status_code == 200, response.text
         message = message_of(response)
         assert message["id"] == request_id and "test" in _text(message)
+
+
+async def test_an_sse_client_posting_to_other_instances_reaches_an_sse_backend(
+    sse_host: Host, second_gateway_url: str
+) -> None:
+    """Both relays at once: the POSTs land on instance B, the client's stream is on A, and the
+    backend's stream on whichever instance opened the backend session."""
+    elsewhere = PostsElsewhere(int(second_gateway_url.rsplit(":", 1)[1]))
+    async with sse_session(sse_host, transport=elsewhere) as client:
+        for _ in range(3):
+            assert "test" in (await client.call_tool("test_simple_text", {})).content[0].text
+    assert elsewhere.posts >= 5
+
+
+async def test_an_sse_client_reaches_a_backend_of_the_stateless_era_only(
+    transactional_db: None, gateway_url: str
+) -> None:
+    port = free_port()
+    argv = [*backend_argv("tests.backends.era_server", port), "--era", "modern"]
+    with running(argv, port, log_name="modern-only-backend"):
+        host = await database_sync_to_async(make_host)(gateway_url, f"http://127.0.0.1:{port}/mcp")
+        async with sse_session(host) as client:
+            assert (await client.call_tool("add", {"a": 2, "b": 5})).content[0].text == "7.0"

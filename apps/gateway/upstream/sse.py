@@ -144,7 +144,8 @@ class SseBridge:
                 return BridgeReply(400, {"content-type": "text/plain"}, body=b"Bad Request: initialize first")
             return await self._open(replica, passed, message, timeout)
         endpoint = endpoint_of(session)
-        if endpoint is None:
+        if endpoint is None or urlsplit(endpoint)[:2] != urlsplit(replica)[:2]:
+            # Not a session of this replica's: never post anywhere else.
             return BridgeReply(404, body=b'{"error": "unknown session"}')
         return await self._post(endpoint, passed, message, timeout)
 
