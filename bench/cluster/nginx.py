@@ -62,9 +62,10 @@ def _balancer(listen: int, upstream_ports: Sequence[int]) -> str:
     return f"""
     upstream gateways_{listen} {{
 {servers}
-        # Idle HTTP/1.1 connections to the instances, reused across requests (needs the
-        # proxy_http_version and the empty Connection header below).
-        keepalive 64;
+        # No idle connections kept to the instances (no `keepalive`): a request sent on a kept
+        # connection to an instance that just died is reset after it was sent, and nginx cannot
+        # tell it never reached the gateway, so it may not retry it (below). A new connection to a
+        # dead instance is refused before anything is sent, and goes to the next one.
     }}
 
     server {{
