@@ -128,3 +128,15 @@ async def test_an_sse_client_reaches_a_backend_of_the_stateless_era_only(
         host = await database_sync_to_async(make_host)(gateway_url, f"http://127.0.0.1:{port}/mcp")
         async with sse_session(host) as client:
             assert (await client.call_tool("add", {"a": 2, "b": 5})).content[0].text == "7.0"
+
+
+async def test_a_stateless_client_is_asked_for_input_by_an_sse_backend(sse_host: Host) -> None:
+    """The backend's sampling request becomes an InputRequiredResult, answered by the SDK's retry."""
+
+    async def sample(context: object, params: Any) -> CreateMessageResult:
+        return CreateMessageResult(role="assistant", content=TextContent(type="text", text="sampled!"), model="m")
+
+    async with mcp_client(sse_host.url, sse_host.key, "auto", sampling_callback=sample) as client:
+        assert client.protocol_version == "2026-07-28"
+        result = await client.call_tool("test_sampling", {"prompt": "What is 2+2?"})
+    assert not result.is_error and "sampled!" in result.content[0].text

@@ -7,8 +7,10 @@ session's message endpoint, which the bridge session id carries. What the stream
 it belongs:
 - a response, or a progress notification, of a request: to the instance that sent it. The bridge
   rewrote the request's id (and progress token) to `<that instance's channel>#<n>` and restores it;
-- anything else (notifications of the session, server→client requests): to whoever holds the
-  session's GET stream (`Mailbox`, keyed by the bridge session id).
+- a server→client request (sampling, elicitation, roots) while exactly one request of the session
+  waits on this instance: into that request's answer, as a Streamable HTTP backend would send it;
+- anything else (notifications of the session, other server→client requests): to whoever holds
+  the session's GET stream (`Mailbox`, keyed by the bridge session id).
 A session whose stream ends (its instance died, the backend restarted) is gone for the backend
 too: its next POST gets 404, and the pipeline opens a new one, as with any backend that forgets."""
 
@@ -114,6 +116,7 @@ class SseBridge:
         self._mailbox = mailbox
         self._held: dict[str, _Held] = {}
         self._waiting: dict[str, asyncio.Queue[dict[str, Any]]] = {}
+        self._session_of: dict[str, str] = {}  # waiting request -> the bridge session it was sent in
         self._seq = itertools.count(1)
         self._channel: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -197,21 +200,26 @@ class SseBridge:
                 original_token = meta["progressToken"]
                 message["params"] = {**params, "_meta": {**meta, "progressToken": key}}
             self._waiting[key] = asyncio.Queue()
+            self._session_of[key] = session_token(endpoint)
         try:
             answer = await self._send("POST", endpoint, [*headers, ("content-type", "application/json")],
                                       orjson.dumps(message), timeout)
             status = answer.status
             detail = await answer.read()
         except BaseException:
-            self._waiting.pop(key, None)
+            self._forget(key)
             raise
         if status >= 300 or not is_request:
-            self._waiting.pop(key, None)
+            self._forget(key)
             if status >= 300:  # 404: the backend no longer knows the session
                 return BridgeReply(status, {"content-type": answer.content_type}, body=detail)
             return BridgeReply(202)
         return BridgeReply(200, messages=self._answers(key, original_id, original_token, timeout),
-                           on_close=lambda: self._waiting.pop(key, None))
+                           on_close=lambda: self._forget(key))
+
+    def _forget(self, key: str) -> None:
+        self._waiting.pop(key, None)
+        self._session_of.pop(key, None)
 
     async def _answers(self, key: str, original_id: Any, original_token: Any, timeout: float) -> AsyncIterator[bytes]:
         """The request's progress notifications, then its response, in the client's terms."""
@@ -222,15 +230,18 @@ class SseBridge:
                     message = await asyncio.wait_for(queue.get(), timeout)
                 except TimeoutError:
                     raise UpstreamUnavailable(f"no answer on the backend's event stream within {timeout:g}s") from None
-                if "method" in message:  # progress of this request
+                if message.get("method") == "notifications/progress":
                     params = dict(message.get("params") or {})
                     params["progressToken"] = original_token
                     yield orjson.dumps({**message, "params": params})
                     continue
+                if "method" in message:  # a request of the backend's, made during this one
+                    yield orjson.dumps(message)
+                    continue
                 yield orjson.dumps({**message, "id": original_id})
                 return
         finally:
-            self._waiting.pop(key, None)
+            self._forget(key)
 
     async def _read(self, token: str, events: AsyncIterator[SseEvent], close: Callable[[], None]) -> None:
         """Sort what the backend's stream brings until it ends."""
@@ -266,6 +277,14 @@ class SseBridge:
             if channel != self._channel:
                 with contextlib.suppress(RedisError, OSError):
                     await self._layer.send(channel, {"type": _REPLY_TYPE, "key": key, "message": orjson.dumps(message)})
+                return
+        if "method" in message and "id" in message:
+            # A request of the backend's: HTTP+SSE does not say during which request it was made.
+            # With one request of the session waiting here, it is that one's (so a stateless client
+            # can be asked through an InputRequiredResult, as with Streamable HTTP backends).
+            waiting = [waiting for waiting, session in self._session_of.items() if session == token]
+            if len(waiting) == 1:
+                self._waiting[waiting[0]].put_nowait(message)
                 return
         await self._mailbox.post(token, [orjson.dumps(message)])
 
