@@ -115,15 +115,16 @@ class InputRequests:
             inbox = await self._mailbox.open(f"in:{key}")
             ready.set_result(None)  # listening: the client may be told now
             while True:
+                assert inbox is not None
                 raw = await inbox.get(self._wait_seconds)
-                inbox.close()
-                inbox = None
                 if raw is None:
                     return  # the client gave up: closing the stream cancels the backend's call
                 retry = jsonrpc.loads(raw)
                 if retry.get("caller") != caller:
-                    log.warning("a retry by another caller named a waiting call; the call ends")
-                    return
+                    log.warning("a retry by another caller named a waiting call; ignored")
+                    continue  # unanswered: that retry is told nobody holds the call
+                inbox.close()
+                inbox = None
                 out = f"out:{key}"
                 await self._mailbox.post(out, [_ACK])
                 answer = (retry.get("responses") or {}).get(key)

@@ -1,0 +1,51 @@
+"""The channel-layer relay (apps/gateway/relay.py) on the test Redis: a session's messages reach the
+stream that holds it, in process when it is here, through Redis when it is on another instance."""
+
+from __future__ import annotations
+
+import uuid
+
+from channels_redis.core import RedisChannelLayer
+from django.conf import settings
+
+from apps.gateway.pipeline.metrics import Counters
+from apps.gateway.relay import ChannelMailbox
+
+
+def _instance() -> tuple[ChannelMailbox, Counters]:
+    """A gateway instance's mailbox: its own channel layer object, as in its own process."""
+    counters = Counters()
+    return ChannelMailbox(RedisChannelLayer(**settings.CHANNEL_LAYERS["default"]["CONFIG"]), counters), counters
+
+
+async def test_a_stream_on_this_instance_gets_its_messages_without_redis() -> None:
+    mailbox, counters = _instance()
+    session = f"s-{uuid.uuid4()}"
+    inbox = await mailbox.open(session)
+    await mailbox.post(session, [b'{"id": 1}', b'{"id": 2}'])
+    assert [await inbox.get(1), await inbox.get(1)] == [b'{"id": 1}', b'{"id": 2}']
+    assert counters.value("session_messages", route="local") == 1
+    assert counters.value("session_messages", route="relayed") == 0
+    inbox.close()
+
+
+async def test_a_stream_on_another_instance_gets_its_messages_through_redis() -> None:
+    (here, here_counts), (there, _) = _instance(), _instance()
+    session = f"s-{uuid.uuid4()}"
+    inbox = await there.open(session)
+    await here.post(session, [b'{"id": 1}'])
+    assert await inbox.get(5) == b'{"id": 1}'
+    assert here_counts.value("session_messages", route="relayed") == 1
+    inbox.close()
+
+
+async def test_a_closed_stream_gets_nothing_more() -> None:
+    (here, _), (there, _) = _instance(), _instance()
+    session = f"s-{uuid.uuid4()}"
+    first = await there.open(session)
+    first.close()
+    second = await there.open(session)  # the client opened its stream again
+    await here.post(session, [b'{"id": 3}'])
+    assert await second.get(5) == b'{"id": 3}'
+    assert await first.get(0.2) is None
+    second.close()
