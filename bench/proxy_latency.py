@@ -29,6 +29,7 @@ django.setup()
 
 from apps.configuration.services import config_apply  # noqa: E402
 from apps.gateway.upstream.http import HttpPool, Target  # noqa: E402
+from bench.stats import percentile  # noqa: E402
 from tests.processes import backend_argv, free_port, gateway_argv, running  # noqa: E402
 
 KEY = "bench-key-0123456789abcdef"
@@ -137,11 +138,6 @@ def summarise(label: str, concurrency: int, measured: dict[str, tuple[list[float
               f"{result.per_second:8.0f}/s" + (f"  gateway CPU {cpu:.2f} ms/call" if path == "gateway" else ""),
               flush=True)
     return results
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))]
 
 
 def apply_config(demo_url: str, many_url: str) -> None:

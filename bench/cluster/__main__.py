@@ -34,11 +34,11 @@ from bench.cluster.clients import (  # noqa: E402
     STREAMABLE_SESSION,
     ClientKind,
     Load,
-    percentile,
     run_load,
     sse_served,
 )
 from bench.cluster.topology import PAIR, SOLO, Cluster, Plan, cluster  # noqa: E402
+from bench.stats import percentile  # noqa: E402
 
 KEY = "bench-cluster-key-0123456789abcdef"
 

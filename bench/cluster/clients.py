@@ -167,11 +167,6 @@ class Load:
                 if r.error is None and r.method.startswith(method) and (kind is None or r.kind == kind)]
 
 
-def percentile(values: Sequence[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))] if ordered else float("nan")
-
-
 class _Checker:
     """What one client expects of its answers: per backend, the replica and the last count."""
 
