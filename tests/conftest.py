@@ -39,6 +39,15 @@ def demo_backend_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def sse_backend_url() -> Iterator[str]:
+    """The conformance fixture server over HTTP+SSE (2024-11-05): its event-stream URL."""
+    port = free_port()
+    argv = [*backend_argv("tests.backends.conformance_server", port), "--transport", "sse"]
+    with running(argv, port, log_name="sse-backend"):
+        yield f"http://127.0.0.1:{port}/sse"
+
+
+@pytest.fixture(scope="session")
 def recording_service_url() -> Iterator[str]:
     """The REST service that records every request (tests/backends/recording_service.py); tests
     that read what it recorded POST `/__reset` first."""

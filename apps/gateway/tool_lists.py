@@ -7,13 +7,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from channels.layers import get_channel_layer
+
 from apps.catalog.models import Backend
 from apps.gateway.egress import OAuthTokens, egress_plan_build
 from apps.gateway.pipeline.backends import BackendCatalog
 from apps.gateway.pipeline.client import BackendClient
 from apps.gateway.pipeline.listing import collect_all_pages
+from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.values import BackendView
-from apps.gateway.upstream.client import HttpUpstream
+from apps.gateway.relay import ChannelMailbox
+from apps.gateway.upstream.client import http_upstream
 
 
 def mcp_tools_fetch(*, backend: Backend, timeout: float = 30.0) -> list[dict[str, Any]]:
@@ -33,7 +37,8 @@ def mcp_tools_fetch(*, backend: Backend, timeout: float = 30.0) -> list[dict[str
 
 
 async def _fetch(view: BackendView, timeout: float) -> list[dict[str, Any]]:
-    upstream = HttpUpstream()
+    layer = get_channel_layer()
+    upstream = http_upstream(layer=layer, mailbox=ChannelMailbox(layer, Counters()))
     client = BackendClient(upstream, BackendCatalog(upstream))
     try:
         async with asyncio.timeout(timeout):

@@ -24,8 +24,7 @@ from apps.gateway.search import IndexFinder
 from apps.gateway.sessions import RedisSessionStore
 from apps.gateway.snapshots import SnapshotDirectory
 from apps.gateway.tokens import JwtVerifier
-from apps.gateway.upstream.client import HttpUpstream
-from apps.gateway.upstream.sse import SseBridge
+from apps.gateway.upstream.client import http_upstream
 
 _gateways: dict[int, Gateway] = {}
 
@@ -71,7 +70,7 @@ def gateway() -> Gateway:
                 instance=settings.GATEWAY_INSTANCE_ID,
                 ttl_seconds=settings.GATEWAY_SESSION_TTL_SECONDS,
             ),
-            upstream=HttpUpstream(sse=lambda http: SseBridge(http.request, layer=layer, mailbox=mailbox)),
+            upstream=http_upstream(layer=layer, mailbox=mailbox),
             audit=audit_writer(),
             settings=gateway_settings(),
             changes=RedisChangeFeed(client, instance=f"{settings.GATEWAY_INSTANCE_ID}:{loop_id}"),

@@ -4,7 +4,6 @@ backend's event stream stays on the one that opened it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -21,19 +20,11 @@ from tests.processes import backend_argv, free_port, running
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def sse_backend() -> Iterator[str]:
-    port = free_port()
-    argv = [*backend_argv("tests.backends.conformance_server", port), "--transport", "sse"]
-    with running(argv, port, log_name="sse-backend"):
-        yield f"http://127.0.0.1:{port}/sse"
-
-
 @pytest.fixture
-def sse_host(transactional_db: None, gateway_url: str, sse_backend: str) -> Host:
+def sse_host(transactional_db: None, gateway_url: str, sse_backend_url: str) -> Host:
     tenant = factories.tenant_factory()
     issued = factories.api_key_factory(tenant=tenant)
-    backend = factories.backend_factory(tenant=tenant, urls=[sse_backend], transport="sse")
+    backend = factories.backend_factory(tenant=tenant, urls=[sse_backend_url], transport="sse")
     host = factories.virtual_host_factory(tenant=tenant, mounts={"old": backend})
     return Host(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, tenant.slug, host.slug)
 

@@ -42,3 +42,10 @@ def test_a_server_that_cannot_be_asked_leaves_its_entries(
         backend_update(backend=backend, kind=Backend.Kind.MCP, transport=backend.transport,
                        urls=[f"http://127.0.0.1:{free_port()}/mcp"], timeout_seconds=5)
     assert IndexedTool.objects.filter(backend=backend).count() == 4
+
+
+def test_an_http_sse_backend_is_indexed_too(indexing_on, django_capture_on_commit_callbacks, sse_backend_url: str) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        backend = backend_factory(name="old", urls=[sse_backend_url], transport="sse")
+    names = set(IndexedTool.objects.filter(backend=backend).values_list("name", flat=True))
+    assert {"test_simple_text", "test_sampling", "test_tool_with_progress"} <= names

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
 
-from apps.gateway.pipeline.ports import ReplicaUnreachable, UpstreamUnavailable
+from channels.layers import BaseChannelLayer
+
+from apps.gateway.pipeline.ports import Mailbox, ReplicaUnreachable, UpstreamUnavailable
 from apps.gateway.pipeline.values import BackendView
 from apps.gateway.protocol.sse import SseEvent, SseParser
 from apps.gateway.upstream.http import MAX_BODY, ConnectFailed, HttpPool, Response, Target, UpstreamHttpError
@@ -96,3 +98,9 @@ class HttpUpstream:
             pool.close()
         self._pools.clear()
         self._targets.clear()
+
+
+def http_upstream(*, layer: BaseChannelLayer, mailbox: Mailbox) -> HttpUpstream:
+    """The client the gateway reaches backends with, HTTP+SSE ones through their bridge (which
+    relays through `layer` and `mailbox`)."""
+    return HttpUpstream(sse=lambda http: SseBridge(http.request, layer=layer, mailbox=mailbox))
