@@ -3,7 +3,11 @@ stream that holds it, on this instance without leaving the process, on another t
 
 Each open stream joins the channel-layer group of its session; a poster that holds no stream of
 the session sends to the group. A stream that died with its instance stays in the group until the
-layer's group expiry, and what is sent to it expires unread (the layer's message expiry)."""
+layer's group expiry, and what is sent to it expires unread (the layer's message expiry).
+
+A stream opened with `replace=True` ends the session's other streams, here and on every instance:
+a poster that still held the old stream would otherwise deliver to it alone, and the client,
+listening on the new one, would wait for an answer that never comes."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from apps.gateway.pipeline.ports import StoreUnavailable
 log = logging.getLogger(__name__)
 
 _MESSAGE_TYPE = "mcp.session.messages"
+_REPLACED_TYPE = "mcp.session.replaced"
 
 
 def _group(session_id: str) -> str:
@@ -36,12 +41,23 @@ class ChannelInbox:
         self.channel = channel
         self.queue: asyncio.Queue[bytes] = asyncio.Queue()
         self.reader: asyncio.Task[None] | None = None
+        self.ended = False
 
     async def get(self, timeout: float) -> bytes | None:
+        if self.ended:
+            return None
         try:
-            return await asyncio.wait_for(self.queue.get(), timeout)
+            message = await asyncio.wait_for(self.queue.get(), timeout)
         except TimeoutError:
             return None
+        return None if self.ended else message
+
+    def end(self) -> None:
+        """Another stream of the session took over: wake the reader, and receive nothing more."""
+        if not self.ended:
+            self.ended = True
+            self.queue.put_nowait(b"")
+            self.close()
 
     def close(self) -> None:
         self._mailbox.forget(self._session_id, self)
@@ -69,9 +85,14 @@ class ChannelMailbox:
             raise StoreUnavailable(type(exc).__name__) from None
         self._counters.increment("session_messages", route="relayed")
 
-    async def open(self, session_id: str) -> ChannelInbox:
+    async def open(self, session_id: str, *, replace: bool = False) -> ChannelInbox:
+        if replace:
+            for old in list(self._local.get(session_id, ())):
+                old.end()
         try:
             channel = await self._layer.new_channel()
+            if replace:  # before joining, so that only the others hear it
+                await self._layer.group_send(_group(session_id), {"type": _REPLACED_TYPE})
             await self._layer.group_add(_group(session_id), channel)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
@@ -99,6 +120,9 @@ class ChannelMailbox:
             if received.get("type") == _MESSAGE_TYPE:
                 for message in received.get("messages", ()):
                     inbox.queue.put_nowait(message)
+            elif received.get("type") == _REPLACED_TYPE:
+                inbox.end()
+                return
 
     def forget(self, session_id: str, inbox: ChannelInbox) -> None:
         inboxes = self._local.get(session_id, [])

@@ -49,3 +49,28 @@ async def test_a_closed_stream_gets_nothing_more() -> None:
     assert await second.get(5) == b'{"id": 3}'
     assert await first.get(0.2) is None
     second.close()
+
+
+async def test_a_stream_opened_elsewhere_replaces_the_old_one() -> None:
+    """The client reopened its stream on another instance before this one noticed the old stream
+    was gone: the old one ends, and this instance's answers go to the new stream, not to it."""
+    (old_place, _), (new_place, _) = _instance(), _instance()
+    session = f"s-{uuid.uuid4()}"
+    old = await old_place.open(session, replace=True)
+    new = await new_place.open(session, replace=True)
+    assert await old.get(5) is None and old.ended
+    await old_place.post(session, [b'{"id": 4}'])
+    assert await new.get(5) == b'{"id": 4}'
+    assert not new.ended
+    new.close()
+
+
+async def test_a_stream_reopened_on_the_same_instance_replaces_the_old_one() -> None:
+    mailbox, _ = _instance()
+    session = f"s-{uuid.uuid4()}"
+    old = await mailbox.open(session, replace=True)
+    new = await mailbox.open(session, replace=True)
+    assert old.ended and await old.get(1) is None
+    await mailbox.post(session, [b'{"id": 5}'])
+    assert await new.get(1) == b'{"id": 5}'
+    new.close()

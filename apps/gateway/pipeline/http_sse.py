@@ -74,7 +74,7 @@ class HttpSseTransport:
                 tenant_slug=vhost.tenant_slug,
             )
             await self._sessions.save(state, create=True)
-        inbox = await self._mailbox.open(state.id)
+        inbox = await self._mailbox.open(state.id, replace=True)
         endpoint = f"/mcp/{request.tenant}/{request.vhost}/messages?session_id={state.id}"
         self._counters.increment("sse_streams", resumed="yes" if resumed else "no")
         events = self._events(request, vhost, principal, state, endpoint, inbox)
@@ -92,6 +92,8 @@ class HttpSseTransport:
             while True:
                 message = await inbox.get(self._keepalive)
                 if message is None:
+                    if inbox.ended:
+                        return  # the client opened the stream again, here or elsewhere
                     if await self._sessions.load(state.id, fresh=True) is None:
                         return  # ended (DELETE elsewhere, or expired)
                     yield b": keepalive\n\n"

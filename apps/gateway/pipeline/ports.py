@@ -129,8 +129,11 @@ class SessionStore(Protocol):
 class Inbox(Protocol):
     """The messages posted to one session while its stream is open here."""
 
+    #: True once a stream of the session opened with `replace` took over: `get` answers None at once.
+    ended: bool
+
     async def get(self, timeout: float) -> bytes | None:
-        """The next message (None when `timeout` seconds pass without one)."""
+        """The next message (None when `timeout` seconds pass without one, or when ended)."""
 
     def close(self) -> None:
         """Stop receiving; never raises."""
@@ -144,8 +147,9 @@ class Mailbox(Protocol):
         """Deliver in order; dropped when no instance holds the stream (the client reconnects and
         asks again). Raises StoreUnavailable when the relay cannot be reached."""
 
-    async def open(self, session_id: str) -> Inbox:
-        """Start receiving the session's messages here (the stream now lives on this instance)."""
+    async def open(self, session_id: str, *, replace: bool = False) -> Inbox:
+        """Start receiving the session's messages here (the stream now lives on this instance).
+        `replace`: the session has one stream; those open before, on any instance, end."""
 
 
 @dataclass(frozen=True, slots=True)

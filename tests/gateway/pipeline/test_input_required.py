@@ -25,12 +25,14 @@ class Box:
             for message in messages:
                 queue.put_nowait(message)
 
-    async def open(self, session_id: str) -> Any:
+    async def open(self, session_id: str, *, replace: bool = False) -> Any:
         queue: asyncio.Queue[bytes] = asyncio.Queue()
         self.inboxes.setdefault(session_id, []).append(queue)
         box = self
 
         class Inbox:
+            ended = False
+
             async def get(self, timeout: float) -> bytes | None:
                 try:
                     return await asyncio.wait_for(queue.get(), timeout)
