@@ -135,17 +135,24 @@ def superuser_factory(*, username: str | None = None, password: str = "browser-t
     return Login(username, password)
 
 
-def admin_login(page: Page, base_url: str, login: Login) -> None:
-    """Logs in through the admin's login form, as a person would, and waits for the admin index."""
-    page.goto(f"{base_url}/admin/login/")
+def user_factory(*, username: str | None = None, password: str = "browser-test-password") -> Login:
+    """A console user without any role (give one with `membership_set`)."""
+    username = username or f"user-{next(_users)}"
+    get_user_model().objects.create_user(username=username, email=f"{username}@example.com", password=password)
+    return Login(username, password)
+
+
+def console_login(page: Page, base_url: str, login: Login) -> None:
+    """Signs in through the console's form, as a person would, and waits to leave it."""
+    page.goto(f"{base_url}/console/login/")
     page.get_by_label("Username").fill(login.username)
     page.get_by_label("Password").fill(login.password)
-    page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(f"{base_url}/admin/")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("button", name="Log out")).to_be_visible()
 
 
 @pytest.fixture
 def logged_in_page(transactional_db: None, gateway_url: str, page: Page) -> Page:
-    """A page logged in to the admin as a new superuser, on the admin index."""
-    admin_login(page, gateway_url, superuser_factory())
+    """A page signed in to the console as a new platform admin (superuser)."""
+    console_login(page, gateway_url, superuser_factory())
     return page

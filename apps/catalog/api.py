@@ -7,7 +7,6 @@ Domain errors (Django `ValidationError`s from the services) answer 400 `{"detail
 from __future__ import annotations
 
 import codecs
-from typing import Any
 from urllib.parse import quote
 
 from django.conf import settings
@@ -15,10 +14,8 @@ from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse
 from rest_framework import status
 from rest_framework.parsers import JSONParser
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from apps.catalog import selectors
 from apps.catalog.credentials import egress_credential_clear, egress_credential_set
@@ -31,33 +28,21 @@ from apps.catalog.serializers import (
     spec_version_path,
 )
 from apps.catalog.specs import spec_upload
+from apps.tenants.api_base import TenantAPIView
+from apps.tenants.models import Tenant
 
 # Content types whose body is the document itself; multipart carries it in the field `file`.
 RAW_SPEC_CONTENT_TYPES = ("application/json", "application/yaml", "application/x-yaml", "text/yaml", "text/plain")
 MULTIPART = "multipart/form-data"
 
 
-def may_manage_catalog(user: Any) -> bool:
-    """The one authorization rule of the catalog's API and console: active staff users, for now.
-    The role model will replace this function (and only it)."""
-    return bool(user and user.is_authenticated and user.is_active and user.is_staff)
-
-
-class CanManageCatalog(BasePermission):
-    message = "Only staff users may manage the catalog."
-
-    def has_permission(self, request: Request, view: APIView) -> bool:
-        return may_manage_catalog(request.user)
-
-
-class CatalogAPIView(APIView):
-    permission_classes = [CanManageCatalog]
+class CatalogAPIView(TenantAPIView):
     # The views read bodies themselves (see SpecUploadView); DRF's parsers are never consulted.
     parser_classes: list[type] = []
 
 
-def _backend_or_404(backend_id: int) -> Backend:
-    backend = selectors.backend_get(backend_id=backend_id)
+def _backend_or_404(tenant: Tenant, backend_id: int) -> Backend:
+    backend = selectors.backend_get(tenant=tenant, backend_id=backend_id)
     if backend is None:
         raise Http404(f"no backend with id {backend_id}")
     return backend
@@ -72,7 +57,7 @@ def _too_large(limit: int) -> Response:
 
 
 class SpecUploadView(CatalogAPIView):
-    """`POST /api/v1/backends/<id>/spec`: upload a new spec version of an OpenAPI backend.
+    """`POST /api/v1/tenants/<tenant>/backends/<id>/spec`: upload a new spec version of an OpenAPI backend.
 
     The body is the document (JSON or YAML; see RAW_SPEC_CONTENT_TYPES; `?filename=` names it) or
     `multipart/form-data` with the document in the field `file`. Answers 202 with the version as
@@ -80,8 +65,8 @@ class SpecUploadView(CatalogAPIView):
     and `Location` pointing at it; 413 over GATEWAY_SPEC_MAX_BYTES; 415 for other content types;
     400 for what the service refuses (an MCP backend, an empty document)."""
 
-    def post(self, request: Request, backend_id: int) -> Response:
-        backend = _backend_or_404(backend_id)
+    def post(self, request: Request, tenant: str, backend_id: int) -> Response:
+        backend = _backend_or_404(self.tenant, backend_id)
         limit: int = settings.GATEWAY_SPEC_MAX_BYTES
         django_request = request._request
         content_type = django_request.content_type or ""
@@ -125,20 +110,20 @@ class SpecUploadView(CatalogAPIView):
 
 
 class SpecVersionListView(CatalogAPIView):
-    """`GET /api/v1/backends/<id>/specs`: the backend's versions, newest first, without documents."""
+    """`GET /api/v1/tenants/<tenant>/backends/<id>/specs`: the backend's versions, newest first, without documents."""
 
-    def get(self, request: Request, backend_id: int) -> Response:
-        backend = _backend_or_404(backend_id)
+    def get(self, request: Request, tenant: str, backend_id: int) -> Response:
+        backend = _backend_or_404(self.tenant, backend_id)
         versions = selectors.spec_version_list(backend=backend)
         context = {"request": request, "active_spec_id": backend.active_spec_id}
         return Response(SpecVersionSummarySerializer(versions, many=True, context=context).data)
 
 
 class SpecVersionDetailView(CatalogAPIView):
-    """`GET /api/v1/backends/<id>/specs/<number>`: one version with its errors, warnings and changes."""
+    """`GET /api/v1/tenants/<tenant>/backends/<id>/specs/<number>`: one version with its errors, warnings and changes."""
 
-    def get(self, request: Request, backend_id: int, number: int) -> Response:
-        backend = _backend_or_404(backend_id)
+    def get(self, request: Request, tenant: str, backend_id: int, number: int) -> Response:
+        backend = _backend_or_404(self.tenant, backend_id)
         version = selectors.spec_version_get(backend=backend, number=number)
         if version is None:
             raise Http404(f"backend {backend.name!r} has no spec version {number}")
@@ -147,11 +132,11 @@ class SpecVersionDetailView(CatalogAPIView):
 
 
 class SpecVersionDocumentView(CatalogAPIView):
-    """`GET /api/v1/backends/<id>/specs/<number>/document`: the document exactly as uploaded,
+    """`GET /api/v1/tenants/<tenant>/backends/<id>/specs/<number>/document`: the document exactly as uploaded,
     `application/json` when it starts with `{`, else `application/yaml`."""
 
-    def get(self, request: Request, backend_id: int, number: int) -> HttpResponse:
-        backend = _backend_or_404(backend_id)
+    def get(self, request: Request, tenant: str, backend_id: int, number: int) -> HttpResponse:
+        backend = _backend_or_404(self.tenant, backend_id)
         found = selectors.spec_version_document_get(backend=backend, number=number)
         if found is None:
             raise Http404(f"backend {backend.name!r} has no spec version {number}")
@@ -165,7 +150,7 @@ class SpecVersionDocumentView(CatalogAPIView):
 
 
 class EgressCredentialView(CatalogAPIView):
-    """`/api/v1/backends/<id>/credential`: how the gateway authenticates to a backend.
+    """`/api/v1/tenants/<tenant>/backends/<id>/credential`: how the gateway authenticates to a backend.
 
     `PUT` a JSON object sets or replaces it and answers 200 with its state: where the value goes
     (`kind`, `name`, `username`; `kind` "" or absent = as an OpenAPI spec's security scheme says,
@@ -178,15 +163,15 @@ class EgressCredentialView(CatalogAPIView):
 
     parser_classes = [JSONParser]
 
-    def get(self, request: Request, backend_id: int) -> Response:
-        backend = _backend_or_404(backend_id)
+    def get(self, request: Request, tenant: str, backend_id: int) -> Response:
+        backend = _backend_or_404(self.tenant, backend_id)
         state = selectors.egress_credential_state(backend=backend)
         if state is None:
             raise Http404(f"backend {backend.name!r} has no credential")
         return Response(EgressCredentialStateSerializer(state).data)
 
-    def put(self, request: Request, backend_id: int) -> Response:
-        backend = _backend_or_404(backend_id)
+    def put(self, request: Request, tenant: str, backend_id: int) -> Response:
+        backend = _backend_or_404(self.tenant, backend_id)
         given = EgressCredentialInputSerializer(data=request.data)
         if not given.is_valid():
             problems = [f"{field}: {message}" for field, messages in given.errors.items() for message in messages]
@@ -198,8 +183,8 @@ class EgressCredentialView(CatalogAPIView):
         state = selectors.egress_credential_state(backend=backend)
         return Response(EgressCredentialStateSerializer(state).data)
 
-    def delete(self, request: Request, backend_id: int) -> Response:
-        backend = _backend_or_404(backend_id)
+    def delete(self, request: Request, tenant: str, backend_id: int) -> Response:
+        backend = _backend_or_404(self.tenant, backend_id)
         if selectors.egress_credential_state(backend=backend) is None:
             raise Http404(f"backend {backend.name!r} has no credential")
         egress_credential_clear(backend=backend)

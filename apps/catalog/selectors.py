@@ -24,6 +24,8 @@ def backend_list(*, tenant: Tenant) -> QuerySet[Backend]:
     """The tenant's backends by name, replicas prefetched in position order."""
     return (
         Backend.objects.filter(tenant=tenant)
+        .select_related("tenant", "active_spec")
+        .defer("active_spec__document")
         .prefetch_related(Prefetch("replicas", queryset=BackendReplica.objects.order_by("position")))
         .order_by("name")
     )
@@ -55,30 +57,21 @@ def tool_records_list(*, spec_version_id: int) -> list[dict]:
 _SPEC_SUMMARY_DEFER = ("document",)
 
 
-def backend_get(*, backend_id: int) -> Backend | None:
-    """The backend with that id (any tenant), its tenant and active spec joined; None if there is none."""
+def backend_get(*, tenant: Tenant, backend_id: int) -> Backend | None:
+    """The tenant's backend with that id, its tenant and active spec joined; None if there is none."""
     return Backend.objects.select_related("tenant", "active_spec").defer("active_spec__document").filter(
-        pk=backend_id
+        tenant=tenant, pk=backend_id
     ).first()
-
-
-def backend_list_all() -> QuerySet[Backend]:
-    """Every tenant's backends, by tenant slug then name, with the active spec (without its document)."""
-    return (
-        Backend.objects.select_related("tenant", "active_spec")
-        .defer("active_spec__document")
-        .order_by("tenant__slug", "name")
-    )
 
 
 def spec_version_list(*, backend: Backend) -> QuerySet[SpecVersion]:
     """The backend's spec versions, newest first, without their documents."""
-    return SpecVersion.objects.filter(backend=backend).defer(*_SPEC_SUMMARY_DEFER).order_by("-number")
+    return SpecVersion.objects.filter(backend=backend).select_related("backend__tenant").defer(*_SPEC_SUMMARY_DEFER).order_by("-number")
 
 
 def spec_version_get(*, backend: Backend, number: int) -> SpecVersion | None:
     """Version `number` of the backend, without its document; None if there is none."""
-    return SpecVersion.objects.filter(backend=backend, number=number).defer(*_SPEC_SUMMARY_DEFER).first()
+    return SpecVersion.objects.filter(backend=backend, number=number).select_related("backend__tenant").defer(*_SPEC_SUMMARY_DEFER).first()
 
 
 def spec_version_document_get(*, backend: Backend, number: int) -> tuple[bytes, str] | None:

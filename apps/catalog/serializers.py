@@ -13,7 +13,8 @@ from apps.catalog.selectors import EgressCredentialState
 
 def spec_version_path(version: SpecVersion) -> str:
     """The API path of a spec version (the `Location` of an upload)."""
-    return reverse("catalog-api:spec-version-detail", kwargs={"backend_id": version.backend_id, "number": version.number})
+    return reverse("catalog-api:spec-version-detail", kwargs={
+        "tenant": version.backend.tenant.slug, "backend_id": version.backend_id, "number": version.number})
 
 
 class SpecVersionSummarySerializer(serializers.ModelSerializer):
@@ -61,7 +62,8 @@ class SpecVersionDetailSerializer(SpecVersionSummarySerializer):
 
     def get_document_url(self, version: SpecVersion) -> str:
         path = reverse(
-            "catalog-api:spec-version-document", kwargs={"backend_id": version.backend_id, "number": version.number}
+            "catalog-api:spec-version-document",
+            kwargs={"tenant": version.backend.tenant.slug, "backend_id": version.backend_id, "number": version.number}
         )
         request = self.context.get("request")
         return request.build_absolute_uri(path) if request is not None else path

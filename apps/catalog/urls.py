@@ -1,10 +1,10 @@
-"""The catalog's URLs: the REST API (mounted under `api/v1/`) and the console pages (under `console/`)."""
+"""The catalog's REST API, mounted under `api/v1/tenants/<tenant>/`."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from apps.catalog import api, views
+from apps.catalog import api
 
 api_urls = (
     [
@@ -23,16 +23,4 @@ api_urls = (
         path("backends/<int:backend_id>/credential", api.EgressCredentialView.as_view(), name="credential"),
     ],
     "catalog-api",
-)
-
-console_urls = (
-    [
-        path("", views.console_home, name="home"),
-        path("backends/", views.backend_list, name="backend-list"),
-        path("backends/<int:backend_id>/spec/", views.backend_spec, name="backend-spec"),
-        path("backends/<int:backend_id>/spec/history/", views.backend_spec_history, name="backend-spec-history"),
-        path("backends/<int:backend_id>/credential/", views.credential_set, name="credential-set"),
-        path("backends/<int:backend_id>/credential/remove/", views.credential_remove, name="credential-remove"),
-    ],
-    "catalog-console",
 )

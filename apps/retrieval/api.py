@@ -9,18 +9,18 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.catalog.api import CatalogAPIView
 from apps.catalog.models import Tool, VirtualHost
 from apps.gateway.pipeline.search_tool import DEFAULT_K, MAX_K, MAX_QUERY_CHARS
 from apps.retrieval.search import tool_prerequisites_list, virtual_host_tools_search
+from apps.tenants.api_base import TenantAPIView
 
 
-class ToolSearchView(CatalogAPIView):
-    """`GET /api/v1/virtual-hosts/<id>/tool-search?query=…&k=…`: the best `k` (1–50, default 15)
+class ToolSearchView(TenantAPIView):
+    """`GET /api/v1/tenants/<tenant>/virtual-hosts/<id>/tool-search?query=…&k=…`: the best `k` (1–50, default 15)
     tools of the host for `query`, best first, as a caller who sees every tool would get them."""
 
-    def get(self, request: Request, virtual_host_id: int) -> Response:
-        host = VirtualHost.objects.select_related("tenant").filter(pk=virtual_host_id).first()
+    def get(self, request: Request, tenant: str, virtual_host_id: int) -> Response:
+        host = VirtualHost.objects.select_related("tenant").filter(tenant=self.tenant, pk=virtual_host_id).first()
         if host is None:
             raise Http404(f"no virtual host with id {virtual_host_id}")
         query = request.query_params.get("query", "")
@@ -47,12 +47,12 @@ class ToolSearchView(CatalogAPIView):
         })
 
 
-class ToolPrerequisitesView(CatalogAPIView):
-    """`GET /api/v1/tools/<id>/prerequisites`: the tools that must run first to produce the ids the
+class ToolPrerequisitesView(TenantAPIView):
+    """`GET /api/v1/tenants/<tenant>/tools/<id>/prerequisites`: the tools that must run first to produce the ids the
     tool needs, dependencies first (its whole chain, as tool_search reports it)."""
 
-    def get(self, request: Request, tool_id: int) -> Response:
-        tool = Tool.objects.select_related("backend").filter(pk=tool_id).first()
+    def get(self, request: Request, tenant: str, tool_id: int) -> Response:
+        tool = Tool.objects.select_related("backend").filter(backend__tenant=self.tenant, pk=tool_id).first()
         if tool is None:
             raise Http404(f"no tool with id {tool_id}")
         return Response({

@@ -31,3 +31,10 @@ def key_secret_problem(secret: str) -> str | None:
     if any(ch.isspace() for ch in secret) or not secret.isprintable():
         return "must not contain whitespace or control characters"
     return None
+
+
+ADMIN_TOKEN_PREFIX = "gwa_"
+
+
+def admin_token_generate() -> str:
+    return ADMIN_TOKEN_PREFIX + secrets.token_urlsafe(32)

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -80,6 +81,10 @@ class ApiKey(TimeStampedModel):
         default=list, blank=True,
         help_text="Scopes the key carries (e.g. tools:call); access rules can read them as principal.scopes.",
     )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="api_keys",
+        help_text="The console user who issued the key; tenant members manage only their own keys.",
+    )
 
     class Meta:
         ordering = ["tenant__slug", "name"]
@@ -108,3 +113,43 @@ class TokenIssuer(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"{self.tenant.slug}: {self.issuer}"
+
+
+class Membership(TimeStampedModel):
+    """A console user's role in a tenant. Platform admins (superusers) need none: they see every
+    tenant. A user may belong to several tenants, with one role in each."""
+
+    class Role(models.TextChoices):
+        ADMIN = "admin", "Tenant admin"
+        MEMBER = "member", "Tenant member"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        ordering = ["tenant__slug", "user__username"]
+        constraints = [models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant.slug} ({self.role})"
+
+
+class AdminToken(TimeStampedModel):
+    """A token for the REST API, acting as its user with that user's roles. As for API keys, only
+    a display prefix and the SHA-256 of the token are stored."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="admin_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16)
+    secret_hash = models.CharField(max_length=64, unique=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["user__username", "name"]
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="admintoken_unique_name_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.name} ({self.prefix}…)"

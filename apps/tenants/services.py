@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -20,8 +21,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.common.config_version import config_version_bump
-from apps.tenants.keys import key_display_prefix, key_generate, key_hash, key_secret_problem
-from apps.tenants.models import ApiKey, Plan, Team, Tenant, TokenIssuer
+from apps.tenants.keys import admin_token_generate, key_display_prefix, key_generate, key_hash, key_secret_problem
+from apps.tenants.models import AdminToken, ApiKey, Membership, Plan, Team, Tenant, TokenIssuer
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,14 @@ class IssuedKey:
     the database keeps only its hash. Left out of repr so it cannot leak into logs."""
 
     api_key: ApiKey
+    secret: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class IssuedAdminToken:
+    """A REST API token just issued: `secret` is shown once, as for keys."""
+
+    admin_token: AdminToken
     secret: str = field(repr=False)
 
 
@@ -147,10 +156,12 @@ def api_key_issue(
     secret: str | None = None,
     expires_at: datetime | None = None,
     scopes: Sequence[str] = (),
+    owner: Any = None,
 ) -> IssuedKey:
     """Create a key. A supplied `secret` must satisfy `key_secret_problem` and be unused;
     without one a fresh secret is generated. The plaintext is returned once, never stored.
-    `scopes`: what the key may claim to do, for access rules to read (`principal.scopes`)."""
+    `scopes`: what the key may claim to do, for access rules to read (`principal.scopes`).
+    `owner`: the console user issuing it (tenant members manage only their own keys)."""
     _check_team(tenant=tenant, team=team)
     _check_scopes(scopes)
     if secret is None:
@@ -165,6 +176,7 @@ def api_key_issue(
         secret_hash=key_hash(secret),
         expires_at=expires_at,
         scopes=sorted(set(scopes)),
+        owner=owner,
     )
     api_key.full_clean()
     api_key.save()
@@ -293,3 +305,47 @@ def token_issuer_delete(*, token_issuer: TokenIssuer) -> None:
     tenant_id = token_issuer.tenant_id
     token_issuer.delete()
     config_version_bump(tenant_id=tenant_id)
+
+
+def membership_set(*, tenant: Tenant, user: Any, role: str) -> Membership:
+    """Give `user` `role` in the tenant (replacing the role they had)."""
+    if role not in Membership.Role.values:
+        raise ValidationError(f"unknown role {role!r}; use one of {', '.join(Membership.Role.values)}")
+    membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
+    return membership
+
+
+def membership_delete(*, membership: Membership) -> None:
+    membership.delete()
+
+
+def admin_token_issue(*, user: Any, name: str, expires_at: datetime | None = None) -> IssuedAdminToken:
+    """A REST API token acting as `user`; the plaintext is returned once, never stored."""
+    if AdminToken.objects.filter(user=user, name=name).exists():
+        raise ValidationError(f"you already have a token named {name!r}")
+    secret = admin_token_generate()
+    token = AdminToken(user=user, name=name, prefix=key_display_prefix(secret), secret_hash=key_hash(secret),
+                       expires_at=expires_at)
+    token.full_clean()
+    token.save()
+    return IssuedAdminToken(admin_token=token, secret=secret)
+
+
+def admin_token_revoke(*, admin_token: AdminToken) -> AdminToken:
+    if admin_token.revoked_at is None:
+        admin_token.revoked_at = timezone.now()
+        admin_token.save(update_fields=["revoked_at", "updated_at"])
+    return admin_token
+
+
+def admin_token_authenticate(*, secret: str) -> AdminToken | None:
+    """The active token with this secret (its user loaded), or None. Marks it used at most once a
+    minute, so a busy automation does not write on every request."""
+    token = (AdminToken.objects.select_related("user")
+             .filter(secret_hash=key_hash(secret), revoked_at__isnull=True).first())
+    now = timezone.now()
+    if token is None or (token.expires_at is not None and token.expires_at <= now) or not token.user.is_active:
+        return None
+    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+        AdminToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token

@@ -54,6 +54,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "apps.common",
     "apps.tenants",
@@ -63,6 +65,7 @@ INSTALLED_APPS = [
     "apps.configuration",
     "apps.retrieval",
     "apps.gateway",
+    "apps.console",
 ]
 
 MIDDLEWARE = [
@@ -89,6 +92,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "apps.console.context.console",
             ],
         },
     },
@@ -138,8 +142,33 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 
 REST_FRAMEWORK = {
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apps.tenants.authentication.AdminTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
 }
+SPECTACULAR_SETTINGS = {
+    "TITLE": "MCP gateway admin API",
+    "DESCRIPTION": "Everything the console does: tenants, keys, backends, virtual hosts, tools, policies, audit.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",  # served from static/, no CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+}
+
+# --- The console ----------------------------------------------------------------------------------
+LOGIN_URL = "console:login"
+LOGIN_REDIRECT_URL = "console:home"
+# Failed sign-ins before a pause: per username and address, and per address for any username.
+CONSOLE_LOGIN_FAILURES_PER_USER = int(os.environ.get("CONSOLE_LOGIN_FAILURES_PER_USER", "5"))
+CONSOLE_LOGIN_FAILURES_PER_ADDRESS = int(os.environ.get("CONSOLE_LOGIN_FAILURES_PER_ADDRESS", "30"))
+CONSOLE_LOGIN_LOCKOUT_SECONDS = int(os.environ.get("CONSOLE_LOGIN_LOCKOUT_SECONDS", "900"))
 
 # --- The MCP gateway -------------------------------------------------------------------------------
 # Largest accepted request body on the MCP endpoint; larger bodies get HTTP 413.

@@ -5,7 +5,6 @@ upload request itself compiles and its 202 already shows `ready` or `failed`."""
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
@@ -16,6 +15,7 @@ from django.test import Client
 from apps.catalog.credentials import egress_credential_set
 from apps.catalog.models import Backend, EgressCredential, Tool
 from apps.common.secrets import secret_decrypt
+from apps.tenants.services import admin_token_issue, membership_set
 from tests.factories import backend_factory, openapi_backend_factory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -67,7 +67,7 @@ paths:
 
 
 def _upload_url(backend: Backend) -> str:
-    return f"/api/v1/backends/{backend.pk}/spec"
+    return f"/api/v1/tenants/{backend.tenant.slug}/backends/{backend.pk}/spec"
 
 
 def _upload(client: Client, backend: Backend, document: bytes, content_type: str = "application/json", **extra: Any):
@@ -89,7 +89,7 @@ def test_raw_json_upload_compiles_and_answers_202_with_location(admin_client: Cl
     assert body["changes"] == {"added": ["createPet", "getPet", "listPets"], "removed": [], "changed": []}
     assert body["size"] == len(PETS_V1) and body["uploaded_by"] == "admin"
     assert "document" not in body
-    assert response["Location"] == f"http://testserver/api/v1/backends/{backend.pk}/specs/1"
+    assert response["Location"] == f"http://testserver/api/v1/tenants/{backend.tenant.slug}/backends/{backend.pk}/specs/1"
     assert admin_client.get(response["Location"]).json() == body
     assert _tools(backend) == {"createPet": 1, "getPet": 1, "listPets": 1}
 
@@ -187,7 +187,7 @@ def test_list_is_newest_first_and_detail_and_document_are_complete(admin_client:
     _upload(admin_client, backend, PETS_V1)
     _upload(admin_client, backend, BROKEN)
     _upload(admin_client, backend, SWAGGER_YAML, "application/yaml")
-    base = f"/api/v1/backends/{backend.pk}/specs"
+    base = f"/api/v1/tenants/{backend.tenant.slug}/backends/{backend.pk}/specs"
 
     listed = admin_client.get(base).json()
     assert [(v["number"], v["status"], v["active"]) for v in listed] == [
@@ -221,30 +221,35 @@ def test_an_empty_document_is_400(admin_client: Client) -> None:
 
 
 def test_unknown_backend_is_404(admin_client: Client) -> None:
-    assert _upload(admin_client, Backend(pk=987654), PETS_V1).status_code == 404
-    assert admin_client.get("/api/v1/backends/987654/specs").status_code == 404
+    tenant = openapi_backend_factory().tenant
+    assert _upload(admin_client, Backend(pk=987654, tenant=tenant), PETS_V1).status_code == 404
+    assert admin_client.get(f"/api/v1/tenants/{tenant.slug}/backends/987654/specs").status_code == 404
 
 
-def test_staff_may_use_basic_auth(admin_user: Any) -> None:
-    # admin_user's password is "password" (pytest-django).
-    credentials = base64.b64encode(b"admin:password").decode()
-    client = Client(HTTP_AUTHORIZATION=f"Basic {credentials}", enforce_csrf_checks=True)
+def test_an_admin_token_authenticates_without_csrf(admin_user: Any) -> None:
+    secret = admin_token_issue(user=admin_user, name="ci").secret
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}", enforce_csrf_checks=True)
     response = _upload(client, openapi_backend_factory(), PETS_V1)
     assert response.status_code == 202
 
 
-def test_non_staff_users_are_refused(client: Client, django_user_model: Any) -> None:
+def test_users_outside_the_tenant_see_nothing_and_members_only_read(client: Client, django_user_model: Any) -> None:
     backend = openapi_backend_factory()
-    client.force_login(django_user_model.objects.create_user(username="someone", password="pw"))
+    user = django_user_model.objects.create_user(username="someone", password="pw")
+    client.force_login(user)
+    specs = f"/api/v1/tenants/{backend.tenant.slug}/backends/{backend.pk}/specs"
+    assert _upload(client, backend, PETS_V1).status_code == 404
+    assert client.get(specs).status_code == 404
+    membership_set(tenant=backend.tenant, user=user, role="member")
+    assert client.get(specs).status_code == 200
     assert _upload(client, backend, PETS_V1).status_code == 403
-    assert client.get(f"/api/v1/backends/{backend.pk}/specs").status_code == 403
     assert not backend.spec_versions.exists()
 
 
 def test_anonymous_callers_are_refused(client: Client) -> None:
     backend = openapi_backend_factory()
     assert _upload(client, backend, PETS_V1).status_code in (401, 403)
-    assert client.get(f"/api/v1/backends/{backend.pk}/specs").status_code in (401, 403)
+    assert client.get(f"/api/v1/tenants/{backend.tenant.slug}/backends/{backend.pk}/specs").status_code in (401, 403)
 
 
 # --- The egress credential: write-only ---------------------------------------------------------------
@@ -261,7 +266,7 @@ WITH_SCHEMES = json.dumps({
 
 
 def _credential_url(backend: Backend) -> str:
-    return f"/api/v1/backends/{backend.pk}/credential"
+    return f"/api/v1/tenants/{backend.tenant.slug}/backends/{backend.pk}/credential"
 
 
 def _put(client: Client, backend: Backend, body: Any):
@@ -379,21 +384,27 @@ def test_an_mcp_backend_takes_a_header_credential_of_any_source(admin_client: Cl
 
 
 def test_credential_of_an_unknown_backend_is_404(admin_client: Client) -> None:
-    url = _credential_url(Backend(pk=987654))
+    unknown = Backend(pk=987654, tenant=openapi_backend_factory().tenant)
+    url = _credential_url(unknown)
     assert admin_client.get(url).status_code == 404
-    assert _put(admin_client, Backend(pk=987654), {"kind": "bearer", "secret": "k"}).status_code == 404
+    assert _put(admin_client, unknown, {"kind": "bearer", "secret": "k"}).status_code == 404
     assert admin_client.delete(url).status_code == 404
 
 
-def test_only_staff_may_touch_credentials(client: Client, django_user_model: Any) -> None:
+def test_only_tenant_admins_may_change_credentials(client: Client, django_user_model: Any) -> None:
     backend = openapi_backend_factory()
     egress_credential_set(backend=backend, kind="bearer", secret="k")
-    for who in ("anonymous", "non-staff"):
-        if who == "non-staff":
-            client.force_login(django_user_model.objects.create_user(username="someone", password="pw"))
-        assert client.get(_credential_url(backend)).status_code in (401, 403)
-        assert _put(client, backend, {"kind": "bearer", "secret": "other"}).status_code in (401, 403)
-        assert client.delete(_credential_url(backend)).status_code in (401, 403)
+    assert client.get(_credential_url(backend)).status_code in (401, 403)  # anonymous
+    assert _put(client, backend, {"kind": "bearer", "secret": "other"}).status_code in (401, 403)
+    user = django_user_model.objects.create_user(username="someone", password="pw")
+    client.force_login(user)
+    assert client.get(_credential_url(backend)).status_code == 404  # another tenant's: unseen
+    assert _put(client, backend, {"kind": "bearer", "secret": "other"}).status_code == 404
+    assert client.delete(_credential_url(backend)).status_code == 404
+    membership_set(tenant=backend.tenant, user=user, role="member")
+    assert client.get(_credential_url(backend)).status_code == 200  # the state, never the secret
+    assert _put(client, backend, {"kind": "bearer", "secret": "other"}).status_code == 403
+    assert client.delete(_credential_url(backend)).status_code == 403
     assert secret_decrypt(_stored(backend).secret) == "k"
 
 

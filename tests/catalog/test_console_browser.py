@@ -16,7 +16,7 @@ from playwright.sync_api import Page, expect
 from apps.catalog.models import Backend
 from apps.catalog.specs import spec_upload
 from tests import factories
-from tests.browser import admin_login, screenshot, superuser_factory
+from tests.browser import console_login, screenshot, superuser_factory
 from tests.conftest import mcp_client
 
 pytestmark = pytest.mark.slow
@@ -31,9 +31,9 @@ def test_an_admin_uploads_ec2_in_the_browser_and_an_agent_calls_its_tools(
     issued = factories.api_key_factory(tenant=tenant)
     backend = factories.openapi_backend_factory(tenant=tenant, name="ec2", base_url=recording_service_url)
     host = factories.virtual_host_factory(tenant=tenant, mounts={"ec2": backend})
-    admin_login(page, gateway_url, superuser_factory())
+    console_login(page, gateway_url, superuser_factory())
 
-    page.goto(f"{gateway_url}/console/backends/")
+    page.goto(f"{gateway_url}/console/t/{tenant.slug}/backends/")
     page.get_by_role("link", name="ec2").click()
     expect(page.get_by_text("No version is being served yet.")).to_be_visible()
     page.get_by_label("OpenAPI document").set_input_files(CATALOG / "aws" / "ec2.json")
@@ -85,10 +85,10 @@ def test_an_admin_sets_a_bearer_credential_in_the_browser_and_the_service_receiv
     }
     # Celery is eager and there is no transaction around the test: this compiles before it returns.
     spec_upload(backend=backend, document=json.dumps(document).encode(), filename="things.json")
-    admin_login(page, gateway_url, superuser_factory())
+    console_login(page, gateway_url, superuser_factory())
     secret = "tok-3f9a7c1e-only-the-service-may-see-this"
 
-    page.goto(f"{gateway_url}/console/backends/{backend.pk}/spec/")
+    page.goto(f"{gateway_url}/console/t/{tenant.slug}/backends/{backend.pk}/spec/")
     expect(page.locator("#credential-state")).to_contain_text("none")
     expect(page.locator("#security-schemes")).to_contain_text("token: Bearer token")
     page.get_by_label("Kind", exact=True).select_option(label="Bearer token")

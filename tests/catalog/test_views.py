@@ -13,6 +13,7 @@ from apps.catalog.credentials import egress_credential_set
 from apps.catalog.models import Backend, EgressCredential
 from apps.catalog.specs import spec_upload, spec_version_compile
 from apps.common.secrets import secret_decrypt
+from apps.tenants.services import membership_set
 from tests.factories import backend_factory, openapi_backend_factory
 
 
@@ -31,11 +32,11 @@ BROKEN = json.dumps({
 
 
 def _page(backend: Backend) -> str:
-    return f"/console/backends/{backend.pk}/spec/"
+    return f"/console/t/{backend.tenant.slug}/backends/{backend.pk}/spec/"
 
 
 def _history(backend: Backend) -> str:
-    return f"/console/backends/{backend.pk}/spec/history/"
+    return f"/console/t/{backend.tenant.slug}/backends/{backend.pk}/spec/history/"
 
 
 def _upload_form(client: Client, backend: Backend, document: bytes, name: str = "zoo.json"):
@@ -43,26 +44,26 @@ def _upload_form(client: Client, backend: Backend, document: bytes, name: str = 
 
 
 @pytest.mark.django_db
-def test_anonymous_visitors_go_to_the_admin_login(client: Client) -> None:
+def test_anonymous_visitors_go_to_the_console_login(client: Client) -> None:
     backend = openapi_backend_factory()
     response = client.get(_page(backend))
     assert response.status_code == 302
-    assert response["Location"] == f"/admin/login/?next=/console/backends/{backend.pk}/spec/"
+    assert response["Location"] == f"/console/login/?next={_page(backend)}"
 
 
 @pytest.mark.django_db
-def test_non_staff_users_get_403(client: Client, django_user_model: Any) -> None:
+def test_users_outside_the_tenant_get_404(client: Client, django_user_model: Any) -> None:
     client.force_login(django_user_model.objects.create_user(username="someone", password="pw"))
-    assert client.get("/console/backends/").status_code == 403
-    assert client.get(_page(openapi_backend_factory())).status_code == 403
+    backend = openapi_backend_factory()
+    assert client.get(f"/console/t/{backend.tenant.slug}/backends/").status_code == 404
+    assert client.get(_page(backend)).status_code == 404
 
 
 @pytest.mark.django_db
 def test_backend_list_links_openapi_backends_to_their_spec_page(admin_client: Client) -> None:
     rest = openapi_backend_factory(name="rest-zoo")
-    mcp = backend_factory(name="mcp-zoo")
-    assert admin_client.get("/console/").url == "/console/backends/"
-    html = admin_client.get("/console/backends/").content.decode()
+    mcp = backend_factory(name="mcp-zoo", tenant=rest.tenant)
+    html = admin_client.get(f"/console/t/{rest.tenant.slug}/backends/").content.decode()
     assert f'href="{_page(rest)}"' in html and "rest-zoo" in html
     assert "mcp-zoo" in html and _page(mcp) not in html
 
@@ -157,11 +158,11 @@ KEYED = json.dumps({
 
 
 def _credential(backend: Backend) -> str:
-    return f"/console/backends/{backend.pk}/credential/"
+    return f"/console/t/{backend.tenant.slug}/backends/{backend.pk}/credential/"
 
 
 def _remove(backend: Backend) -> str:
-    return f"/console/backends/{backend.pk}/credential/remove/"
+    return f"/console/t/{backend.tenant.slug}/backends/{backend.pk}/credential/remove/"
 
 
 @pytest.mark.django_db
@@ -259,7 +260,10 @@ def test_credential_urls_take_only_post_from_staff(admin_client: Client, client:
     assert admin_client.get(_credential(backend)).status_code == 405
     assert admin_client.get(_remove(backend)).status_code == 405
     assert client.post(_credential(backend), {"kind": "bearer", "secret": SECRET}).status_code == 302  # to login
-    client.force_login(django_user_model.objects.create_user(username="someone", password="pw"))
+    user = django_user_model.objects.create_user(username="someone", password="pw")
+    client.force_login(user)
+    assert client.post(_credential(backend), {"kind": "bearer", "secret": SECRET}).status_code == 404
+    membership_set(tenant=backend.tenant, user=user, role="member")  # may read, not change
     assert client.post(_credential(backend), {"kind": "bearer", "secret": SECRET}).status_code == 403
     assert not EgressCredential.objects.filter(backend=backend).exists()
 

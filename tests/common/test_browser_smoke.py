@@ -21,5 +21,5 @@ def test_a_superuser_logs_in_through_the_admin_form(transactional_db: None, gate
     assert screenshot(page, "admin-index").stat().st_size > 0
 
 
-def test_logged_in_page_is_on_the_admin_index(logged_in_page: Page) -> None:
+def test_logged_in_page_is_signed_in_to_the_console(logged_in_page: Page) -> None:
     expect(logged_in_page.get_by_role("button", name="Log out")).to_be_visible()

@@ -1,48 +1,29 @@
-"""The console's catalog pages (server-rendered; htmx polls the spec history while it compiles).
+"""The console's backend pages (server-rendered; htmx polls the spec history while it compiles).
 
-Thin views: each calls selectors or one service and renders. Who may see them is decided by
-`apps.catalog.api.may_manage_catalog`, the same rule as the REST API's."""
+Thin views: each calls selectors or one service and renders. Every backend is looked up within
+the URL's tenant, which `console_view` has checked the user may see (and, to change, manage)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import path
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.catalog import selectors
-from apps.catalog.api import may_manage_catalog
 from apps.catalog.credentials import egress_credential_clear, egress_credential_set
 from apps.catalog.models import Backend, EgressCredential, SpecVersion
 from apps.catalog.specs import spec_upload
+from apps.console.access import console_view
+from apps.tenants.models import Tenant
 
-View = Callable[..., HttpResponse]
 _IN_PROGRESS = {SpecVersion.Status.PENDING, SpecVersion.Status.COMPILING}
-
-
-def console_view(view: View) -> View:
-    """Anonymous visitors go to the admin's login form (and come back); signed-in users that
-    may not manage the catalog get 403 rather than a login loop."""
-
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path(), reverse("admin:login"))
-        if not may_manage_catalog(request.user):
-            raise PermissionDenied
-        return view(request, *args, **kwargs)
-
-    return wrapped
-
 
 class SpecUploadForm(forms.Form):
     file = forms.FileField(label="OpenAPI document (JSON or YAML, OpenAPI 3.x or Swagger 2.0)")
@@ -68,8 +49,8 @@ class EgressCredentialForm(forms.Form):
     )
 
 
-def _backend_or_404(backend_id: int) -> Backend:
-    backend = selectors.backend_get(backend_id=backend_id)
+def _backend_or_404(tenant: Tenant, backend_id: int) -> Backend:
+    backend = selectors.backend_get(tenant=tenant, backend_id=backend_id)
     if backend is None:
         raise Http404(f"no backend with id {backend_id}")
     return backend
@@ -100,7 +81,7 @@ def _spec_page(
         ],
     }
     refused = bool(form.errors or credential_form.errors)
-    return render(request, "catalog/backend_spec.html", context, status=400 if refused else 200)
+    return render(request, "console/backends/backend_spec.html", context, status=400 if refused else 200)
 
 
 def _history_context(backend: Backend) -> dict[str, Any]:
@@ -113,23 +94,17 @@ def _history_context(backend: Backend) -> dict[str, Any]:
 
 
 @require_GET
-@console_view
-def console_home(request: HttpRequest) -> HttpResponse:
-    return redirect("catalog-console:backend-list")
-
-
-@require_GET
-@console_view
-def backend_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "catalog/backend_list.html", {"backends": selectors.backend_list_all()})
+@console_view()
+def backend_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+    return render(request, "console/backends/backend_list.html", {"backends": selectors.backend_list(tenant=tenant)})
 
 
 @require_http_methods(["GET", "POST"])
-@console_view
-def backend_spec(request: HttpRequest, backend_id: int) -> HttpResponse:
+@console_view()
+def backend_spec(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
     """The backend's spec page: GET shows it; POST uploads a document from the form and, when the
     service takes it, redirects back (PRG) with a message. A refusal re-renders the form (400)."""
-    backend = _backend_or_404(backend_id)
+    backend = _backend_or_404(tenant, backend_id)
     form = SpecUploadForm()
     if request.method == "POST":
         form = SpecUploadForm(request.POST, request.FILES)
@@ -148,24 +123,24 @@ def backend_spec(request: HttpRequest, backend_id: int) -> HttpResponse:
                 messages.success(
                     request, f"Uploaded {version.filename or 'the document'} as version {version.number}."
                 )
-                return redirect("catalog-console:backend-spec", backend_id=backend.pk)
+                return redirect("console:backend-spec", tenant=tenant.slug, backend_id=backend.pk)
     return _spec_page(request, backend, form=form)
 
 
 @require_GET
-@console_view
-def backend_spec_history(request: HttpRequest, backend_id: int) -> HttpResponse:
+@console_view()
+def backend_spec_history(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
     """The history fragment alone; it carries its own polling trigger while a version compiles."""
-    backend = _backend_or_404(backend_id)
-    return render(request, "catalog/_spec_history.html", _history_context(backend))
+    backend = _backend_or_404(tenant, backend_id)
+    return render(request, "console/backends/_spec_history.html", _history_context(backend))
 
 
 @require_POST
-@console_view
-def credential_set(request: HttpRequest, backend_id: int) -> HttpResponse:
+@console_view()
+def credential_set(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
     """Set or replace the backend's egress credential from the spec page's form: PRG with a message
     when the service takes it; the page again with the form's errors (400) when it does not."""
-    backend = _backend_or_404(backend_id)
+    backend = _backend_or_404(tenant, backend_id)
     form = EgressCredentialForm(request.POST)
     if form.is_valid():
         try:
@@ -174,17 +149,26 @@ def credential_set(request: HttpRequest, backend_id: int) -> HttpResponse:
             form.add_error(None, exc)  # messages the service keys by field go to that field
         else:
             messages.success(request, "Credential saved.")
-            return redirect("catalog-console:backend-spec", backend_id=backend.pk)
+            return redirect("console:backend-spec", tenant=tenant.slug, backend_id=backend.pk)
     return _spec_page(request, backend, credential_form=form)
 
 
 @require_POST
-@console_view
-def credential_remove(request: HttpRequest, backend_id: int) -> HttpResponse:
-    backend = _backend_or_404(backend_id)
+@console_view()
+def credential_remove(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
+    backend = _backend_or_404(tenant, backend_id)
     if selectors.egress_credential_state(backend=backend) is None:
         messages.info(request, "There was no credential to remove.")
     else:
         egress_credential_clear(backend=backend)
         messages.success(request, "Credential removed: requests to the backend now go without one.")
-    return redirect("catalog-console:backend-spec", backend_id=backend.pk)
+    return redirect("console:backend-spec", tenant=tenant.slug, backend_id=backend.pk)
+
+
+urls = [
+    path("backends/", backend_list, name="backend-list"),
+    path("backends/<int:backend_id>/spec/", backend_spec, name="backend-spec"),
+    path("backends/<int:backend_id>/spec/history/", backend_spec_history, name="backend-spec-history"),
+    path("backends/<int:backend_id>/credential/", credential_set, name="credential-set"),
+    path("backends/<int:backend_id>/credential/remove/", credential_remove, name="credential-remove"),
+]

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ConsoleConfig(AppConfig):
+    name = "apps.console"
+    default_auto_field = "django.db.models.BigAutoField"

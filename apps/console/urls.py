@@ -1,0 +1,26 @@
+"""The console's URLs: sign-in, the start page, the platform pages under `/console/` and each
+area's pages under `/console/t/<tenant>/` (listed in each area's module as `urls`)."""
+
+from __future__ import annotations
+
+from django.urls import include, path
+
+from apps.console.auth import ConsoleLoginView, ConsoleLogoutView
+from apps.console.views import backends, home
+
+tenant_urls = [
+    *backends.urls,
+]
+
+platform_urls: list = []
+
+console_urls = (
+    [
+        path("login/", ConsoleLoginView.as_view(), name="login"),
+        path("logout/", ConsoleLogoutView.as_view(), name="logout"),
+        path("", home.home, name="home"),
+        *platform_urls,
+        path("t/<slug:tenant>/", include(tenant_urls)),
+    ],
+    "console",
+)
