@@ -108,6 +108,19 @@ def screenshot(page: Page, name: str) -> Path:
     return path
 
 
+DOCS_SCREENSHOTS = ROOT / "docs" / "screenshots"
+
+
+def docs_screenshot(page: Page, name: str) -> Path:
+    """Saves the visible viewport (1280×800) to docs/screenshots/<name>.png, the picture of the
+    page that the README and docs link. Taken by the browser test that walks the page, so the
+    picture shows what the code renders today."""
+    DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = DOCS_SCREENSHOTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
+    page.screenshot(path=path, full_page=False)
+    return path
+
+
 @pytest.fixture
 def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
     """A fresh context and page; a screenshot goes to var/test-artifacts/ when the test fails."""
