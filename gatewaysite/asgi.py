@@ -1,4 +1,5 @@
-"""ASGI entry point: the MCP endpoint (Channels consumers) and everything else (Django)."""
+"""ASGI entry point: the MCP endpoint (Channels consumers), the console's websockets (signed in by
+the session cookie, same-origin only) and everything else (Django)."""
 
 import gc
 import os
@@ -18,9 +19,12 @@ if settings.GATEWAY_SERVE_STATIC:
 
     django_asgi = ASGIStaticFilesHandler(django_asgi)
 
+from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
+from apps.console.consumers import AuditTailConsumer  # noqa: E402
 from apps.gateway.transports import twisted_tuning  # noqa: E402
 from apps.gateway.transports.routing import mcp_http_routes  # noqa: E402
 
@@ -29,6 +33,10 @@ twisted_tuning.install()
 application = ProtocolTypeRouter(
     {
         "http": URLRouter([*mcp_http_routes, re_path(r"", django_asgi)]),
+        # A cookie-authenticated websocket must refuse other sites' pages (cross-site hijacking).
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([
+            re_path(r"^console/t/(?P<tenant>[a-z0-9-]{1,64})/audit/live/?$", AuditTailConsumer.as_asgi()),
+        ]))),
     }
 )
 

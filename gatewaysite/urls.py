@@ -3,22 +3,30 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from apps.audit.urls import api_urls as audit_api_urls
 from apps.catalog.urls import api_urls as catalog_api_urls
 from apps.common.views import healthz, readyz
 from apps.console.urls import console_urls
 from apps.gateway.views import protected_resource_metadata
+from apps.policies.urls import api_urls as policies_api_urls
 from apps.retrieval.urls import api_urls as retrieval_api_urls
+from apps.tenants.urls import api_urls as tenants_api_urls
+from apps.tenants.urls import platform_api_urls as tenants_platform_api_urls
 
 # Everything under a tenant: the object lookups of these views are all filtered by it.
 tenant_api_urls = [
+    path("", include(audit_api_urls)),
     path("", include(catalog_api_urls)),
     path("", include(retrieval_api_urls)),
+    path("", include(policies_api_urls)),
+    path("", include(tenants_api_urls)),
 ]
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="console:home", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/v1/tenants/<slug:tenant>/", include(tenant_api_urls)),
+    path("api/v1/", include(tenants_platform_api_urls)),
     path("api/v1/schema", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("console/", include(console_urls)),

@@ -1,11 +1,15 @@
 """The audit sink: rows are queued in memory on the request path and written in batches by a
 background task, so a call never waits for the database. What is still queued when the process
-exits is written before it goes (graceful shutdown loses nothing)."""
+exits is written before it goes (graceful shutdown loses nothing).
+
+Each batch also updates the per-minute counts the dashboard reads (same transaction), and once it
+is written it is published to the console's live tails (`apps.audit.live`), fire and forget."""
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import bisect
 import datetime
 import logging
 import threading
@@ -13,9 +17,11 @@ from collections import deque
 
 import orjson
 from asgiref.sync import sync_to_async
-from django.db import connection
+from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db.backends.utils import CursorWrapper
 
-from apps.audit.models import AuditRecord
+from apps.audit import live
+from apps.audit.models import LATENCY_BOUNDS, AuditMinute, AuditRecord
 from apps.gateway.pipeline.ports import AuditEntry
 
 log = logging.getLogger(__name__)
@@ -26,13 +32,20 @@ _MAX_QUEUED = 200_000
 _COLUMNS = (
     "created_at", "tenant_id", "tenant_slug", "virtual_host", "principal", "api_key_id", "backend", "method",
     "exposed_name", "upstream_name", "outcome", "error_code", "latency_ms", "bytes_in", "bytes_out",
-    "session_id", "trace_id", "backend_kind", "rule", "limit_state", "arguments", "cost",
+    "session_id", "trace_id", "backend_kind", "rule", "limit_state", "arguments", "cost", "team",
 )
+_ERRORS = {"error", "tool_error"}
+_REFUSALS = ("denied", "rate_limited", "over_budget")
 
 
 def audit_records_write(entries: list[AuditEntry]) -> None:
-    """Insert one batch of audit rows with COPY: an ORM bulk insert cost ~0.7 ms of CPU per row,
-    COPY a few microseconds (see BENCHMARKS.md)."""
+    """Insert one batch of audit rows with COPY (an ORM bulk insert cost ~0.7 ms of CPU per row,
+    COPY a few microseconds: see BENCHMARKS.md), then add them to the per-minute counts.
+
+    Two statements, each on one table and each atomic: a transaction spanning both tables could
+    deadlock with anything locking them in the other order. Raises when the rows were not written
+    (the caller keeps them to retry); a failure of the counts only is logged, never retried (a
+    retry would write the rows twice): the dashboard then undercounts, the log is complete."""
     table = connection.ops.quote_name(AuditRecord._meta.db_table)
     with connection.cursor() as cursor:  # COPY is one statement: atomic without a transaction block
         with cursor.cursor.copy(f"COPY {table} ({', '.join(_COLUMNS)}) FROM STDIN") as copy:
@@ -61,7 +74,53 @@ def audit_records_write(entries: list[AuditEntry]) -> None:
                     entry.limit_state,
                     _json(entry.arguments),
                     entry.cost,
+                    _text(principal.team or ""),
                 ))
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            _minutes_add(cursor, entries)
+    except DatabaseError:
+        log.exception("counting %d audit rows for the dashboard failed; the rows are written", len(entries))
+
+
+def _minute(at: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(at - at % 60, tz=datetime.UTC)
+
+
+def _minutes_add(cursor: CursorWrapper, entries: list[AuditEntry]) -> None:
+    """Add the batch to AuditMinute in one upsert: per tenant and minute a row for all calls (with
+    the latency histogram) and one per tool. Rows go in key order, so the writers of several
+    instances updating the same minutes never deadlock."""
+    counts: dict[tuple[int, str, datetime.datetime], list] = {}
+    buckets = len(LATENCY_BOUNDS) + 1
+    for entry in entries:
+        tenant, minute = entry.principal.tenant_id, _minute(entry.at)
+        tools = ("", _text(entry.exposed_name, 255)) if entry.exposed_name else ("",)
+        for tool in tools:
+            row = counts.setdefault((tenant, tool, minute), [0, 0, 0, 0, 0, [0] * buckets if not tool else None])
+            row[0] += 1
+            row[1] += entry.outcome in _ERRORS
+            for i, outcome in enumerate(_REFUSALS, start=2):
+                row[i] += entry.outcome == outcome
+            if row[5] is not None:
+                row[5][bisect.bisect_left(LATENCY_BOUNDS, entry.latency_ms)] += 1
+    table = connection.ops.quote_name(AuditMinute._meta.db_table)
+    rows = [
+        {"tenant_id": tenant, "tool": tool, "minute": minute.isoformat(), "calls": c[0], "errors": c[1],
+         "denied": c[2], "rate_limited": c[3], "over_budget": c[4], "latency": c[5]}
+        for (tenant, tool, minute), c in sorted(counts.items())
+    ]
+    cursor.execute(
+        f"""INSERT INTO {table} AS t (tenant_id, tool, minute, calls, errors, denied, rate_limited, over_budget, latency)
+        SELECT * FROM jsonb_to_recordset(%s::jsonb) AS r(tenant_id bigint, tool text, minute timestamptz, calls int,
+            errors int, denied int, rate_limited int, over_budget int, latency bigint[])
+        ON CONFLICT (tenant_id, minute, tool) DO UPDATE SET
+            calls = t.calls + excluded.calls, errors = t.errors + excluded.errors, denied = t.denied + excluded.denied,
+            rate_limited = t.rate_limited + excluded.rate_limited, over_budget = t.over_budget + excluded.over_budget,
+            latency = (SELECT array_agg(coalesce(a, 0) + coalesce(b, 0) ORDER BY n)
+                       FROM unnest(t.latency, excluded.latency) WITH ORDINALITY AS u(a, b, n))""",
+        [orjson.dumps(rows).decode()],
+    )
 
 
 def _json(value: object) -> str | None:
@@ -87,7 +146,7 @@ class AuditWriter:
         self._batch = batch
         self._task: asyncio.Task[None] | None = None
         self._lock = threading.Lock()
-        self._write = sync_to_async(self._write_batch, thread_sensitive=False)
+        self._write = sync_to_async(self._write_batch_in_worker, thread_sensitive=False)
         atexit.register(self.flush_sync)
 
     def record(self, entry: AuditEntry) -> None:
@@ -119,12 +178,21 @@ class AuditWriter:
                 connection.close()  # the next batch starts on a fresh connection
                 raise
 
+    def _write_batch_in_worker(self, batch: list[AuditEntry]) -> None:
+        try:
+            self._write_batch(batch)
+        finally:
+            # As after a request: a connection past CONN_MAX_AGE is closed (it lives in a worker
+            # thread, which no request_finished signal reaches).
+            close_old_connections()
+
     async def flush(self) -> None:
         while batch := self._take():
             try:
                 await self._write(batch)
             except Exception:
                 return  # kept queued; the next round tries again
+            live.audit_batch_publish(batch)  # after the write, never awaited
 
     def flush_sync(self) -> None:
         """Write everything still queued, from a thread with no running event loop (exit time)."""

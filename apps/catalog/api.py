@@ -12,7 +12,9 @@ from urllib.parse import quote
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse
-from rest_framework import status
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -34,6 +36,10 @@ from apps.tenants.models import Tenant
 # Content types whose body is the document itself; multipart carries it in the field `file`.
 RAW_SPEC_CONTENT_TYPES = ("application/json", "application/yaml", "application/x-yaml", "text/yaml", "text/plain")
 MULTIPART = "multipart/form-data"
+
+
+class SpecUploadMultipartSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="The OpenAPI document (JSON or YAML).")
 
 
 class CatalogAPIView(TenantAPIView):
@@ -65,6 +71,14 @@ class SpecUploadView(CatalogAPIView):
     and `Location` pointing at it; 413 over GATEWAY_SPEC_MAX_BYTES; 415 for other content types;
     400 for what the service refuses (an MCP backend, an empty document)."""
 
+    @extend_schema(
+        request={
+            "application/json": OpenApiTypes.OBJECT, "application/yaml": OpenApiTypes.STR,
+            "multipart/form-data": SpecUploadMultipartSerializer,
+        },
+        parameters=[OpenApiParameter("filename", OpenApiTypes.STR, description="Names a raw document.")],
+        responses={202: SpecVersionDetailSerializer},
+    )
     def post(self, request: Request, tenant: str, backend_id: int) -> Response:
         backend = _backend_or_404(self.tenant, backend_id)
         limit: int = settings.GATEWAY_SPEC_MAX_BYTES
@@ -112,6 +126,7 @@ class SpecUploadView(CatalogAPIView):
 class SpecVersionListView(CatalogAPIView):
     """`GET /api/v1/tenants/<tenant>/backends/<id>/specs`: the backend's versions, newest first, without documents."""
 
+    @extend_schema(operation_id="tenants_backends_specs_list", responses=SpecVersionSummarySerializer(many=True))
     def get(self, request: Request, tenant: str, backend_id: int) -> Response:
         backend = _backend_or_404(self.tenant, backend_id)
         versions = selectors.spec_version_list(backend=backend)
@@ -122,6 +137,7 @@ class SpecVersionListView(CatalogAPIView):
 class SpecVersionDetailView(CatalogAPIView):
     """`GET /api/v1/tenants/<tenant>/backends/<id>/specs/<number>`: one version with its errors, warnings and changes."""
 
+    @extend_schema(responses=SpecVersionDetailSerializer)
     def get(self, request: Request, tenant: str, backend_id: int, number: int) -> Response:
         backend = _backend_or_404(self.tenant, backend_id)
         version = selectors.spec_version_get(backend=backend, number=number)
@@ -135,6 +151,7 @@ class SpecVersionDocumentView(CatalogAPIView):
     """`GET /api/v1/tenants/<tenant>/backends/<id>/specs/<number>/document`: the document exactly as uploaded,
     `application/json` when it starts with `{`, else `application/yaml`."""
 
+    @extend_schema(responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "application/yaml"): OpenApiTypes.STR})
     def get(self, request: Request, tenant: str, backend_id: int, number: int) -> HttpResponse:
         backend = _backend_or_404(self.tenant, backend_id)
         found = selectors.spec_version_document_get(backend=backend, number=number)
@@ -163,6 +180,7 @@ class EgressCredentialView(CatalogAPIView):
 
     parser_classes = [JSONParser]
 
+    @extend_schema(responses=EgressCredentialStateSerializer)
     def get(self, request: Request, tenant: str, backend_id: int) -> Response:
         backend = _backend_or_404(self.tenant, backend_id)
         state = selectors.egress_credential_state(backend=backend)
@@ -170,6 +188,7 @@ class EgressCredentialView(CatalogAPIView):
             raise Http404(f"backend {backend.name!r} has no credential")
         return Response(EgressCredentialStateSerializer(state).data)
 
+    @extend_schema(request=EgressCredentialInputSerializer, responses=EgressCredentialStateSerializer)
     def put(self, request: Request, tenant: str, backend_id: int) -> Response:
         backend = _backend_or_404(self.tenant, backend_id)
         given = EgressCredentialInputSerializer(data=request.data)
@@ -183,6 +202,7 @@ class EgressCredentialView(CatalogAPIView):
         state = selectors.egress_credential_state(backend=backend)
         return Response(EgressCredentialStateSerializer(state).data)
 
+    @extend_schema(request=None, responses={204: OpenApiResponse(description="Removed.")})
     def delete(self, request: Request, tenant: str, backend_id: int) -> Response:
         backend = _backend_or_404(self.tenant, backend_id)
         if selectors.egress_credential_state(backend=backend) is None:

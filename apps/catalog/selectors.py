@@ -166,3 +166,18 @@ def backend_security_schemes(*, backend: Backend) -> list[dict[str, str]]:
     """The supported security schemes of the backend's active spec version (`[{name, kind, parameter}]`,
     the preferred first); empty when it serves no spec."""
     return list(backend.active_spec.security_schemes) if backend.active_spec else []
+
+
+# --- Virtual hosts (the API and the console) -------------------------------------------------------
+
+def virtual_host_get(*, tenant: Tenant, virtual_host_id: int) -> VirtualHost | None:
+    """The tenant's virtual host with that id, mounts (with backends) and aliases prefetched; None if there is none."""
+    return virtual_host_list(tenant=tenant).filter(pk=virtual_host_id).first()
+
+
+def mount_get(*, virtual_host: VirtualHost, mount_id: int) -> VirtualHostBackend | None:
+    return VirtualHostBackend.objects.filter(virtual_host=virtual_host, pk=mount_id).select_related("virtual_host").first()
+
+
+def tool_alias_get(*, virtual_host: VirtualHost, alias_id: int) -> ToolAlias | None:
+    return ToolAlias.objects.filter(virtual_host=virtual_host, pk=alias_id).select_related("virtual_host").first()

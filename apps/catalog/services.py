@@ -155,8 +155,11 @@ def virtual_host_create(
     tool_aliases: Mapping[str, ToolTarget] | None = None,
     allow_anonymous: bool = False,
     anonymous_key: ApiKey | None = None,
+    tool_search: str = VirtualHost.ToolSearch.OFF,
+    tool_search_name: str = "tool_search",
 ) -> VirtualHost:
-    """Create a virtual host mounting each backend under its map key, with the given aliases."""
+    """Create a virtual host mounting each backend under its map key, with the given aliases (and
+    tool_search as `virtual_host_tool_search_set` gives it)."""
     _check_anonymous(tenant=tenant, allow_anonymous=allow_anonymous, anonymous_key=anonymous_key)
     virtual_host = VirtualHost(
         tenant=tenant, slug=slug, allow_anonymous=allow_anonymous, anonymous_key=anonymous_key
@@ -167,8 +170,21 @@ def virtual_host_create(
         mount_set(virtual_host=virtual_host, map_key=map_key, backend=backend)
     for alias, target in (tool_aliases or {}).items():
         tool_alias_set(virtual_host=virtual_host, alias=alias, target=target)
+    if (tool_search, tool_search_name) != (VirtualHost.ToolSearch.OFF, "tool_search"):
+        virtual_host_tool_search_set(virtual_host=virtual_host, mode=tool_search, name=tool_search_name)
     config_version_bump(tenant_id=tenant.pk)
     return virtual_host
+
+
+@transaction.atomic
+def virtual_host_settings_set(
+    *, virtual_host: VirtualHost, allow_anonymous: bool, anonymous_key: ApiKey | None, tool_search: str,
+    tool_search_name: str,
+) -> VirtualHost:
+    """Set who may call anonymously and the host's tool_search together (the console's and the API's
+    edit): both as `virtual_host_update` and `virtual_host_tool_search_set` say, or neither."""
+    virtual_host_update(virtual_host=virtual_host, allow_anonymous=allow_anonymous, anonymous_key=anonymous_key)
+    return virtual_host_tool_search_set(virtual_host=virtual_host, mode=tool_search, name=tool_search_name)
 
 
 def virtual_host_update(

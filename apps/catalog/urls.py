@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.catalog import api
+from apps.catalog import api, api_backends, api_tools, api_vhosts
 
 api_urls = (
     [
@@ -21,6 +21,9 @@ api_urls = (
             name="spec-version-document",
         ),
         path("backends/<int:backend_id>/credential", api.EgressCredentialView.as_view(), name="credential"),
+        *api_tools.urls,
+        *api_backends.urls,
+        *api_vhosts.urls,
     ],
     "catalog-api",
 )

@@ -4,15 +4,23 @@ tenant's slug; "platform" entries are shown to platform admins only. An area add
 from __future__ import annotations
 
 TENANT_NAV: list[tuple[str, str]] = [
-    # area: dashboard
-    # area: keys
+    ("Dashboard", "console:dashboard"),
+    ("Keys", "console:key-list"),
+    ("Teams", "console:team-list"),
+    ("Members", "console:member-list"),
     ("Backends", "console:backend-list"),
-    # area: vhosts
-    # area: tools
-    # area: policies
-    # area: audit
+    ("Virtual hosts", "console:vhost-list"),
+    ("Connect", "console:connect"),
+    ("Tools", "console:tool-list"),
+    ("Retrieval", "console:retrieval-playground"),
+    ("Access rules", "console:access-list"),
+    ("Limits", "console:limit-list"),
+    ("Audit log", "console:audit-list"),
+    ("Sessions", "console:session-list"),
 ]
 
 PLATFORM_NAV: list[tuple[str, str]] = [
-    # area: tenants
+    ("Tenants", "console:tenant-list"),
+    ("Plans", "console:plan-list"),
+    ("My API tokens", "console:token-list"),
 ]

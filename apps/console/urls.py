@@ -6,13 +6,42 @@ from __future__ import annotations
 from django.urls import include, path
 
 from apps.console.auth import ConsoleLoginView, ConsoleLogoutView
-from apps.console.views import backends, home
+from apps.console.views import (
+    audit,
+    backend_specs,
+    backends,
+    connect,
+    dashboard,
+    home,
+    keys,
+    limits,
+    members,
+    policies,
+    retrieval,
+    sessions,
+    tenants,
+    tokens,
+    tools,
+    vhosts,
+)
 
 tenant_urls = [
     *backends.urls,
+    *audit.urls, *dashboard.urls, *sessions.urls,
+    *tools.urls, *retrieval.urls,
+    *policies.urls,
+    *limits.urls,
+    *keys.urls,
+    *members.urls,
+    *backend_specs.urls,
+    *vhosts.urls,
+    *connect.urls,
 ]
 
-platform_urls: list = []
+platform_urls: list = [
+    *tenants.platform_urls,
+    *tokens.platform_urls,
+]
 
 console_urls = (
     [

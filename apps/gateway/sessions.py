@@ -30,6 +30,10 @@ _BACKENDS = "gw:session-backends:{}"
 _CLAIM = "gw:session-claim:{}:{}"
 #: Sessions by the time of their last use: what an idle expiry sweep reads.
 IDLE_INDEX = "gw:session-idle"
+#: Each tenant's sessions by the time they were opened: what the console lists. Maintained beside
+#: the idle index (added on create, removed on delete); an entry whose state Redis already dropped
+#: is skipped and removed by the listing.
+TENANT_INDEX = "gw:session-tenant:{}"
 #: How long a session's state outlives its idle expiry, so a sweep can still close its backend
 #: sessions; past that Redis drops it anyway (no instance swept: the backends time them out).
 _GRACE_SECONDS = 600
@@ -50,6 +54,18 @@ _SAVE_BACKEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
+return 1
+"""
+#: Forget a session: its state, backend sessions, and its entries in the idle and tenant indexes (the
+#: tenant is read from the state). KEYS: state, backends, idle index; ARGV: id, tenant index prefix.
+_DELETE = """
+local payload = redis.call('GET', KEYS[1])
+if payload then
+  local ok, state = pcall(cjson.decode, payload)
+  if ok and state['tenant_id'] then redis.call('ZREM', ARGV[2] .. state['tenant_id'], ARGV[1]) end
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
 return 1
 """
 _INSTANCE_SAFE = re.compile(r"[^A-Za-z0-9-]")
@@ -79,6 +95,7 @@ class RedisSessionStore:
         self._cache: dict[str, tuple[SessionState, float]] = {}
         self._touch = client.register_script(_TOUCH)
         self._save_backend = client.register_script(_SAVE_BACKEND)
+        self._delete = client.register_script(_DELETE)
         self._clock = clock  # wall time: instances compare each other's idle times
         self._idle = idle_index
 
@@ -102,7 +119,9 @@ class RedisSessionStore:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.set(_KEY.format(state.id), payload, ex=self._ttl + _GRACE_SECONDS, nx=create, xx=not create)
                 pipe.zadd(self._idle, {state.id: self._clock()}, xx=not create)
-                stored, _ = await pipe.execute()
+                if create:
+                    pipe.zadd(TENANT_INDEX.format(state.tenant_id), {state.id: self._clock()}, nx=True)
+                stored, *_ = await pipe.execute()
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
         if not stored:
@@ -172,10 +191,10 @@ class RedisSessionStore:
     async def delete(self, session_id: str) -> None:
         self._cache.pop(session_id, None)
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.delete(_KEY.format(session_id), _BACKENDS.format(session_id))
-                pipe.zrem(self._idle, session_id)
-                await pipe.execute()
+            await self._delete(
+                keys=[_KEY.format(session_id), _BACKENDS.format(session_id), self._idle],
+                args=[session_id, TENANT_INDEX.format("")],
+            )
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
 
@@ -197,3 +216,53 @@ class RedisSessionStore:
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
         return taken
+
+
+@dataclasses.dataclass(frozen=True)
+class ActiveSession:
+    """A session as the console lists it: its state and its seconds since last use."""
+
+    state: SessionState
+    idle_seconds: float
+
+    @property
+    def instance(self) -> str:
+        """The instance that minted the id (its first part): an owner hint, not a binding."""
+        return self.state.id.split(".", 1)[0]
+
+
+def session_list(
+    client: redis.Redis, *, tenant_id: int, offset: int = 0, limit: int = 50, idle_index: str = IDLE_INDEX,
+    clock: Callable[[], float] = time.time,
+) -> tuple[list[ActiveSession], int]:
+    """One page of a tenant's sessions, newest first, and how many it has: two round trips
+    whatever the page size (the index page, then each session's state, backends and last use).
+    Entries whose state is gone are left off and removed from the index."""
+    index = TENANT_INDEX.format(tenant_id)
+    with client.pipeline(transaction=False) as pipe:
+        pipe.zrevrange(index, offset, offset + limit - 1)
+        pipe.zcard(index)
+        raw_ids, total = pipe.execute()
+    ids = [raw.decode() if isinstance(raw, bytes) else raw for raw in raw_ids]
+    if not ids:
+        return [], total
+    with client.pipeline(transaction=False) as pipe:
+        for session_id in ids:
+            pipe.get(_KEY.format(session_id))
+            pipe.hgetall(_BACKENDS.format(session_id))
+        pipe.zmscore(idle_index, ids)
+        *found, last_used = pipe.execute()
+    now = clock()
+    sessions: list[ActiveSession] = []
+    gone: list[str] = []
+    for i, session_id in enumerate(ids):
+        payload, backends = found[2 * i], found[2 * i + 1]
+        if payload is None:
+            gone.append(session_id)
+            continue
+        used = last_used[i]
+        state = RedisSessionStore._decode(payload, backends)
+        sessions.append(ActiveSession(state, max(0.0, now - used) if used is not None else float("inf")))
+    if gone:
+        client.zrem(index, *gone)
+    return sessions, max(0, total - len(gone))

@@ -1,19 +1,27 @@
 """Read-side of access policies and limits: the compiled policy and tool costs of a virtual host, the
-effective budgets of a tenant, and the policy simulator."""
+effective budgets of a tenant, the policy simulator, what the console and the API list, and the
+current use of rate limits and budgets (read from the gateway limiter's Redis counters)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import Any
 
+import redis
+from django.db.models import Count, Prefetch, QuerySet
+
 from apps.catalog.models import VirtualHost
+from apps.common.redis import redis_client
+from apps.gateway.limits import bucket_key, budget_key
 from apps.gateway.pipeline.costs import ToolCosts, ToolCostSpec, call_cost, tool_costs_compile
 from apps.gateway.pipeline.names import Naming
 from apps.gateway.pipeline.policy import Policy, PolicyError, RuleSpec, policy_compile
-from apps.gateway.pipeline.values import Budget, Principal
-from apps.policies.models import AccessPolicy
+from apps.gateway.pipeline.values import Budget, Limit, Principal
+from apps.policies.models import AccessPolicy, AccessRule, RateLimit, ToolCost
 from apps.policies.models import Budget as StoredBudget
 from apps.tenants.models import ApiKey, Tenant
 
@@ -95,10 +103,11 @@ def budgets_effective(*, tenant: Tenant) -> EffectiveBudgets:
 
 @dataclass(frozen=True, slots=True)
 class Simulation:
-    """What the gateway would do with one call: whether the tool is listed for the key, whether the
-    call passes, which rule decided (None: the default, or no policy), the upstream target, and the
-    budget units the call would cost (0 when the rules refuse it; rate limits and budgets, which
-    depend on what was spent, are not consulted)."""
+    """What the gateway would do with one call: whether the tool is listed for the caller, whether
+    the call passes, which rule decided (None: the default, or no policy), the upstream target, and
+    the budget units the call would cost (0 when the rules refuse it; rate limits and budgets, which
+    depend on what was spent, are not consulted). `hidden_by`: for a tool the caller does not see,
+    the rule that hides it (None when no rule allows it and the default is deny)."""
 
     listed: bool
     allowed: bool
@@ -107,28 +116,204 @@ class Simulation:
     map_key: str | None
     upstream_name: str | None
     cost: int = 0
+    hidden_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedToken:
+    """A JWT access token as the simulator's caller: its subject, the tenant's team its claims name
+    (None: none the tenant knows) and its scopes. Access rules never name a token's issuer, so
+    none is asked for; a rule for a key never applies to a token."""
+
+    subject: str
+    team: str | None = None
+    scopes: tuple[str, ...] = ()
+
+
+_SIMULATED_ISSUER = "simulator"
+
+
+def _simulated_principal(tenant: Tenant, key: ApiKey | None, token: SimulatedToken | None) -> Principal:
+    if key is not None:
+        return Principal(
+            tenant_id=key.tenant_id, tenant_slug=tenant.slug, key_id=key.pk, key_name=key.name,
+            team=key.team.slug if key.team else None, scopes=tuple(key.scopes or ()),
+        )
+    if token is None:
+        raise ValueError("give a key or a token")
+    return Principal(
+        tenant_id=tenant.pk, tenant_slug=tenant.slug, key_id=-1, key_name=token.subject, team=token.team,
+        issuer=_SIMULATED_ISSUER, scopes=token.scopes,
+    )
 
 
 def access_decision_simulate(
-    *, virtual_host: VirtualHost, key: ApiKey, tool: str, arguments: Mapping[str, Any]
+    *,
+    virtual_host: VirtualHost,
+    tool: str,
+    arguments: Mapping[str, Any],
+    key: ApiKey | None = None,
+    token: SimulatedToken | None = None,
 ) -> Simulation:
-    """The policy simulator (for the console): `key` calls the exposed tool `tool` with `arguments`.
-    Decided from the configuration alone: whether the backend really has the tool is not asked."""
+    """The policy simulator (for the console and the API): `key` (one of the host's tenant's keys)
+    or `token` calls the exposed tool `tool` with `arguments`. Decided from the configuration alone:
+    whether the backend really has the tool is not asked."""
     mounts = list(virtual_host.mounts.values_list("map_key", flat=True))
     aliases = {a.alias: (a.map_key, a.upstream_name) for a in virtual_host.tool_aliases.all()}
     target = Naming.build(mounts, aliases).route_tool(tool)
     if target is None:
         return Simulation(False, False, None, f"{tool!r} names no tool of this virtual host", None, None)
-    principal = Principal(
-        tenant_id=key.tenant_id, tenant_slug=key.tenant.slug, key_id=key.pk, key_name=key.name,
-        team=key.team.slug if key.team else None,
-    )
+    principal = _simulated_principal(virtual_host.tenant, key, token)
     current = VirtualHost.objects.prefetch_related("access_policy__rules", "tool_costs").get(pk=virtual_host.pk)
     policy = access_policy_compiled(virtual_host=current)
     cost = call_cost(tool_costs_compiled(virtual_host=current), "tools/call", tool, target[1])
     if policy is None:
         return Simulation(True, True, None, "allowed: the virtual host has no access policy", *target, cost)
-    if not policy.visible(principal, tool, target[1]):
-        return Simulation(False, False, None, "hidden from this key: a call is answered as an unknown tool", *target)
     decision = policy.decide(principal, tool, target[1], arguments)
+    if not policy.visible(principal, tool, target[1]):
+        # Hidden: any call is refused, by the rule (or the default) that refuses it with these arguments.
+        by = f"rule {decision.rule!r}" if decision.rule else "the default (deny), no rule allowing it"
+        reason = f"hidden from this caller by {by}: a call is answered as an unknown tool"
+        return Simulation(False, False, None, reason, *target, hidden_by=decision.rule)
     return Simulation(True, decision.allowed, decision.rule, decision.reason, *target, cost if decision.allowed else 0)
+
+
+# --- What the console and the API list ---------------------------------------------------------
+
+
+def policy_virtual_host_get(*, tenant: Tenant, virtual_host_id: int) -> VirtualHost | None:
+    """One of the tenant's virtual hosts, its policy's rules (in order) and tool costs prefetched;
+    None when the tenant has no host with that id."""
+    return (
+        VirtualHost.objects.filter(tenant=tenant, pk=virtual_host_id)
+        .select_related("tenant", "access_policy")
+        .prefetch_related(
+            Prefetch("access_policy__rules", queryset=AccessRule.objects.order_by("position")),
+            Prefetch("tool_costs", queryset=ToolCost.objects.order_by("position")),
+        )
+        .first()
+    )
+
+
+def policy_virtual_host_list(*, tenant: Tenant) -> QuerySet[VirtualHost]:
+    """The tenant's virtual hosts by slug, each with `rule_count` and `tool_cost_count` and its
+    policy's default (`access_policy`, selected along; None without a policy)."""
+    return (
+        VirtualHost.objects.filter(tenant=tenant)
+        .select_related("access_policy")
+        .annotate(
+            rule_count=Count("access_policy__rules", distinct=True),
+            tool_cost_count=Count("tool_costs", distinct=True),
+        )
+        .order_by("slug")
+    )
+
+
+def access_rules_of(*, virtual_host: VirtualHost) -> tuple[str | None, list[RuleSpec]]:
+    """The host's policy as (default, rules in order); (None, []) when it has none. Reads the
+    prefetched rules of `policy_virtual_host_get`."""
+    try:
+        stored = virtual_host.access_policy
+    except AccessPolicy.DoesNotExist:
+        return None, []
+    rules = [
+        RuleSpec(rule.rule_id, rule.subject_kind, rule.subject_name, rule.effect, tuple(rule.tools), rule.condition)
+        for rule in stored.rules.all()
+    ]
+    return stored.default_effect, rules
+
+
+def tool_costs_of(*, virtual_host: VirtualHost) -> list[ToolCostSpec]:
+    """The host's tool costs in order (prefetched by `policy_virtual_host_get`)."""
+    return [ToolCostSpec(tuple(entry.tools), entry.cost) for entry in virtual_host.tool_costs.all()]
+
+
+def rate_limit_list(*, tenant: Tenant) -> QuerySet[RateLimit]:
+    return RateLimit.objects.filter(tenant=tenant).order_by("scope", "name")
+
+
+def budget_list(*, tenant: Tenant) -> QuerySet[StoredBudget]:
+    return StoredBudget.objects.filter(tenant=tenant).order_by("scope", "name")
+
+
+# --- Current usage, read from the limiter's Redis counters (apps/gateway/limits.py) -----------------
+
+
+@dataclass(frozen=True, slots=True)
+class RateUsage:
+    """How much of a rate limit is in use now: `used` of `limit` calls (GCRA: the calls whose
+    slots have not yet been given back), and seconds until a burst of the whole limit passes again.
+    `checked` False: Redis could not be read."""
+
+    used: int
+    limit: int
+    full_in_seconds: float = 0.0
+    checked: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetUsage:
+    """Units spent in the current UTC day and month. `checked` False: Redis could not be read."""
+
+    day: int
+    month: int
+    checked: bool = True
+
+
+def rate_limit_usage(*, limits: Sequence[RateLimit]) -> dict[int, RateUsage]:
+    """The current use of each stored limit, by its id, in one Redis round trip. The bucket holds
+    its "theoretical arrival time" (`limits._ADMIT`): how far it lies ahead of now, in emission
+    intervals (window / limit), is how many calls are counted."""
+    if not limits:
+        return {}
+    keys = [bucket_key(Limit(row.tenant_id, row.scope, row.name, row.limit, row.window_seconds)) for row in limits]
+    client = redis_client()
+    try:
+        pipe = client.pipeline(transaction=False)
+        pipe.time()  # the limiter's clock: Redis's own
+        for key in keys:
+            pipe.get(key)
+        (seconds, micro), *values = pipe.execute()
+    except (redis.RedisError, OSError) as exc:  # shown as unknown, not a 500
+        log.warning("rate limit usage unreadable: %s", exc)
+        return {row.pk: RateUsage(0, row.limit, checked=False) for row in limits}
+    now = int(seconds) * 1_000_000 + int(micro)
+    usage = {}
+    for row, value in zip(limits, values, strict=True):
+        ahead = max(0.0, float(value) - now) if value is not None else 0.0
+        interval = row.window_seconds * 1_000_000 / row.limit
+        used = min(row.limit, math.ceil(ahead / interval - 1e-9)) if ahead else 0
+        usage[row.pk] = RateUsage(used, row.limit, round(ahead / 1_000_000, 3))
+    return usage
+
+
+def _day_number(moment: date) -> int:
+    return (moment - date(1970, 1, 1)).days
+
+
+def budget_usage(*, tenant: Tenant, subjects: Sequence[tuple[str, str]]) -> dict[tuple[str, str], BudgetUsage]:
+    """Units each (scope, name) of `tenant` has spent this UTC day and month, in one Redis round
+    trip. The limiter's hash per subject (`limits._ADMIT`) holds the day it last spent in (`d`,
+    days since 1970-01-01) and what it spent that day (`du`), and the month likewise (`m`: the
+    number of the month's first day; `mu`); a period other than the current one spent nothing yet."""
+    if not subjects:
+        return {}
+    keys = [budget_key(Budget(tenant.pk, scope, name, None, None)) for scope, name in subjects]
+    client = redis_client()
+    try:
+        pipe = client.pipeline(transaction=False)
+        pipe.time()
+        for key in keys:
+            pipe.hmget(key, "d", "du", "m", "mu")
+        (seconds, _micro), *states = pipe.execute()
+    except (redis.RedisError, OSError) as exc:  # shown as unknown, not a 500
+        log.warning("budget usage unreadable: %s", exc)
+        return {subject: BudgetUsage(0, 0, checked=False) for subject in subjects}
+    today = datetime.fromtimestamp(int(seconds), UTC).date()
+    day, month = _day_number(today), _day_number(today.replace(day=1))
+    usage = {}
+    for subject, (d, du, m, mu) in zip(subjects, states, strict=True):
+        spent_day = int(du) if d is not None and int(d) == day and du is not None else 0
+        spent_month = int(mu) if m is not None and int(m) == month and mu is not None else 0
+        usage[subject] = BudgetUsage(spent_day, spent_month)
+    return usage

@@ -5,20 +5,50 @@ prerequisite chain."""
 from __future__ import annotations
 
 from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.catalog.models import Tool, VirtualHost
 from apps.gateway.pipeline.search_tool import DEFAULT_K, MAX_K, MAX_QUERY_CHARS
-from apps.retrieval.search import tool_prerequisites_list, virtual_host_tools_search
+from apps.retrieval.search import (
+    QueryReading,
+    query_read,
+    rewrite_rules_list,
+    tool_prerequisites_list,
+    virtual_host_tools_search,
+)
+from apps.retrieval.serializers import (
+    RewriteRulePageSerializer,
+    ToolPrerequisitesSerializer,
+    ToolSearchAnswerSerializer,
+)
 from apps.tenants.api_base import TenantAPIView
+
+
+def reading_answer(reading: QueryReading) -> dict[str, object]:
+    """The applied query rewrite as the API answers it: the text searched for, and each id or ARN
+    read as a resource type (the best reading of a token first), or `matches: []`."""
+    rewrite = reading.rewrite
+    return {
+        "text": reading.text,
+        "weak": rewrite.weak if rewrite is not None else False,
+        "matches": [{"token": m.token, "type": m.type, "cost": m.cost} for m in rewrite.matches] if rewrite else [],
+    }
 
 
 class ToolSearchView(TenantAPIView):
     """`GET /api/v1/tenants/<tenant>/virtual-hosts/<id>/tool-search?query=…&k=…`: the best `k` (1–50, default 15)
     tools of the host for `query`, best first, as a caller who sees every tool would get them."""
 
+    @extend_schema(
+        parameters=[OpenApiParameter("query", OpenApiTypes.STR, required=True),
+                    OpenApiParameter("k", OpenApiTypes.INT, description=f"1 to {MAX_K}, default {DEFAULT_K}")],
+        responses=ToolSearchAnswerSerializer,
+    )
     def get(self, request: Request, tenant: str, virtual_host_id: int) -> Response:
         host = VirtualHost.objects.select_related("tenant").filter(tenant=self.tenant, pk=virtual_host_id).first()
         if host is None:
@@ -33,6 +63,7 @@ class ToolSearchView(TenantAPIView):
         return Response({
             "virtual_host": {"id": host.pk, "tenant": host.tenant.slug, "slug": host.slug},
             "query": query,
+            "rewrite": reading_answer(query_read(tenant_id=host.tenant_id, query=query)),
             "results": [
                 {
                     "backend": {"id": f.backend_id, "name": f.backend_name},
@@ -51,6 +82,7 @@ class ToolPrerequisitesView(TenantAPIView):
     """`GET /api/v1/tenants/<tenant>/tools/<id>/prerequisites`: the tools that must run first to produce the ids the
     tool needs, dependencies first (its whole chain, as tool_search reports it)."""
 
+    @extend_schema(responses=ToolPrerequisitesSerializer)
     def get(self, request: Request, tenant: str, tool_id: int) -> Response:
         tool = Tool.objects.select_related("backend").filter(backend__tenant=self.tenant, pk=tool_id).first()
         if tool is None:
@@ -62,3 +94,19 @@ class ToolPrerequisitesView(TenantAPIView):
                 for found in tool_prerequisites_list(tool=tool)
             ],
         })
+
+
+class RewriteRuleListView(TenantAPIView):
+    """`GET /api/v1/tenants/<tenant>/rewrite-rules?limit=&offset=`: the resource types the tenant's
+    catalog names, by which ids and ARNs in a `tool_search` query are read (docs/tool-search.md),
+    the types whose ids most parameters take first."""
+
+    @extend_schema(responses=RewriteRulePageSerializer, operation_id="tenants_rewrite_rules_list")
+    def get(self, request: Request, tenant: str) -> Response:
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(rewrite_rules_list(tenant_id=self.tenant.pk), request, view=self) or []
+        return paginator.get_paginated_response([
+            {"type": rule.type, "weight": rule.weight, "longer_names": list(rule.longer),
+             "describing_tools": [{"backend": b, "name": n} for b, n in rule.tools]}
+            for rule in page
+        ])

@@ -262,6 +262,45 @@ def index_facts_get(*, tenant_id: int) -> IndexFacts:
     return facts
 
 
+@dataclass(frozen=True, slots=True)
+class QueryReading:
+    """How a search reads a query: `text` is what the dense and full-text paths search for (ids
+    read as their types, identifiers split into words); `rewrite` says which ids were read as what
+    (None when the query holds none the tenant's catalog explains)."""
+
+    text: str
+    rewrite: Rewrite | None
+
+
+def query_read(*, tenant_id: int, query: str) -> QueryReading:
+    """What `tool_index_search` makes of `query` before searching (for showing it: the search reads it itself)."""
+    query = " ".join(query.split())
+    rewrite = index_facts_get(tenant_id=tenant_id).vocabulary.rewrite(query) if query else None
+    return QueryReading(split_identifiers(rewrite.text if rewrite is not None else query), rewrite)
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteRule:
+    """One resource type the id-reading rules know: how many parameters take its ids, the longer
+    names the documentation gives it, and the tools that describe it, (backend name, tool name) best first."""
+
+    type: str
+    weight: int
+    longer: tuple[str, ...]
+    tools: tuple[tuple[str, str], ...]
+
+
+def rewrite_rules_list(*, tenant_id: int) -> list[RewriteRule]:
+    """The tenant's id-reading rules (`rewrite.py`), the types whose ids most parameters take first."""
+    vocabulary = index_facts_get(tenant_id=tenant_id).vocabulary
+    names = dict(Backend.objects.filter(tenant_id=tenant_id).values_list("pk", "name"))
+    return [
+        RewriteRule(rtype.name, rtype.weight, tuple(" ".join(words) for words in sorted(rtype.longer)),
+                    tuple((names.get(b, str(b)), n) for b, n in rtype.tools()))  # type: ignore[misc]
+        for rtype in sorted(vocabulary.types.values(), key=lambda t: (-t.weight, t.name))
+    ]
+
+
 def rewrite_rules_describe(*, tenant_slug: str, explain: Sequence[str] = ()) -> list[str]:
     """Lines describing the tenant's id-reading rules: every resource type with how many
     parameters take its ids, the longer names it goes by and the tools that describe it; or, for
@@ -269,14 +308,14 @@ def rewrite_rules_describe(*, tenant_slug: str, explain: Sequence[str] = ()) -> 
     tenant = Tenant.objects.filter(slug=tenant_slug).first()
     if tenant is None:
         raise ValueError(f"no tenant {tenant_slug!r}")
-    vocabulary = index_facts_get(tenant_id=tenant.pk).vocabulary
-    names = dict(Backend.objects.filter(tenant=tenant).values_list("pk", "name"))
-
-    def shown(key: object) -> str:
-        backend_id, name = key  # type: ignore[misc]
-        return f"{names.get(backend_id, backend_id)}:{name}"
-
     if explain:
+        vocabulary = index_facts_get(tenant_id=tenant.pk).vocabulary
+        names = dict(Backend.objects.filter(tenant=tenant).values_list("pk", "name"))
+
+        def shown(key: object) -> str:
+            backend_id, name = key  # type: ignore[misc]
+            return f"{names.get(backend_id, backend_id)}:{name}"
+
         lines = []
         for token in explain:
             rewrite = vocabulary.rewrite(token)
@@ -287,11 +326,12 @@ def rewrite_rules_describe(*, tenant_slug: str, explain: Sequence[str] = ()) -> 
             lines.append(f"{token}: " + "; ".join(
                 f"{m.type} (score {m.cost:.2f}) -> {', '.join(shown(key) for key in m.tools[:3])}" for m in readings[:3]))
         return lines
-    lines = [f"{len(vocabulary.types)} resource types"]
-    for rtype in sorted(vocabulary.types.values(), key=lambda t: (-t.weight, t.name)):
-        longer = "; also " + ", ".join(" ".join(words) for words in sorted(rtype.longer)) if rtype.longer else ""
-        lines.append(f"{rtype.name} (ids taken by {rtype.weight} parameters{longer}): "
-                     + ", ".join(shown(key) for key in rtype.tools()[:3]))
+    rules = rewrite_rules_list(tenant_id=tenant.pk)
+    lines = [f"{len(rules)} resource types"]
+    for rule in rules:
+        longer = "; also " + ", ".join(rule.longer) if rule.longer else ""
+        lines.append(f"{rule.type} (ids taken by {rule.weight} parameters{longer}): "
+                     + ", ".join(f"{b}:{n}" for b, n in rule.tools[:3]))
     return lines
 
 

@@ -10,6 +10,7 @@ api_urls = (
     [
         path("virtual-hosts/<int:virtual_host_id>/tool-search", api.ToolSearchView.as_view(), name="tool-search"),
         path("tools/<int:tool_id>/prerequisites", api.ToolPrerequisitesView.as_view(), name="tool-prerequisites"),
+        path("rewrite-rules", api.RewriteRuleListView.as_view(), name="rewrite-rule-list"),
     ],
     "retrieval-api",
 )

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.db.models import Count, QuerySet
+
+from apps.tenants.access import Access, tenant_list_for
 from apps.tenants.keys import key_hash
-from apps.tenants.models import ApiKey, Plan, Team, Tenant, TokenIssuer
+from apps.tenants.models import AdminToken, ApiKey, Membership, Plan, Team, Tenant, TokenIssuer
 
 
 def tenant_get(*, slug: str) -> Tenant | None:
@@ -40,3 +44,69 @@ def plan_list() -> QuerySet[Plan]:
 
 def plan_get(*, name: str) -> Plan | None:
     return Plan.objects.filter(name=name).first()
+
+
+def api_key_list_for(*, tenant: Tenant, access: Access) -> QuerySet[ApiKey]:
+    """The tenant's keys the user may see: all of them for tenant admins, their own for members."""
+    keys = ApiKey.objects.filter(tenant=tenant).select_related("team", "owner").order_by("name", "pk")
+    if access.manages(tenant.pk):
+        return keys
+    return keys.filter(owner_id=access.user_id)
+
+
+def api_key_get(*, tenant: Tenant, key_id: int) -> ApiKey | None:
+    """The tenant's key with this id (whoever owns it; `Access.manages_key` says who may change it)."""
+    return ApiKey.objects.filter(tenant=tenant, pk=key_id).select_related("team", "owner").first()
+
+
+def team_get(*, tenant: Tenant, team_id: int) -> Team | None:
+    return Team.objects.filter(tenant=tenant, pk=team_id).first()
+
+
+def team_get_by_slug(*, tenant: Tenant, slug: str) -> Team | None:
+    return Team.objects.filter(tenant=tenant, slug=slug).first()
+
+
+def membership_list(*, tenant: Tenant) -> QuerySet[Membership]:
+    return Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username", "pk")
+
+
+def membership_get(*, tenant: Tenant, membership_id: int) -> Membership | None:
+    return membership_list(tenant=tenant).filter(pk=membership_id).first()
+
+
+def user_get_by_username(*, username: str) -> Any:
+    """The active or inactive console user with this username, or None."""
+    return get_user_model().objects.filter(username=username).first()
+
+
+def admin_token_list(*, user: Any) -> QuerySet[AdminToken]:
+    return AdminToken.objects.filter(user=user).order_by("name", "pk")
+
+
+def admin_token_get(*, user: Any, token_id: int) -> AdminToken | None:
+    return admin_token_list(user=user).filter(pk=token_id).first()
+
+
+def tenant_search(*, access: Access, query: str = "") -> QuerySet[Tenant]:
+    """The tenants the user may see, by slug, those whose slug contains `query` when given, with
+    their plan."""
+    tenants = tenant_list_for(access=access).select_related("plan")
+    return tenants.filter(slug__icontains=query) if query else tenants
+
+
+def tenant_contents(*, tenant: Tenant) -> dict[str, int]:
+    """How many of each thing deleting the tenant deletes with it (for the confirmation)."""
+    # Reverse accessors by name: tenants must not import catalog or policies.
+    return {
+        "teams": tenant.teams.count(),
+        "API keys": tenant.api_keys.count(),
+        "members": tenant.memberships.count(),
+        "backends": tenant.backends.count(),
+        "virtual hosts": tenant.virtual_hosts.count(),
+    }
+
+
+def plan_list_with_usage() -> QuerySet[Plan]:
+    """Plans by name, each with `tenant_count`."""
+    return Plan.objects.annotate(tenant_count=Count("tenants")).order_by("name")

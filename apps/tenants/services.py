@@ -16,6 +16,8 @@ from typing import Any
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -42,18 +44,21 @@ class IssuedAdminToken:
     secret: str = field(repr=False)
 
 
-def tenant_create(*, slug: str, name: str) -> Tenant:
-    tenant = Tenant(slug=slug, name=name)
+def tenant_create(*, slug: str, name: str, plan: Plan | None = None) -> Tenant:
+    tenant = Tenant(slug=slug, name=name, plan=plan)
     tenant.full_clean()
     tenant.save()
     config_version_bump(tenant_id=tenant.pk)
     return tenant
 
 
-def tenant_update(*, tenant: Tenant, name: str) -> Tenant:
+def tenant_update(*, tenant: Tenant, name: str, audit_arguments: str | None = None) -> Tenant:
+    """Rename the tenant and, when given, set what its audit rows keep of call arguments."""
     tenant.name = name
+    if audit_arguments is not None:
+        tenant.audit_arguments = audit_arguments
     tenant.full_clean()
-    tenant.save(update_fields=["name", "updated_at"])
+    tenant.save(update_fields=["name", "audit_arguments", "updated_at"])
     config_version_bump(tenant_id=tenant.pk)
     return tenant
 
@@ -317,6 +322,23 @@ def membership_set(*, tenant: Tenant, user: Any, role: str) -> Membership:
 
 def membership_delete(*, membership: Membership) -> None:
     membership.delete()
+
+
+def console_user_create(*, username: str, password: str) -> Any:
+    """A new console user without any role (give one with `membership_set`). The password must pass
+    the configured password validators; their messages are raised as a ValidationError."""
+    user_model = get_user_model()
+    user = user_model(username=username)
+    if user_model.objects.filter(username__iexact=username).exists():
+        raise ValidationError({"username": f"a user {username!r} already exists"})
+    try:
+        user.full_clean(exclude=["password"])
+    except ValidationError as exc:
+        raise ValidationError({"username": exc.message_dict.get("username", exc.messages)}) from None
+    validate_password(password, user=user)
+    user.set_password(password)
+    user.save()
+    return user
 
 
 def admin_token_issue(*, user: Any, name: str, expires_at: datetime | None = None) -> IssuedAdminToken:

@@ -156,6 +156,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Everything the console does: tenants, keys, backends, virtual hosts, tools, policies, audit.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",  # served from static/, no CDN
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

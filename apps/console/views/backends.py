@@ -1,174 +1,183 @@
-"""The console's backend pages (server-rendered; htmx polls the spec history while it compiles).
+"""The console's backend pages: the list, create/edit/delete forms for both kinds, and an MCP
+backend's page with its replicas' live health (an htmx fragment polled every 5 s) and "Test
+connection". An OpenAPI backend's page is its spec page (`backend_specs.py`).
 
 Thin views: each calls selectors or one service and renders. Every backend is looked up within
 the URL's tenant, which `console_view` has checked the user may see (and, to change, manage)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django import forms
-from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import path
+from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.catalog import selectors
-from apps.catalog.credentials import egress_credential_clear, egress_credential_set
-from apps.catalog.models import Backend, EgressCredential, SpecVersion
-from apps.catalog.specs import spec_upload
+from apps.catalog.models import Backend
+from apps.catalog.probes import backend_probe
+from apps.catalog.services import (
+    DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_TOOL_NAME_MAX_LENGTH,
+    backend_create,
+    backend_delete,
+    backend_update,
+)
 from apps.console.access import console_view
+from apps.console.paging import page_of
+from apps.console.views.backend_specs import backend_or_404
 from apps.tenants.models import Tenant
 
-_IN_PROGRESS = {SpecVersion.Status.PENDING, SpecVersion.Status.COMPILING}
 
-class SpecUploadForm(forms.Form):
-    file = forms.FileField(label="OpenAPI document (JSON or YAML, OpenAPI 3.x or Swagger 2.0)")
+class _BackendForm(forms.Form):
+    name = forms.CharField(label="Name", max_length=64, help_text="Letters, digits, '_', '.' and '-'.")
+    timeout_seconds = forms.FloatField(label="Timeout (seconds)", initial=DEFAULT_TIMEOUT_SECONDS, min_value=0.1)
 
 
-class EgressCredentialForm(forms.Form):
-    """The credential form. The secret is a password field that is never rendered with a value,
-    not even after a refused submission: a secret leaves the server only towards the backend."""
-
-    kind = forms.ChoiceField(label="Kind", choices=EgressCredential.Kind.choices, required=False)
-    name = forms.CharField(
-        label="Name", required=False, max_length=EgressCredential._meta.get_field("name").max_length,
-        help_text="The header, query parameter or cookie of an API key; empty takes the spec's.",
-    )
-    username = forms.CharField(
-        label="Username", required=False, max_length=EgressCredential._meta.get_field("username").max_length,
-        help_text="HTTP basic only.",
-    )
-    secret = forms.CharField(
-        label="Secret", strip=False,  # spaces may be part of a secret
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text="The API key, token or password. Stored encrypted; it is never shown again.",
+class McpBackendForm(_BackendForm):
+    transport = forms.ChoiceField(label="Transport", choices=Backend.Transport.choices)
+    urls = forms.CharField(
+        label="Replica URLs", widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        help_text="One URL per line; the gateway spreads sessions over them and skips a replica that is down.",
     )
 
-
-def _backend_or_404(tenant: Tenant, backend_id: int) -> Backend:
-    backend = selectors.backend_get(tenant=tenant, backend_id=backend_id)
-    if backend is None:
-        raise Http404(f"no backend with id {backend_id}")
-    return backend
+    def clean_urls(self) -> list[str]:
+        return [line.strip() for line in self.cleaned_data["urls"].splitlines() if line.strip()]
 
 
-def _spec_page(
-    request: HttpRequest,
-    backend: Backend,
-    *,
-    form: SpecUploadForm | None = None,
-    credential_form: EgressCredentialForm | None = None,
-) -> HttpResponse:
-    """The spec page with its two forms; 400 when either carries errors (a refused submission).
-    A fresh credential form starts from the kind, name and username as set (never the secret)."""
-    credential = selectors.egress_credential_state(backend=backend)
-    form = form if form is not None else SpecUploadForm()
-    if credential_form is None:
-        initial = {"kind": credential.kind, "name": credential.name, "username": credential.username} if credential else {}
-        credential_form = EgressCredentialForm(initial=initial)
-    context = {
-        **_history_context(backend),
-        "form": form,
-        "credential_form": credential_form,
-        "credential": credential,
-        "security_schemes": [
-            {**scheme, "description": selectors.credential_kind_describe(scheme["kind"], scheme["parameter"])}
-            for scheme in selectors.backend_security_schemes(backend=backend)
-        ],
-    }
-    refused = bool(form.errors or credential_form.errors)
-    return render(request, "console/backends/backend_spec.html", context, status=400 if refused else 200)
+class OpenApiBackendForm(_BackendForm):
+    base_url = forms.CharField(
+        label="Base URL", required=False, max_length=500,
+        help_text="Where the service is reached; empty: the spec's servers.",
+    )
+    tool_name_max_length = forms.IntegerField(
+        label="Longest tool name", initial=DEFAULT_TOOL_NAME_MAX_LENGTH, min_value=1, max_value=128,
+    )
+    include_deprecated = forms.BooleanField(label="Turn deprecated operations into tools too", required=False)
 
 
-def _history_context(backend: Backend) -> dict[str, Any]:
-    versions = list(selectors.spec_version_list(backend=backend))
-    return {
-        "backend": backend,
-        "versions": versions,
-        "in_progress": any(v.status in _IN_PROGRESS for v in versions),
-    }
+def _form_class(kind: str) -> type[_BackendForm]:
+    return OpenApiBackendForm if kind == Backend.Kind.OPENAPI else McpBackendForm
+
+
+def backend_page_url(tenant: Tenant, backend: Backend) -> str:
+    """The backend's own page: an OpenAPI backend's is its spec page."""
+    name = "console:backend-spec" if backend.kind == Backend.Kind.OPENAPI else "console:backend-detail"
+    return reverse(name, kwargs={"tenant": tenant.slug, "backend_id": backend.pk})
 
 
 @require_GET
 @console_view()
 def backend_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
-    return render(request, "console/backends/backend_list.html", {"backends": selectors.backend_list(tenant=tenant)})
+    page = page_of(request, selectors.backend_list(tenant=tenant))
+    return render(request, "console/backends/backend_list.html", {"page_obj": page, "backends": page.object_list})
 
 
 @require_http_methods(["GET", "POST"])
 @console_view()
-def backend_spec(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
-    """The backend's spec page: GET shows it; POST uploads a document from the form and, when the
-    service takes it, redirects back (PRG) with a message. A refusal re-renders the form (400)."""
-    backend = _backend_or_404(tenant, backend_id)
-    form = SpecUploadForm()
+def backend_new(request: HttpRequest, tenant: Tenant, kind: str) -> HttpResponse:
+    """Create an MCP (`kind` mcp) or OpenAPI (openapi) backend; PRG to its page."""
+    form_class = _form_class(kind)
+    form = form_class(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        try:
+            backend = backend_create(tenant=tenant, kind=kind, urls=data.pop("urls", []), **data)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, f"Backend {backend.name} created.")
+            return redirect(backend_page_url(tenant, backend))
+    context = {"form": form, "kind": kind, "kind_label": Backend.Kind(kind).label, "backend": None}
+    return render(request, "console/backends/backend_form.html", context, status=400 if form.errors else 200)
+
+
+@require_http_methods(["GET", "POST"])
+@console_view()
+def backend_edit(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
+    """Edit a backend (its name stays: gateways and audit rows know it by name)."""
+    backend = backend_or_404(tenant, backend_id)
+    form_class = _form_class(backend.kind)
+    initial = {
+        "name": backend.name, "timeout_seconds": backend.timeout_seconds, "transport": backend.transport,
+        "urls": "\n".join(r.url for r in backend.replicas.order_by("position")), "base_url": backend.base_url,
+        "tool_name_max_length": backend.tool_name_max_length, "include_deprecated": backend.include_deprecated,
+    }
+    form = form_class(request.POST or None, initial=initial)
+    form.fields["name"].disabled = True
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        data.pop("name")
+        try:
+            backend_update(
+                backend=backend, kind=backend.kind, urls=data.pop("urls", []),
+                transport=data.pop("transport", backend.transport), **data,
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, f"Backend {backend.name} saved.")
+            return redirect(backend_page_url(tenant, backend))
+    context = {"form": form, "kind": backend.kind, "kind_label": backend.get_kind_display(), "backend": backend}
+    return render(request, "console/backends/backend_form.html", context, status=400 if form.errors else 200)
+
+
+@require_http_methods(["GET", "POST"])
+@console_view()
+def backend_remove(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
+    """GET asks for confirmation; POST deletes, or shows the service's refusal (still mounted)."""
+    backend = backend_or_404(tenant, backend_id)
+    error = ""
     if request.method == "POST":
-        form = SpecUploadForm(request.POST, request.FILES)
-        if form.is_valid():
-            upload = form.cleaned_data["file"]
-            # Read one byte past the limit, not the whole file: the service then refuses it with its message.
-            document = upload.read(settings.GATEWAY_SPEC_MAX_BYTES + 1)
-            try:
-                version = spec_upload(
-                    backend=backend, document=document, filename=upload.name or "",
-                    uploaded_by=request.user.get_username(),
-                )
-            except ValidationError as exc:
-                form.add_error("file", exc.messages)
-            else:
-                messages.success(
-                    request, f"Uploaded {version.filename or 'the document'} as version {version.number}."
-                )
-                return redirect("console:backend-spec", tenant=tenant.slug, backend_id=backend.pk)
-    return _spec_page(request, backend, form=form)
+        try:
+            backend_delete(backend=backend)
+        except ValidationError as exc:
+            error = "; ".join(exc.messages)
+        else:
+            messages.success(request, f"Backend {backend.name} deleted.")
+            return redirect("console:backend-list", tenant=tenant.slug)
+    context = {"backend": backend, "error": error, "back_url": backend_page_url(tenant, backend)}
+    return render(request, "console/backends/backend_delete.html", context, status=400 if error else 200)
 
 
 @require_GET
 @console_view()
-def backend_spec_history(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
-    """The history fragment alone; it carries its own polling trigger while a version compiles."""
-    backend = _backend_or_404(tenant, backend_id)
-    return render(request, "console/backends/_spec_history.html", _history_context(backend))
+def backend_detail(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
+    backend = backend_or_404(tenant, backend_id)
+    if backend.kind == Backend.Kind.OPENAPI:
+        return redirect(backend_page_url(tenant, backend))
+    replicas = list(backend.replicas.order_by("position"))
+    return render(request, "console/backends/backend_detail.html", {"backend": backend, "replicas": replicas})
+
+
+@require_GET
+@console_view()
+def backend_health(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
+    """The health fragment (polled): each replica checked, or the check of the last few seconds."""
+    backend = backend_or_404(tenant, backend_id)
+    return render(request, "console/backends/_health.html", {"backend": backend, "probe": backend_probe(backend=backend)})
 
 
 @require_POST
-@console_view()
-def credential_set(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
-    """Set or replace the backend's egress credential from the spec page's form: PRG with a message
-    when the service takes it; the page again with the form's errors (400) when it does not."""
-    backend = _backend_or_404(tenant, backend_id)
-    form = EgressCredentialForm(request.POST)
-    if form.is_valid():
-        try:
-            egress_credential_set(backend=backend, **form.cleaned_data)
-        except ValidationError as exc:
-            form.add_error(None, exc)  # messages the service keys by field go to that field
-        else:
-            messages.success(request, "Credential saved.")
-            return redirect("console:backend-spec", tenant=tenant.slug, backend_id=backend.pk)
-    return _spec_page(request, backend, credential_form=form)
-
-
-@require_POST
-@console_view()
-def credential_remove(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
-    backend = _backend_or_404(tenant, backend_id)
-    if selectors.egress_credential_state(backend=backend) is None:
-        messages.info(request, "There was no credential to remove.")
-    else:
-        egress_credential_clear(backend=backend)
-        messages.success(request, "Credential removed: requests to the backend now go without one.")
-    return redirect("console:backend-spec", tenant=tenant.slug, backend_id=backend.pk)
+@console_view(members_write=True)  # a check changes nothing: whoever sees the backend may run it
+def backend_test(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
+    """Check every replica now and show what each answered (an htmx fragment; a whole page without JS)."""
+    backend = backend_or_404(tenant, backend_id)
+    context = {"backend": backend, "probe": backend_probe(backend=backend, fresh=True)}
+    if request.headers.get("HX-Request"):
+        return render(request, "console/backends/_test_result.html", context)
+    return render(request, "console/backends/backend_test.html", context)
 
 
 urls = [
     path("backends/", backend_list, name="backend-list"),
-    path("backends/<int:backend_id>/spec/", backend_spec, name="backend-spec"),
-    path("backends/<int:backend_id>/spec/history/", backend_spec_history, name="backend-spec-history"),
-    path("backends/<int:backend_id>/credential/", credential_set, name="credential-set"),
-    path("backends/<int:backend_id>/credential/remove/", credential_remove, name="credential-remove"),
+    path("backends/new/mcp/", backend_new, {"kind": Backend.Kind.MCP}, name="backend-new-mcp"),
+    path("backends/new/openapi/", backend_new, {"kind": Backend.Kind.OPENAPI}, name="backend-new-openapi"),
+    path("backends/<int:backend_id>/", backend_detail, name="backend-detail"),
+    path("backends/<int:backend_id>/edit/", backend_edit, name="backend-edit"),
+    path("backends/<int:backend_id>/delete/", backend_remove, name="backend-delete"),
+    path("backends/<int:backend_id>/health/", backend_health, name="backend-health"),
+    path("backends/<int:backend_id>/test/", backend_test, name="backend-test"),
 ]

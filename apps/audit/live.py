@@ -1,0 +1,77 @@
+"""The audit log's live tail: each batch the writer has written is published to a channel-layer
+group per tenant, where the console's tails (apps.console.consumers) pick it up.
+
+Publishing is best effort and never touches a call: it starts after the batch is in the
+database, runs as its own task with a time limit, and is skipped while the previous one is still
+going (a slow or absent Redis costs a log line, not a queue). A tail is read by people: a burst
+sends only each tenant's newest `MAX_ROWS` rows of a batch."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+from apps.audit.models import AuditRecord
+from apps.gateway.pipeline.ports import AuditEntry
+
+log = logging.getLogger(__name__)
+
+MESSAGE_TYPE = "audit.rows"
+MAX_ROWS = 100
+TIMEOUT_SECONDS = 2.0
+
+#: The publish in flight, per event loop.
+_publishing: dict[int, asyncio.Task[None]] = {}
+
+
+def audit_live_group(*, tenant_id: int) -> str:
+    """The channel-layer group of a tenant's live tails."""
+    return f"audit-live.{tenant_id}"
+
+
+def _values(entry: AuditEntry) -> dict[str, Any]:
+    """What a tail shows of a row, in types the channel layer carries (msgpack)."""
+    principal = entry.principal
+    return {
+        "created_at": entry.at, "principal": principal.label,
+        "api_key_id": None if principal.issuer is not None else principal.key_id, "team": principal.team or "",
+        "virtual_host": entry.virtual_host, "backend": entry.backend, "method": entry.method,
+        "exposed_name": entry.exposed_name, "outcome": entry.outcome, "error_code": entry.error_code,
+        "latency_ms": entry.latency_ms, "session_id": entry.session_id, "trace_id": entry.trace_id,
+        "rule": entry.rule, "limit_state": entry.limit_state, "cost": entry.cost,
+    }
+
+
+def audit_live_record(values: dict[str, Any]) -> AuditRecord:
+    """A published row as an (unsaved) AuditRecord, so the tail renders it as the log does."""
+    fields = dict(values)
+    fields["created_at"] = datetime.datetime.fromtimestamp(fields["created_at"], tz=datetime.UTC)
+    return AuditRecord(**fields)
+
+
+def audit_batch_publish(entries: list[AuditEntry]) -> None:
+    """Send a written batch to its tenants' tails, without waiting. Call from the event loop."""
+    loop = asyncio.get_running_loop()
+    running = _publishing.get(id(loop))
+    if running is not None and running.get_loop() is loop and not running.done():
+        log.debug("live tail still publishing; %d rows not shown live", len(entries))
+        return
+    by_tenant: dict[int, list[AuditEntry]] = {}
+    for entry in entries:
+        by_tenant.setdefault(entry.principal.tenant_id, []).append(entry)
+    messages = {tenant_id: [_values(e) for e in rows[-MAX_ROWS:]] for tenant_id, rows in by_tenant.items()}
+    _publishing[id(loop)] = loop.create_task(_send(messages))
+
+
+async def _send(messages: dict[int, list[dict[str, Any]]]) -> None:
+    try:
+        layer = get_channel_layer()
+        async with asyncio.timeout(TIMEOUT_SECONDS):
+            for tenant_id, rows in messages.items():
+                await layer.group_send(audit_live_group(tenant_id=tenant_id), {"type": MESSAGE_TYPE, "rows": rows})
+    except Exception:
+        log.warning("publishing audit rows to the live tail failed", exc_info=True)

@@ -1,0 +1,126 @@
+"""JSON shapes of the policies REST API. Input shapes check types and lengths only: what a rule,
+a limit or a cost may be is the services' to say (apps/policies/services.py)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from apps.gateway.pipeline.costs import UNITS_MAX
+from apps.gateway.pipeline.policy import EFFECTS, SUBJECTS
+
+
+@extend_schema_field({"$ref": "#/components/schemas/EffectEnum"})
+class DefaultEffectField(serializers.ChoiceField):
+    """allow | deny: in the schema, the same enum as a rule's `effect` (one name for one set)."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(choices=EFFECTS, **kwargs)
+
+
+class AccessRuleSerializer(serializers.Serializer):
+    """One rule, in the configuration file's terms (`subject` names exactly one of tenant, team, key)."""
+
+    id = serializers.CharField(max_length=64)
+    subject_kind = serializers.ChoiceField(choices=SUBJECTS)
+    subject_name = serializers.CharField(max_length=100)
+    effect = serializers.ChoiceField(choices=EFFECTS)
+    tools = serializers.ListField(child=serializers.CharField(max_length=128), allow_empty=False, max_length=200)
+    condition = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+
+
+class AccessPolicySerializer(serializers.Serializer):
+    """A host's policy: `default` decides when no rule does; rules in order."""
+
+    default = DefaultEffectField()
+    rules = AccessRuleSerializer(many=True, max_length=500)
+
+
+class SimulatedTokenSerializer(serializers.Serializer):
+    subject = serializers.CharField(max_length=200)
+    team = serializers.CharField(required=False, allow_null=True, default=None, max_length=64)
+    scopes = serializers.ListField(child=serializers.CharField(max_length=200), required=False, default=list)
+
+
+class SimulationRequestSerializer(serializers.Serializer):
+    """Who calls — `key` (the id of one of the tenant's API keys) or `token` — which tool (as the
+    host exposes it), with which arguments."""
+
+    key = serializers.IntegerField(required=False, allow_null=True, default=None)
+    token = SimulatedTokenSerializer(required=False, allow_null=True, default=None)
+    tool = serializers.CharField(max_length=200)
+    arguments = serializers.DictField(required=False, default=dict)
+
+    def validate(self, attrs: dict) -> dict:
+        if (attrs["key"] is None) == (attrs["token"] is None):
+            raise serializers.ValidationError("give exactly one of key and token")
+        return attrs
+
+
+class SimulationSerializer(serializers.Serializer):
+    """What the gateway would do: `listed` (false: the caller does not see the tool, and a call
+    answers as an unknown tool), `allowed`, the deciding `rule` (its id and 1-based `rule_position`;
+    null: the default, or no policy) and `reason`; where it routes and what it would cost."""
+
+    listed = serializers.BooleanField()
+    allowed = serializers.BooleanField()
+    rule = serializers.CharField(allow_null=True)
+    rule_position = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField()
+    map_key = serializers.CharField(allow_null=True)
+    upstream_name = serializers.CharField(allow_null=True)
+    cost = serializers.IntegerField()
+
+
+class RateUsageSerializer(serializers.Serializer):
+    used = serializers.IntegerField(help_text="Calls counted now (GCRA).")
+    full_in_seconds = serializers.FloatField(help_text="Seconds until a whole burst passes again.")
+    checked = serializers.BooleanField(help_text="False: Redis could not be read.")
+
+
+class RateLimitSerializer(serializers.Serializer):
+    scope = serializers.CharField()
+    name = serializers.CharField()
+    limit = serializers.IntegerField()
+    window_seconds = serializers.IntegerField()
+    usage = RateUsageSerializer()
+
+
+class RateLimitInputSerializer(serializers.Serializer):
+    limit = serializers.IntegerField(min_value=1, max_value=UNITS_MAX)
+    window_seconds = serializers.IntegerField(min_value=1, max_value=UNITS_MAX)
+
+
+class CapsSerializer(serializers.Serializer):
+    daily = serializers.IntegerField(allow_null=True)
+    monthly = serializers.IntegerField(allow_null=True)
+    daily_plan = serializers.CharField(help_text="The plan whose cap this is; empty: the budget's own.")
+    monthly_plan = serializers.CharField()
+
+
+class BudgetUsageSerializer(serializers.Serializer):
+    day = serializers.IntegerField(help_text="Units spent this UTC day.")
+    month = serializers.IntegerField(help_text="Units spent this UTC month.")
+    checked = serializers.BooleanField(help_text="False: Redis could not be read.")
+
+
+class BudgetSerializer(serializers.Serializer):
+    """A budget as set (`daily`, `monthly`), as in force after the plan's caps (`effective`), and
+    what was spent (`usage`)."""
+
+    scope = serializers.CharField()
+    name = serializers.CharField()
+    daily = serializers.IntegerField(allow_null=True)
+    monthly = serializers.IntegerField(allow_null=True)
+    effective = CapsSerializer(allow_null=True)
+    usage = BudgetUsageSerializer()
+
+
+class BudgetInputSerializer(serializers.Serializer):
+    daily = serializers.IntegerField(required=False, allow_null=True, default=None)
+    monthly = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+
+class ToolCostSerializer(serializers.Serializer):
+    tools = serializers.ListField(child=serializers.CharField(max_length=128), allow_empty=False, max_length=200)
+    cost = serializers.IntegerField(min_value=0, max_value=UNITS_MAX)

@@ -1,0 +1,109 @@
+"""The audit REST API: the filtered log with cursor pagination, the CSV export, the dashboard's
+numbers and the open sessions — the pages' data, with the same isolation."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import time
+from typing import Any
+
+import pytest
+import redis.asyncio
+from django.conf import settings
+from django.test import Client
+
+from apps.common.redis import redis_client
+from apps.gateway.pipeline.values import SessionState
+from apps.gateway.sessions import RedisSessionStore
+from apps.tenants.services import membership_set
+from tests.audit.factories import audit_rows_create
+from tests.factories import api_key_factory, tenant_factory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def acme(client: Client, django_user_model: Any) -> Any:
+    user = django_user_model.objects.create_user(username="mia", password="pw")
+    tenant = tenant_factory(slug="acme")
+    membership_set(tenant=tenant, user=user, role="member")
+    client.force_login(user)
+    return tenant
+
+
+def test_the_log_is_paged_by_cursor_and_filtered(client: Client, acme: Any,
+                                                 django_assert_max_num_queries: Any) -> None:
+    key = api_key_factory(tenant=acme, name="robot").api_key
+    audit_rows_create(tenant=acme, count=30, key=key, exposed_name="pay", start=time.time() - 100)
+    audit_rows_create(tenant=acme, count=5, exposed_name="read")
+    audit_rows_create(tenant=tenant_factory(slug="other"), count=5)
+    seen: list[int] = []
+    url: str | None = "/api/v1/tenants/acme/audit?limit=12&tool=pay"
+    while url:
+        with django_assert_max_num_queries(8):
+            body = client.get(url).json()
+        seen += [row["id"] for row in body["results"]]
+        assert all(row["exposed_name"] == "pay" and row["api_key_id"] == key.pk for row in body["results"])
+        url = body["next"]
+    assert len(seen) == 30 == len(set(seen)) and seen == sorted(seen, reverse=True)
+    last = client.get(f"/api/v1/tenants/acme/audit?limit=12&tool=pay&key={key.pk}").json()
+    assert last["previous"] is None and len(last["results"]) == 12
+    back = client.get(client.get(last["next"]).json()["previous"]).json()
+    assert [r["id"] for r in back["results"]] == [r["id"] for r in last["results"]]
+
+
+def test_bad_filters_and_cursors_answer_400(client: Client, acme: Any) -> None:
+    foreign = api_key_factory(tenant=tenant_factory(slug="other")).api_key
+    for query in (f"key={foreign.pk}", "outcome=nope", "since=yesterday", "cursor=zzz", "limit=many"):
+        response = client.get(f"/api/v1/tenants/acme/audit?{query}")
+        assert response.status_code == 400 and response.json()["detail"], query
+    assert client.get("/api/v1/tenants/acme/audit.csv?outcome=nope").status_code == 400
+    assert client.get("/api/v1/tenants/acme/dashboard?window=week").status_code == 400
+
+
+def test_the_csv_export(client: Client, acme: Any) -> None:
+    audit_rows_create(tenant=acme, count=3, exposed_name="-1+1", outcome="denied")
+    audit_rows_create(tenant=acme, count=2)
+    response = client.get("/api/v1/tenants/acme/audit.csv?outcome=denied")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert len(rows) == 3 and rows[0]["exposed_name"] == "'-1+1"
+
+
+def test_the_dashboard_as_json(client: Client, acme: Any) -> None:
+    audit_rows_create(tenant=acme, count=4, exposed_name="pay", latency_ms=50.0)
+    audit_rows_create(tenant=acme, count=1, exposed_name="pay", outcome="rate_limited")
+    body = client.get("/api/v1/tenants/acme/dashboard?window=day").json()
+    assert body["window"] == "day" and len(body["bins"]) == 96 and body["bin_seconds"] == 900
+    assert (body["total"]["calls"], body["total"]["rate_limited"]) == (5, 1)
+    assert body["top_tools"] == [{"tool": "pay", "calls": 5, "errors": 0}]
+    assert client.get("/api/v1/tenants/acme/dashboard").json()["window"] == "hour"
+
+
+def test_the_sessions(client: Client, acme: Any) -> None:
+    for key in redis_client().scan_iter("gw:session*"):
+        redis_client().delete(key)
+
+    async def open_sessions() -> None:
+        client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+        store = RedisSessionStore(client, secret=settings.SECRET_KEY, instance="gw-9", ttl_seconds=3600)
+        for _ in range(3):
+            await store.save(SessionState(id=store.new_id(), tenant_id=acme.pk, vhost="main", key_id=0,
+                                          protocol_version="2025-11-25", client_capabilities={}, client_info={}),
+                             create=True)
+        await client.aclose()
+
+    asyncio.run(open_sessions())
+    body = client.get("/api/v1/tenants/acme/sessions?limit=2").json()
+    assert body["count"] == 3 and len(body["results"]) == 2 and body["next"]
+    assert body["results"][0]["instance"] == "gw-9" and body["results"][0]["virtual_host"] == "main"
+    assert len(client.get(body["next"]).json()["results"]) == 1
+
+
+def test_another_tenant_is_not_found_and_anonymous_callers_are_refused(client: Client, acme: Any) -> None:
+    tenant_factory(slug="other")
+    for path in ("audit", "audit.csv", "dashboard", "sessions"):
+        assert client.get(f"/api/v1/tenants/other/{path}").status_code == 404
+        assert Client().get(f"/api/v1/tenants/acme/{path}").status_code == 401

@@ -1,0 +1,91 @@
+"""The audit log's live tail over a websocket, through the real ASGI application and channel layer:
+a batch the audit writer writes for tenant A reaches A's tails (as its filters allow) and no
+other tenant's; tails of tenants the user may not see, anonymous ones and other sites' are refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from apps.audit.models import AuditRecord
+from apps.audit.writer import AuditWriter
+from apps.tenants.services import membership_set
+from gatewaysite.asgi import application
+from tests.audit.factories import audit_entry
+from tests.factories import tenant_factory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@database_sync_to_async
+def _setup() -> dict[str, Any]:
+    """Tenants a and b, a user who may see both, one who may see only a; their session cookies."""
+    a, b, c = tenant_factory(slug="live-a"), tenant_factory(slug="live-b"), tenant_factory(slug="live-c")
+    users = get_user_model().objects
+    both, only_a = users.create_user(username="both", password="pw"), users.create_user(username="a", password="pw")
+    for tenant in (a, b):
+        membership_set(tenant=tenant, user=both, role="member")
+    membership_set(tenant=a, user=only_a, role="member")
+    cookies = {}
+    for user in (both, only_a):
+        client = Client()
+        client.force_login(user)
+        cookies[user.username] = client.cookies["sessionid"].value
+    return {"a": a, "b": b, "c": c, "cookies": cookies}
+
+
+def _tail(path: str, cookie: str | None, origin: str = "http://127.0.0.1") -> WebsocketCommunicator:
+    headers = [(b"origin", origin.encode()), (b"host", b"127.0.0.1")]
+    if cookie:
+        headers.append((b"cookie", f"sessionid={cookie}".encode()))
+    return WebsocketCommunicator(application, path, headers=headers)
+
+
+async def test_a_written_batch_reaches_its_tenants_tails_only() -> None:
+    data = await _setup()
+    a, b = data["a"], data["b"]
+    tail_a = _tail("/console/t/live-a/audit/live", data["cookies"]["both"])
+    denied_only = _tail("/console/t/live-a/audit/live?outcome=denied", data["cookies"]["a"])
+    tail_b = _tail("/console/t/live-b/audit/live", data["cookies"]["both"])
+    for tail in (tail_a, denied_only, tail_b):
+        connected, _ = await tail.connect()
+        assert connected
+    writer = AuditWriter(interval=3600)
+    writer.record(audit_entry(tenant=a, exposed_name="first-tool"))
+    writer.record(audit_entry(tenant=a, exposed_name="second-tool", outcome="denied"))
+    await writer.flush()
+    assert await database_sync_to_async(AuditRecord.objects.filter(tenant_id=a.pk).count)() == 2
+
+    html = await tail_a.receive_from(timeout=5)
+    assert html.index("second-tool") < html.index("first-tool")  # newest first, as in the table
+    assert html.count("<tr ") == 2 and 'class="outcome-denied live"' in html
+    filtered = await denied_only.receive_from(timeout=5)
+    assert "second-tool" in filtered and "first-tool" not in filtered
+    assert await tail_b.receive_nothing(timeout=0.5)
+
+    writer.record(audit_entry(tenant=b, exposed_name="b-tool"))
+    await writer.flush()
+    assert "b-tool" in await tail_b.receive_from(timeout=5)
+    assert await tail_a.receive_nothing(timeout=0.5)
+    for tail in (tail_a, denied_only, tail_b):
+        await tail.disconnect()
+
+
+async def test_unseen_tenants_anonymous_visitors_and_other_sites_are_refused() -> None:
+    data = await _setup()
+    refused = [
+        _tail("/console/t/live-b/audit/live", data["cookies"]["a"]),  # a tenant the user may not see
+        _tail("/console/t/nope/audit/live", data["cookies"]["both"]),  # no such tenant
+        _tail("/console/t/live-a/audit/live", None),  # anonymous
+        _tail("/console/t/live-a/audit/live", data["cookies"]["both"], origin="http://evil.example"),
+        _tail("/console/t/live-a/audit/live?outcome=bogus", data["cookies"]["both"]),  # a filter that is not one
+    ]
+    for tail in refused:
+        connected, _ = await tail.connect()
+        assert not connected
+        await tail.disconnect()

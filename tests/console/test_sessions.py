@@ -1,0 +1,120 @@
+"""The sessions page and the session store's per-tenant index: a tenant's open sessions, listed
+from Redis a page at a time, with their owner instance, protocol, transport, key, host, backend
+sessions and idle time."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import redis.asyncio
+from django.conf import settings
+from django.test import Client
+
+from apps.common.redis import redis_client
+from apps.gateway.pipeline.values import BackendSession, SessionState
+from apps.gateway.sessions import IDLE_INDEX, TENANT_INDEX, RedisSessionStore, session_list
+from apps.tenants.services import membership_set
+from tests.factories import api_key_factory, tenant_factory
+
+pytestmark = pytest.mark.django_db
+
+
+class Clock:
+    now = 2_000_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _run(work: Any) -> Any:
+    """Runs `work(store)` on a store with a client of its own loop."""
+
+    async def go() -> Any:
+        client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+        try:
+            store = RedisSessionStore(client, secret=settings.SECRET_KEY, instance="gw-2", ttl_seconds=3600,
+                                      cache_seconds=0, clock=Clock())
+            return await work(store)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
+
+
+def _open(tenant_id: int, count: int, *, key_id: int = 7, backends: bool = False) -> list[str]:
+    async def work(store: RedisSessionStore) -> list[str]:
+        ids = []
+        for _ in range(count):
+            state = SessionState(id=store.new_id(), tenant_id=tenant_id, vhost="main", key_id=key_id,
+                                 protocol_version="2025-06-18", client_capabilities={}, client_info={},
+                                 transport="sse", tenant_slug="x")
+            assert await store.save(state, create=True)
+            if backends:
+                await store.save_backend(state.id, "demo", BackendSession("b-1", "2025-11-25", "http://r1/mcp"))
+            ids.append(state.id)
+        return ids
+
+    return _run(work)
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> None:
+    client = redis_client()
+    for key in client.scan_iter("gw:session*"):
+        client.delete(key)
+
+
+def test_the_store_keeps_each_tenants_sessions_indexed() -> None:
+    a = _open(101, 3, backends=True)
+    b = _open(102, 1)
+    sessions, total = session_list(redis_client(), tenant_id=101, clock=Clock())
+    assert total == 3
+    assert {s.state.id for s in sessions} == set(a) and b[0] not in {s.state.id for s in sessions}
+    first = sessions[0]
+    assert first.instance == "gw-2" and first.state.transport == "sse" and first.idle_seconds == 0
+    assert first.state.backends["demo"].replica == "http://r1/mcp"
+    # A deleted session leaves the index; one swept (idle index only) still shows, as expiring.
+    _run(lambda store: store.delete(a[0]))
+    redis_client().zrem(IDLE_INDEX, a[1])
+    sessions, total = session_list(redis_client(), tenant_id=101, clock=Clock())
+    assert total == 2 and {s.state.id for s in sessions} == {a[1], a[2]}
+    assert {s.state.id: s.idle_seconds for s in sessions}[a[1]] == float("inf")
+    # A session whose state Redis dropped is left off and removed from the index.
+    redis_client().delete(f"gw:session:{a[2]}")
+    sessions, total = session_list(redis_client(), tenant_id=101, clock=Clock())
+    assert [s.state.id for s in sessions] == [a[1]] and total == 1
+    assert redis_client().zcard(TENANT_INDEX.format(101)) == 1
+
+
+def test_a_listing_reads_one_page() -> None:
+    ids = _open(103, 7)
+    page, total = session_list(redis_client(), tenant_id=103, offset=5, limit=5)
+    assert total == 7 and len(page) == 2 and {s.state.id for s in page} <= set(ids)
+
+
+@pytest.fixture
+def acme(client: Client, django_user_model: Any) -> Any:
+    user = django_user_model.objects.create_user(username="mia", password="pw")
+    tenant = tenant_factory(slug="acme")
+    membership_set(tenant=tenant, user=user, role="member")
+    client.force_login(user)
+    return tenant
+
+
+def test_the_page_lists_the_tenants_sessions_a_page_at_a_time(
+    client: Client, acme: Any, django_assert_max_num_queries: Any
+) -> None:
+    key = api_key_factory(tenant=acme, name="robot").api_key
+    _open(acme.pk, 55, key_id=key.pk, backends=True)
+    other = tenant_factory(slug="other")
+    foreign = _open(other.pk, 2)
+    with django_assert_max_num_queries(7):
+        page = client.get("/console/t/acme/sessions/").content.decode()
+    assert page.count("<code title=\"gw-2.") == 50 and "robot" in page and "http://r1/mcp" in page
+    assert "2025-06-18" in page and "sse" in page and "Page 1 of 2 (55 sessions)" in page
+    assert foreign[0][:20] not in page
+    second = client.get("/console/t/acme/sessions/?page=2").content.decode()
+    assert second.count("<code title=\"gw-2.") == 5
+    assert client.get("/console/t/other/sessions/").status_code == 404

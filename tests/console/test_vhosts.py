@@ -1,0 +1,164 @@
+"""The console's virtual host pages: list, create/edit/delete, mounts, aliases and the preview of
+the tool names a host serves (named by the gateway's own naming contract, against the real demo backend)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from apps.catalog.models import ToolAlias, VirtualHost, VirtualHostBackend
+from apps.catalog.services import ToolTarget
+from apps.tenants.models import Tenant
+from apps.tenants.services import membership_set
+from tests.factories import api_key_factory, backend_factory, tenant_factory, virtual_host_factory
+from tests.processes import free_port
+
+pytestmark = pytest.mark.django_db
+
+
+def _base(tenant: Tenant) -> str:
+    return f"/console/t/{tenant.slug}/virtual-hosts/"
+
+
+def _user(django_user_model: Any, tenant: Tenant, role: str) -> Any:
+    user = django_user_model.objects.create_user(username=f"{role}-{tenant.slug}", password="pw")
+    membership_set(tenant=tenant, user=user, role=role)
+    return user
+
+
+def test_the_list_pages_by_50_with_bounded_queries(admin_client: Client, django_assert_max_num_queries: Any) -> None:
+    tenant = tenant_factory()
+    backend = backend_factory(tenant=tenant)
+    for n in range(53):
+        virtual_host_factory(tenant=tenant, slug=f"h-{n:02d}", mounts={"main": backend})
+    with django_assert_max_num_queries(12):
+        listing = admin_client.get(_base(tenant)).content.decode()
+    assert "Page 1 of 2 (53 in all)" in listing and "h-49" in listing and "h-50" not in listing
+    host = VirtualHost.objects.get(tenant=tenant, slug="h-00")
+    assert f'href="/console/t/{tenant.slug}/connect/{host.pk}/"' in listing
+
+
+def test_create_with_tool_search_then_edit_anonymous_access(admin_client: Client) -> None:
+    tenant = tenant_factory()
+    key = api_key_factory(tenant=tenant).api_key
+    response = admin_client.post(_base(tenant) + "new/", {
+        "slug": "tools", "tool_search": "listed", "tool_search_name": "find_tools",
+    })
+    host = VirtualHost.objects.get(tenant=tenant, slug="tools")
+    assert response["Location"] == f"{_base(tenant)}{host.pk}/"
+    assert (host.tool_search, host.tool_search_name) == ("listed", "find_tools")
+    response = admin_client.post(f"{_base(tenant)}{host.pk}/edit/", {
+        "slug": "ignored", "tool_search": "off", "tool_search_name": "tool_search",
+        "allow_anonymous": "on", "anonymous_key": key.pk,
+    })
+    assert response.status_code == 302
+    host.refresh_from_db()
+    assert host.slug == "tools" and host.allow_anonymous and host.anonymous_key == key and host.tool_search == "off"
+
+
+def test_anonymous_access_needs_a_key_of_the_same_tenant(admin_client: Client) -> None:
+    host = virtual_host_factory()
+    foreign = api_key_factory().api_key
+    edit = f"{_base(host.tenant)}{host.pk}/edit/"
+    base = {"tool_search": "off", "tool_search_name": "tool_search", "allow_anonymous": "on"}
+    response = admin_client.post(edit, {**base, "anonymous_key": foreign.pk})
+    assert response.status_code == 400 and "Select a valid choice" in response.content.decode()
+    response = admin_client.post(edit, base)
+    assert response.status_code == 400 and "allowing anonymous callers needs an anonymous key" in response.content.decode()
+    host.refresh_from_db()
+    assert not host.allow_anonymous
+
+
+def test_mounts_and_aliases_add_and_remove(admin_client: Client) -> None:
+    tenant = tenant_factory()
+    one, two = backend_factory(tenant=tenant, name="one"), backend_factory(tenant=tenant, name="two")
+    host = virtual_host_factory(tenant=tenant, mounts={"a": one})
+    page = f"{_base(tenant)}{host.pk}/"
+    assert admin_client.post(page + "mounts/", {"map_key": "b", "backend": two.pk})["Location"] == page
+    assert admin_client.post(page + "aliases/", {"alias": "Find", "map_key": "b", "upstream_name": "search"}).status_code == 302
+    alias = ToolAlias.objects.get(virtual_host=host, alias="Find")
+    assert (alias.map_key, alias.upstream_name) == ("b", "search")
+    mount_b = VirtualHostBackend.objects.get(virtual_host=host, map_key="b")
+    refused = admin_client.post(f"{page}mounts/{mount_b.pk}/remove/")
+    assert refused.status_code == 400 and "map key 'b' is the target of aliases Find" in html.unescape(refused.content.decode())
+    bad = admin_client.post(page + "aliases/", {"alias": "x", "map_key": "nope", "upstream_name": "y"})
+    assert bad.status_code == 400
+    assert admin_client.post(f"{page}aliases/{alias.pk}/remove/").status_code == 302
+    assert admin_client.post(f"{page}mounts/{mount_b.pk}/remove/").status_code == 302
+    assert list(host.mounts.values_list("map_key", flat=True)) == ["a"]
+
+
+def test_mounting_another_tenants_backend_is_refused(admin_client: Client) -> None:
+    host = virtual_host_factory()
+    foreign = backend_factory()
+    response = admin_client.post(f"{_base(host.tenant)}{host.pk}/mounts/", {"map_key": "x", "backend": foreign.pk})
+    assert response.status_code == 400 and "Select a valid choice" in response.content.decode()
+    assert not host.mounts.filter(map_key="x").exists()
+
+
+def test_the_preview_names_tools_as_the_gateway_does(admin_client: Client, demo_backend_url: str) -> None:
+    tenant = tenant_factory()
+    demo = backend_factory(tenant=tenant, name="demo", urls=[demo_backend_url])
+    down = backend_factory(tenant=tenant, name="down", urls=[f"http://127.0.0.1:{free_port()}/mcp"])
+    host = virtual_host_factory(
+        tenant=tenant, mounts={"d": demo, "e": demo, "off": down}, tool_aliases={"plus": ToolTarget("d", "add")},
+    )
+    page = admin_client.get(f"{_base(tenant)}{host.pk}/").content.decode()
+    assert f'hx-get="{_base(tenant)}{host.pk}/exposed/"' in page
+    preview = admin_client.get(f"{_base(tenant)}{host.pk}/exposed/").content.decode()
+    # Several mounts: names are prefixed by map key; the aliased tool is listed under its alias only.
+    assert "<code>plus</code>" in preview and "<code>d-echo</code>" in preview and "<code>e-add</code>" in preview
+    assert "<code>d-add</code>" not in preview
+    assert "The tools mounted under <code>off</code> could not be listed" in preview
+
+
+def test_users_of_another_tenant_get_404(client: Client, django_user_model: Any) -> None:
+    mine, theirs = tenant_factory(), tenant_factory()
+    client.force_login(_user(django_user_model, mine, "admin"))
+    host = virtual_host_factory(tenant=theirs)
+    mount = host.mounts.get()
+    for url in (f"{_base(theirs)}{host.pk}/", f"{_base(mine)}{host.pk}/", f"{_base(mine)}{host.pk}/edit/",
+                f"{_base(mine)}{host.pk}/exposed/"):
+        assert client.get(url).status_code == 404, url
+    assert client.post(f"{_base(mine)}{host.pk}/delete/").status_code == 404
+    assert client.post(f"{_base(mine)}{host.pk}/mounts/{mount.pk}/remove/").status_code == 404
+    # A mount of their host under my host's URL is not found either.
+    my_host = virtual_host_factory(tenant=mine)
+    assert client.post(f"{_base(mine)}{my_host.pk}/mounts/{mount.pk}/remove/").status_code == 404
+    assert VirtualHostBackend.objects.filter(pk=mount.pk).exists()
+
+
+def test_members_read_but_do_not_change(client: Client, django_user_model: Any) -> None:
+    host = virtual_host_factory()
+    client.force_login(_user(django_user_model, host.tenant, "member"))
+    assert client.get(f"{_base(host.tenant)}{host.pk}/").status_code == 200
+    assert client.post(_base(host.tenant) + "new/", {"slug": "x", "tool_search": "off", "tool_search_name": "t"}).status_code == 403
+    assert client.post(f"{_base(host.tenant)}{host.pk}/delete/").status_code == 403
+    assert client.post(f"{_base(host.tenant)}{host.pk}/mounts/", {"map_key": "x"}).status_code == 403
+    assert VirtualHost.objects.filter(pk=host.pk).exists()
+
+
+def test_delete_asks_then_deletes(admin_client: Client) -> None:
+    host = virtual_host_factory()
+    url = f"{_base(host.tenant)}{host.pk}/delete/"
+    assert "Delete " in admin_client.get(url).content.decode()
+    assert admin_client.post(url)["Location"] == _base(host.tenant)
+    assert not VirtualHost.objects.filter(pk=host.pk).exists()
+
+
+def test_every_form_needs_the_csrf_token(admin_user: Any) -> None:
+    host = virtual_host_factory()
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin_user)
+    base = f"{_base(host.tenant)}{host.pk}/"
+    for url in (_base(host.tenant) + "new/", base + "edit/", base + "delete/", base + "mounts/", base + "aliases/"):
+        assert client.post(url, {"slug": "x"}).status_code == 403, url
+    assert VirtualHost.objects.filter(pk=host.pk).exists()
+
+
+def test_anonymous_visitors_go_to_the_login(client: Client) -> None:
+    host = virtual_host_factory()
+    assert client.get(f"{_base(host.tenant)}{host.pk}/")["Location"].startswith("/console/login/")
