@@ -51,6 +51,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection, reset_queries  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
+from django.urls import reverse  # noqa: E402
 
 from apps.catalog.models import Backend, Tool, VirtualHost  # noqa: E402
 from apps.catalog.services import backend_create, virtual_host_create  # noqa: E402
@@ -146,12 +147,32 @@ def _audit_seed(tenant: Tenant) -> None:
 
 def pages(tenant: Tenant) -> dict[str, str]:
     """What to measure: the console's pages and the REST API's lists, by label."""
-    t = tenant.slug
+    t = {"tenant": tenant.slug}
     backend = Backend.objects.get(tenant=tenant, name="ec2")
+    host = VirtualHost.objects.get(tenant=tenant, slug="aws")
+    tool = Tool.objects.get(backend=backend, name="AuthorizeSecurityGroupIngress")
+    key = ApiKey.objects.filter(tenant=tenant).order_by("name").first()
+    assert key is not None
     return {
-        "backends list": f"/console/t/{t}/backends/",
-        "OpenAPI spec page (ec2)": f"/console/t/{t}/backends/{backend.pk}/spec/",
-        "API: spec versions": f"/api/v1/tenants/{t}/backends/{backend.pk}/specs",
+        "dashboard (hour)": reverse("console:dashboard", kwargs=t),
+        "dashboard (day)": reverse("console:dashboard", kwargs=t) + "?window=day",
+        "audit log, first page": reverse("console:audit-list", kwargs=t),
+        "audit log, outcome=denied": reverse("console:audit-list", kwargs=t) + "?outcome=denied",
+        f"audit log, key={key.name}": reverse("console:audit-list", kwargs=t) + f"?key={key.pk}",
+        "tools, first page": reverse("console:tool-list", kwargs=t),
+        "tools, last page": reverse("console:tool-list", kwargs=t) + "?page=9999",
+        "tools, search 'security group'": reverse("console:tool-list", kwargs=t) + "?q=security+group",
+        "tool detail (prerequisite graph)": reverse("console:tool-detail", kwargs={**t, "tool_id": tool.pk}),
+        "backends list": reverse("console:backend-list", kwargs=t),
+        "OpenAPI spec page (ec2)": reverse("console:backend-spec", kwargs={**t, "backend_id": backend.pk}),
+        "virtual host (5 mounts)": reverse("console:vhost-detail", kwargs={**t, "vhost_id": host.pk}),
+        "API keys": reverse("console:key-list", kwargs=t),
+        "access rules": reverse("console:access-list", kwargs=t),
+        "limits": reverse("console:limit-list", kwargs=t),
+        "sessions": reverse("console:session-list", kwargs=t),
+        "API: audit": f"/api/v1/tenants/{tenant.slug}/audit",
+        "API: tools search": f"/api/v1/tenants/{tenant.slug}/tools?search=security+group",
+        "API: keys": f"/api/v1/tenants/{tenant.slug}/keys",
     }
 
 
@@ -177,7 +198,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)
     tenant = seed()
-    client = Client()
+    client = Client(HTTP_HOST="127.0.0.1")  # an allowed host of the dev settings
     client.force_login(get_user_model().objects.get(username=USERNAME))
     urls = pages(tenant)
     measure(client, urls, 2)  # warm: templates compiled, connections open

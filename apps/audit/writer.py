@@ -2,7 +2,7 @@
 background task, so a call never waits for the database. What is still queued when the process
 exits is written before it goes (graceful shutdown loses nothing).
 
-Each batch also updates the per-minute counts the dashboard reads (same transaction), and once it
+Each batch also updates the per-minute counts the dashboard reads (a second statement), and once it
 is written it is published to the console's live tails (`apps.audit.live`), fire and forget."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The console's navigation: (label, URL name, who sees it). Tenant entries take the current
-tenant's slug; "platform" entries are shown to platform admins only. An area adds its own line."""
+"""The console's navigation: (label, URL name). Tenant entries take the current tenant's slug (the
+first is where `/console/` and the tenant menu lead); platform entries are shown to platform admins
+only. Every user's own pages (their API tokens) are linked from the header itself."""
 
 from __future__ import annotations
 
@@ -22,5 +23,4 @@ TENANT_NAV: list[tuple[str, str]] = [
 PLATFORM_NAV: list[tuple[str, str]] = [
     ("Tenants", "console:tenant-list"),
     ("Plans", "console:plan-list"),
-    ("My API tokens", "console:token-list"),
 ]

@@ -11,5 +11,5 @@ PER_PAGE = 50
 
 def page_of(request: HttpRequest, queryset: QuerySet, *, per_page: int = PER_PAGE) -> Page:
     """The page `?page=` names of `queryset` (the last one when past the end, the first when not a
-    number). Templates render it with `{% include "console/keys/_pager.html" %}` as `page_obj`."""
+    number). Templates render it with `{% include "console/_pager.html" %}` as `page_obj`."""
     return Paginator(queryset, per_page).get_page(request.GET.get("page"))
