@@ -39,7 +39,7 @@ class DirectRest:
 
     def __init__(self, url: str) -> None:
         self.target = Target.from_url(url)
-        self.pool = HttpPool(self.target, max_idle=64)
+        self.pool = HttpPool(self.target, max_idle=64, allow_private=True)
 
     async def open(self) -> None:
         return None

@@ -62,7 +62,7 @@ class Caller:
         self, url: str, era: str, method: str, params: dict[str, object], auth: bool, key: str = KEY
     ) -> None:
         self.target = Target.from_url(url)
-        self.pool = HttpPool(self.target, max_idle=64)
+        self.pool = HttpPool(self.target, max_idle=64, allow_private=True)
         self.era = era
         self.method = method
         self.params = params

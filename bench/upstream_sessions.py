@@ -91,7 +91,7 @@ class NewConnection(Metered):
 
     async def once(self, request_id: int) -> None:
         one = copy.copy(self)  # shares the session headers, not the pool: safe at any concurrency
-        one.pool = HttpPool(self.target, max_idle=1)
+        one.pool = HttpPool(self.target, max_idle=1, allow_private=True)
         try:
             await Caller.call(one, request_id)
         finally:
@@ -106,7 +106,7 @@ class Naive(Metered):
 
     async def once(self, request_id: int) -> None:
         one = copy.copy(self)
-        one.pool = HttpPool(self.target, max_idle=1)  # the four requests share one connection
+        one.pool = HttpPool(self.target, max_idle=1, allow_private=True)  # the four requests share one connection
         try:
             await Caller.open(one)
             await Caller.call(one, request_id)

@@ -25,12 +25,14 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.urls import re_path  # noqa: E402
 
 from apps.console.consumers import AuditTailConsumer  # noqa: E402
-from apps.gateway.transports import twisted_tuning  # noqa: E402
+from apps.gateway.transports import shutdown, twisted_tuning  # noqa: E402
 from apps.gateway.transports.routing import mcp_http_routes  # noqa: E402
 
 twisted_tuning.install()
+# SIGTERM drains the instance instead of cutting every request (docs/deploy.md, "Limits and shutdown").
+shutdown.install(grace_seconds=settings.GATEWAY_SHUTDOWN_GRACE_SECONDS)
 
-application = ProtocolTypeRouter(
+application = shutdown.DrainTracking(ProtocolTypeRouter(
     {
         "http": URLRouter([*mcp_http_routes, re_path(r"", django_asgi)]),
         # A cookie-authenticated websocket must refuse other sites' pages (cross-site hijacking).
@@ -38,7 +40,7 @@ application = ProtocolTypeRouter(
             re_path(r"^console/t/(?P<tenant>[a-z0-9-]{1,64})/audit/live/?$", AuditTailConsumer.as_asgi()),
         ]))),
     }
-)
+))
 
 # What is loaded by now lives as long as the process: keep full collections from walking it, and
 # collect young objects less often. Merging the lists of ten backends allocates tens of thousands of

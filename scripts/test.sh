@@ -8,6 +8,7 @@ export PYTHONDONTWRITEBYTECODE=1
 scripts/install-conformance.sh
 scripts/install-browser.sh
 scripts/install-nginx.sh
+scripts/install-compose.sh
 export CONFORMANCE_DIR="$PWD/var/conformance"
 ruff check .
 lint-imports --no-cache

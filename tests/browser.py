@@ -121,12 +121,36 @@ def docs_screenshot(page: Page, name: str) -> Path:
     return path
 
 
+#: Reports each Content-Security-Policy violation on the console, where `csp_violations` reads it.
+_REPORT_CSP_VIOLATIONS = """document.addEventListener('securitypolicyviolation', (e) => console.error(
+  `CSP violation: ${e.violatedDirective} blocked ${e.blockedURI || 'inline code'} on ${e.documentURI}`));"""
+
+
+def csp_violations(page: Page) -> list[str]:
+    """Starts collecting the page's Content-Security-Policy violations, as Chromium reports them
+    on the console (and as the page's `securitypolicyviolation` events say); returns the list."""
+    found: list[str] = []
+    page.context.add_init_script(_REPORT_CSP_VIOLATIONS)
+    # Subscribing schedules a task on playwright's loop, which is marked running only while a call
+    # waits (see above): mark it for this one too.
+    previous = asyncio._get_running_loop()
+    asyncio._set_running_loop(page._loop)
+    try:
+        page.on("console", lambda message: found.append(message.text) if (
+            "Content Security Policy" in message.text or message.text.startswith("CSP violation")) else None)
+    finally:
+        asyncio._set_running_loop(previous)
+    return found
+
+
 @pytest.fixture
 def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
-    """A fresh context and page; a screenshot goes to var/test-artifacts/ when the test fails."""
+    """A fresh context and page; a screenshot goes to var/test-artifacts/ when the test fails. Any
+    Content-Security-Policy violation on any page fails the test (docs/security.md)."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
+    violations = csp_violations(page)
     try:
         yield page
         if request.node.stash.get(_call_failed, False):
@@ -134,6 +158,8 @@ def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
                 screenshot(page, request.node.name)
     finally:
         context.close()
+    if violations:
+        pytest.fail("Content-Security-Policy violations:\n" + "\n".join(violations))
 
 
 @dataclass(frozen=True)

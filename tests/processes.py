@@ -32,11 +32,16 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 
     raise TimeoutError(f"nothing listening on {port} after {timeout}s")
 
 
+def log_path(log_name: str, port: int) -> Path:
+    """Where `running` writes the output of the process it started with `log_name` on `port`."""
+    return ROOT / "var" / "test-logs" / f"{log_name}-{port}.log"
+
+
 @contextlib.contextmanager
 def running(argv: list[str], port: int, *, env: Mapping[str, str] | None = None, log_name: str = "proc") -> Iterator[subprocess.Popen[bytes]]:
-    log_dir = ROOT / "var" / "test-logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_file = open(log_dir / f"{log_name}-{port}.log", "wb")  # noqa: SIM115 - closed below
+    path = log_path(log_name, port)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    log_file = open(path, "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log_file, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, process)

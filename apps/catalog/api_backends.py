@@ -42,6 +42,8 @@ class BackendSerializer(serializers.Serializer):
     replicas = serializers.ListField(child=serializers.CharField())
     base_url = serializers.CharField()
     timeout_seconds = serializers.FloatField()
+    max_concurrency = serializers.IntegerField(
+        allow_null=True, help_text="Calls one gateway instance forwards at once; null: the deployment's default.")
     tool_name_max_length = serializers.IntegerField()
     include_deprecated = serializers.BooleanField()
     active_spec = serializers.IntegerField(allow_null=True, help_text="The served spec version's number (OpenAPI).")
@@ -53,7 +55,8 @@ def backend_data(backend: Backend) -> dict[str, Any]:
     return {
         "id": backend.pk, "name": backend.name, "kind": backend.kind, "transport": backend.transport,
         "replicas": [r.url for r in backend.replicas.all()], "base_url": backend.base_url,
-        "timeout_seconds": backend.timeout_seconds, "tool_name_max_length": backend.tool_name_max_length,
+        "timeout_seconds": backend.timeout_seconds, "max_concurrency": backend.max_concurrency,
+        "tool_name_max_length": backend.tool_name_max_length,
         "include_deprecated": backend.include_deprecated,
         "active_spec": backend.active_spec.number if backend.active_spec_id else None,
         "created_at": backend.created_at, "updated_at": backend.updated_at,
@@ -70,6 +73,7 @@ class BackendInputSerializer(serializers.Serializer):
     replicas = serializers.ListField(child=serializers.CharField(max_length=500), required=False, max_length=100)
     base_url = serializers.CharField(max_length=500, required=False, allow_blank=True)
     timeout_seconds = serializers.FloatField(required=False)
+    max_concurrency = serializers.IntegerField(required=False, allow_null=True)
     tool_name_max_length = serializers.IntegerField(required=False)
     include_deprecated = serializers.BooleanField(required=False)
 
@@ -139,6 +143,7 @@ class BackendListView(BackendsAPIView):
                 base_url=data.get("base_url", ""),
                 tool_name_max_length=data.get("tool_name_max_length", DEFAULT_TOOL_NAME_MAX_LENGTH),
                 include_deprecated=data.get("include_deprecated", False),
+                max_concurrency=data.get("max_concurrency"),
             )
         except ValidationError as exc:
             return refused(exc)
@@ -167,6 +172,7 @@ class BackendDetailView(BackendsAPIView):
                 backend=backend, kind=data["kind"], transport=data["transport"], urls=data["replicas"],
                 timeout_seconds=data["timeout_seconds"], base_url=data["base_url"],
                 tool_name_max_length=data["tool_name_max_length"], include_deprecated=data["include_deprecated"],
+                max_concurrency=data["max_concurrency"],
             )
         except ValidationError as exc:
             return refused(exc)

@@ -16,8 +16,9 @@ from django.db import transaction
 
 from apps.catalog.models import Backend, EgressCredential, EgressIdentity, TenantSecret
 from apps.catalog.openapi import Credential
-from apps.catalog.validators import replica_url_validate
+from apps.catalog.validators import egress_url_validate
 from apps.common.config_version import config_version_bump
+from apps.common.egress_headers import header_name_problem
 from apps.common.secrets import secret_encrypt
 from apps.tenants.models import Tenant
 
@@ -118,6 +119,8 @@ def egress_credential_set(
                                        f"api_key_header or basic, not {kind!r}"})
     if backend.kind == Backend.Kind.MCP and kind == "api_key_header" and _reserved_header(name):
         raise ValidationError({"name": f"the header {name!r} carries the MCP exchange itself; choose another name"})
+    if kind == "api_key_header" and (problem := header_name_problem(name)) is not None:
+        raise ValidationError({"name": problem})
     placement = {"kind": kind, "name": name, "username": username}
     shared: TenantSecret | None = None
     if source == EgressCredential.Source.STATIC:
@@ -139,7 +142,7 @@ def egress_credential_set(
         if kind not in TOKEN_KINDS:
             raise ValidationError({"kind": f"an OAuth access token is sent as bearer or api_key_header, not {kind!r}"})
         try:
-            replica_url_validate(token_url)
+            egress_url_validate(token_url, allow_private=backend.tenant.private_networks_allowed)
         except ValidationError as exc:
             raise ValidationError({"token_url": f"token endpoint: {exc.messages[0]}"}) from None
         if urlsplit(token_url).scheme != "https" and urlsplit(token_url).hostname not in _LOOPBACK:

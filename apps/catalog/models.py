@@ -31,6 +31,12 @@ class Backend(TimeStampedModel):
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.MCP)
     transport = models.CharField(max_length=32, choices=Transport.choices, default=Transport.STREAMABLE_HTTP)
     timeout_seconds = models.FloatField(default=60.0)
+    max_concurrency = models.PositiveIntegerField(
+        null=True, blank=True,
+        validators=[MinValueValidator(1, "max_concurrency must be at least 1 (empty: the deployment's default).")],
+        help_text="Most calls one gateway instance forwards to this backend at once (over all its replicas); "
+                  "more wait their turn briefly, then fail. Empty: the deployment's default.",
+    )
     base_url = models.CharField(
         max_length=500, blank=True,
         help_text="OpenAPI backends: where the service is reached; overrides the spec's servers.",

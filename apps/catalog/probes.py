@@ -20,6 +20,7 @@ from functools import partial
 import httpx
 
 from apps.catalog.models import Backend
+from apps.common.guarded_http import address_refusal, guarded_client
 from apps.common.redis import redis_client
 
 log = logging.getLogger(__name__)
@@ -83,10 +84,12 @@ def _probe(backend: Backend) -> BackendProbe:
     if backend.kind == Backend.Kind.OPENAPI:
         if not backend.base_url:
             return BackendProbe(backend.pk, now, note="No base URL is set: the spec's servers are used.")
-        return BackendProbe(backend.pk, now, [_check(backend.base_url, _http_reachable)])
+        return BackendProbe(backend.pk, now, [_check(backend.base_url, _http_reachable, backend=backend)])
     check = _sse_endpoint if backend.transport == Backend.Transport.SSE else _mcp_initialize
     check = partial(check, headers=dict(_gateway_headers(backend)))
-    return BackendProbe(backend.pk, now, [_check(replica.url, check) for replica in backend.replicas.all()])
+    return BackendProbe(
+        backend.pk, now, [_check(replica.url, check, backend=backend) for replica in backend.replicas.all()]
+    )
 
 
 def _gateway_headers(backend: Backend) -> tuple[tuple[str, str], ...]:
@@ -95,21 +98,27 @@ def _gateway_headers(backend: Backend) -> tuple[tuple[str, str], ...]:
     from apps.gateway.egress import OAuthTokens, egress_plan_build  # the gateway's egress, imported late
 
     try:
-        plan = egress_plan_build(backend=backend, tokens=OAuthTokens(None))
+        plan = egress_plan_build(
+            backend=backend, tokens=OAuthTokens(None), allow_private=backend.tenant.private_networks_allowed
+        )
         return asyncio.run(plan.headers(None)) if plan is not None else ()
     except Exception as exc:  # noqa: BLE001 - an OAuth token endpoint down, a secret unreadable: probe without
         log.info("backend %s: probing without its credential: %s", backend.name, exc)
         return ()
 
 
-def _check(url: str, check: object) -> ReplicaProbe:
+def _check(url: str, check: object, *, backend: Backend) -> ReplicaProbe:
     started = time.monotonic()
     try:
-        with httpx.Client(timeout=PROBE_TIMEOUT_SECONDS, follow_redirects=False) as client:
+        # Probes connect where the gateway would: only to addresses the SSRF guard allows.
+        with guarded_client(allow_private=backend.tenant.private_networks_allowed,
+                            timeout=PROBE_TIMEOUT_SECONDS) as client:
             facts = check(client, url)  # type: ignore[operator]
     except httpx.TimeoutException:
         return ReplicaProbe(url, False, _since(started), f"no answer within {PROBE_TIMEOUT_SECONDS:g} s")
     except httpx.HTTPError as exc:
+        if (refusal := address_refusal(exc)) is not None:
+            return ReplicaProbe(url, False, _since(started), f"the address is not allowed: {refusal}")
         return ReplicaProbe(url, False, _since(started), f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
     except ProbeError as exc:
         return ReplicaProbe(url, False, _since(started), str(exc))

@@ -14,7 +14,7 @@ from django.db import transaction
 
 from apps.catalog.models import Backend, BackendReplica, ToolAlias, VirtualHost, VirtualHostBackend
 from apps.catalog.specs import spec_recompile
-from apps.catalog.validators import replica_url_validate
+from apps.catalog.validators import egress_url_validate
 from apps.common.config_version import config_version_bump
 from apps.retrieval.indexing import tool_index_queue
 from apps.tenants.models import ApiKey, Tenant
@@ -31,12 +31,12 @@ class ToolTarget:
     upstream_name: str
 
 
-def _check_kind(*, kind: str, urls: Sequence[str], base_url: str) -> None:
+def _check_kind(*, kind: str, urls: Sequence[str], base_url: str, tenant: Tenant) -> None:
     if kind == Backend.Kind.OPENAPI:
         if urls:
             raise ValidationError({"urls": "an OpenAPI backend has no replica URLs; set its base URL"})
         if base_url:
-            replica_url_validate(base_url)
+            egress_url_validate(base_url, allow_private=tenant.private_networks_allowed)
     elif base_url:
         raise ValidationError({"base_url": "only OpenAPI backends have a base URL (MCP backends list replica URLs)"})
 
@@ -50,7 +50,7 @@ def _replicas_set(*, backend: Backend, urls: Sequence[str]) -> None:
     if len(set(urls)) != len(urls):
         raise ValidationError({"urls": "replica URLs must be distinct"})
     for url in urls:
-        replica_url_validate(url)
+        egress_url_validate(url, allow_private=backend.tenant.private_networks_allowed)
     # No full_clean on replicas: URLField's validator refuses single-label hosts (see the validator).
     replicas = [BackendReplica(backend=backend, url=url, position=i) for i, url in enumerate(urls)]
     if [r.url for r in backend.replicas.order_by("position")] == list(urls):
@@ -73,13 +73,16 @@ def backend_create(
     base_url: str = "",
     tool_name_max_length: int = DEFAULT_TOOL_NAME_MAX_LENGTH,
     include_deprecated: bool = False,
+    max_concurrency: int | None = None,
 ) -> Backend:
     """Create a backend: an MCP server with one replica per URL, in the given order, or an OpenAPI
-    service (no URLs; `base_url` overrides its spec's servers, and its tools come from a spec upload)."""
-    _check_kind(kind=kind, urls=urls, base_url=base_url)
+    service (no URLs; `base_url` overrides its spec's servers, and its tools come from a spec upload).
+    `max_concurrency`: calls one gateway instance forwards to it at once (None: the deployment's default)."""
+    _check_kind(kind=kind, urls=urls, base_url=base_url, tenant=tenant)
     backend = Backend(
         tenant=tenant, name=name, kind=kind, transport=transport, timeout_seconds=timeout_seconds, base_url=base_url,
         tool_name_max_length=tool_name_max_length, include_deprecated=include_deprecated,
+        max_concurrency=max_concurrency,
     )
     backend.full_clean()
     if timeout_seconds <= 0:
@@ -103,10 +106,11 @@ def backend_update(
     base_url: str = "",
     tool_name_max_length: int = DEFAULT_TOOL_NAME_MAX_LENGTH,
     include_deprecated: bool = False,
+    max_concurrency: int | None = None,
 ) -> Backend:
     """Replace every editable attribute of the backend, its replica URLs included. A change of an
     OpenAPI backend's compile options compiles its active spec again (as a new version)."""
-    _check_kind(kind=kind, urls=urls, base_url=base_url)
+    _check_kind(kind=kind, urls=urls, base_url=base_url, tenant=backend.tenant)
     recompile = (backend.tool_name_max_length, backend.include_deprecated) != (tool_name_max_length, include_deprecated)
     backend.kind = kind
     backend.transport = transport
@@ -114,11 +118,13 @@ def backend_update(
     backend.base_url = base_url
     backend.tool_name_max_length = tool_name_max_length
     backend.include_deprecated = include_deprecated
+    backend.max_concurrency = max_concurrency
     backend.full_clean()
     if timeout_seconds <= 0:
         raise ValidationError({"timeout_seconds": "must be positive"})
     backend.save(update_fields=[
-        "kind", "transport", "timeout_seconds", "base_url", "tool_name_max_length", "include_deprecated", "updated_at",
+        "kind", "transport", "timeout_seconds", "base_url", "tool_name_max_length", "include_deprecated",
+        "max_concurrency", "updated_at",
     ])
     if recompile and kind == Backend.Kind.OPENAPI:
         spec_recompile(backend=backend, reason="recompile: compile options changed")

@@ -22,9 +22,11 @@ from django.utils import timezone
 
 from apps.catalog.models import Backend, SpecVersion, Tool
 from apps.catalog.openapi import CompileOptions, Problem, compile_spec
+from apps.catalog.openapi.model import CompiledTool
 from apps.catalog.openapi.records import json_safe, tool_fingerprint, tool_record
 from apps.common.config_version import config_version_bump
 from apps.common.list_changes import list_changed_announce
+from apps.common.url_guard import url_address_validate
 from apps.retrieval.indexing import tool_index_queue
 
 log = logging.getLogger(__name__)
@@ -125,6 +127,13 @@ def _compile(version: SpecVersion) -> None:
         version.errors = _problems(result.errors)
         version.save()
         return
+    if not version.backend.base_url:  # the spec's servers are where its tools' requests go
+        refused = _servers_refused(result.tools, allow_private=version.backend.tenant.private_networks_allowed)
+        if refused:
+            version.status = SpecVersion.Status.FAILED
+            version.errors = refused
+            version.save()
+            return
     version.security_schemes = [
         {"name": _clean(s.name), "kind": s.kind, "parameter": _clean(s.parameter)} for s in result.security
     ]
@@ -134,6 +143,22 @@ def _compile(version: SpecVersion) -> None:
     except orjson.JSONEncodeError:  # orjson refuses integers beyond 64 bits, which YAML documents can carry
         version.warnings.append({"pointer": "", "message": "integers beyond 64 bits were stored as floating point"})
         _publish(version, json_safe(records))
+
+
+def _servers_refused(tools: Iterable[CompiledTool], *, allow_private: bool) -> list[dict[str, str]]:
+    """A problem for each server URL the tools would be called at that the SSRF guard refuses
+    (relative ones need the backend's base URL, which is checked when it is set)."""
+    problems: list[dict[str, str]] = []
+    for server in sorted({tool.binding.servers[0] for tool in tools if tool.binding.servers}):
+        if "://" not in server:
+            continue
+        try:
+            url_address_validate(server, allow_private=allow_private)
+        except ValidationError as exc:
+            problems.append({"pointer": "/servers", "message": _clean(
+                f"{exc.messages[0]}; set the backend's base URL to where the service is reached"
+            )})
+    return problems
 
 
 def spec_versions_requeue() -> int:

@@ -9,6 +9,8 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 
+from apps.common.url_guard import url_address_validate
+
 REPLICA_URL_MAX_LENGTH = 500
 _HOST_LABELS = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
 
@@ -33,3 +35,10 @@ def replica_url_validate(url: str) -> None:
     except ValueError:
         if not _HOST_LABELS.fullmatch(host):
             raise ValidationError(message) from None
+
+
+
+def egress_url_validate(url: str, *, allow_private: bool) -> None:
+    """`replica_url_validate`, then the SSRF guard on the URL's address (`url_address_validate`)."""
+    replica_url_validate(url)
+    url_address_validate(url, allow_private=allow_private)

@@ -1,25 +1,20 @@
-"""Liveness and readiness probes for load balancers and orchestrators."""
+"""Liveness and readiness probes for load balancers and orchestrators (docs/observability.md)."""
 
-from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
-from apps.common.redis import redis_client
+from apps.common import lifecycle
+from apps.common.health import readiness_check
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
-def readyz(request: HttpRequest) -> JsonResponse:
-    problems: dict[str, str] = {}
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-    except Exception as exc:  # any failure means "not ready"; the reason is reported
-        problems["database"] = type(exc).__name__
-    try:
-        redis_client().ping()
-    except Exception as exc:
-        problems["redis"] = type(exc).__name__
-    status = 503 if problems else 200
-    return JsonResponse({"status": "unavailable" if problems else "ok", "problems": problems}, status=status)
+async def readyz(request: HttpRequest) -> JsonResponse:
+    """503 when the database or Redis cannot be used (or, with GATEWAY_READYZ_WORKER=fail, when no
+    worker heartbeat is recent); each reason is named."""
+    readiness = await readiness_check()
+    if lifecycle.draining():  # SIGTERM: finishing its requests, taking no new ones
+        readiness.problems["shutdown"] = "draining before exit"
+    body = {"status": readiness.status, "problems": readiness.problems, "warnings": readiness.warnings}
+    return JsonResponse(body, status=503 if readiness.problems else 200)

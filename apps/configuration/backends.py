@@ -32,6 +32,7 @@ def backend_reconcile(
             tenant=tenant, name=spec.name, urls=spec.urls, kind=spec.kind,
             transport=spec.transport, timeout_seconds=spec.timeout_seconds, base_url=spec.base_url,
             tool_name_max_length=spec.tool_name_max_length, include_deprecated=spec.include_deprecated,
+            max_concurrency=spec.max_concurrency,
         )
         details = _spec_and_credential(backend, spec, base_dir, uploaded)
         return backend, Change(Action.CREATED, "backend", name, ", ".join(details))
@@ -43,6 +44,7 @@ def backend_reconcile(
         "base_url": backend.base_url,
         "tool_name_max_length": backend.tool_name_max_length,
         "include_deprecated": backend.include_deprecated,
+        "max_concurrency": backend.max_concurrency,
     }
     wanted = {
         "kind": spec.kind,
@@ -52,6 +54,7 @@ def backend_reconcile(
         "base_url": spec.base_url,
         "tool_name_max_length": spec.tool_name_max_length,
         "include_deprecated": spec.include_deprecated,
+        "max_concurrency": spec.max_concurrency,
     }
     details = [field for field in current if current[field] != wanted[field]]
     if details:
@@ -59,6 +62,7 @@ def backend_reconcile(
             backend=backend, kind=spec.kind, transport=spec.transport, urls=spec.urls,
             timeout_seconds=spec.timeout_seconds, base_url=spec.base_url,
             tool_name_max_length=spec.tool_name_max_length, include_deprecated=spec.include_deprecated,
+            max_concurrency=spec.max_concurrency,
         )
     details += _spec_and_credential(backend, spec, base_dir, uploaded)
     return backend, Change(Action.UPDATED if details else Action.UNCHANGED, "backend", name, ", ".join(details))

@@ -52,6 +52,8 @@ class TenantSpec:
     # Secrets backends' credentials can share (`source: tenant_secret`); None: the file names none
     # and the stored ones stay, also with --prune.
     secrets: tuple[TenantSecretSpec, ...] | None = None
+    # Backends etc. at private addresses; None: the deployment's default (GATEWAY_ALLOW_PRIVATE_NETWORKS).
+    allow_private_networks: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,8 @@ class BackendSpec:
     credential: CredentialSpec | None = None
     tool_name_max_length: int = 64
     include_deprecated: bool = False
+    # Calls one gateway instance forwards at once; None: the deployment's default.
+    max_concurrency: int | None = None
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ from apps.tenants.services import (
     tenant_create,
     tenant_delete,
     tenant_plan_set,
+    tenant_private_networks_set,
     tenant_update,
 )
 
@@ -158,6 +159,10 @@ class Reconciler:
                     self._plans_later.append((tenant, wanted.name, path))  # after the limits (see `run`)
                 elif wanted is None or wanted.name in self._plans:  # else the plan failed, which is reported
                     tenant_plan_set(tenant=tenant, plan=self._plans[wanted.name] if wanted else None)
+            if tenant.allow_private_networks is not spec.allow_private_networks:
+                private = spec.allow_private_networks
+                details.append("private networks " + ("default" if private is None else "allowed" if private else "refused"))
+                tenant_private_networks_set(tenant=tenant, allowed=private)
             action = Action.CREATED if created else Action.UPDATED if details else Action.UNCHANGED
             self._record(action, "tenant", spec.slug, details)
             self._tenants[spec.slug] = tenant

@@ -110,6 +110,8 @@ def config_export() -> str:
                 "teams": [team.slug for team in team_list(tenant=tenant)],
                 "keys": [_export_key(key) for key in api_key_list(tenant=tenant)],
                 **({"plan": tenant.plan.name} if tenant.plan is not None else {}),
+                **({"allow_private_networks": tenant.allow_private_networks}
+                   if tenant.allow_private_networks is not None else {}),
             }
         )
         for backend in backend_list(tenant=tenant):
@@ -127,6 +129,8 @@ def config_export() -> str:
                 item["urls"] = [replica.url for replica in backend.replicas.all()]
             if backend.timeout_seconds != DEFAULT_TIMEOUT_SECONDS:
                 item["timeout_seconds"] = backend.timeout_seconds
+            if backend.max_concurrency is not None:
+                item["max_concurrency"] = backend.max_concurrency
             backends.append(item)
         for host in virtual_host_list(tenant=tenant):
             item = {

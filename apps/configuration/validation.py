@@ -10,11 +10,13 @@ import math
 from typing import Any
 
 import yaml
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from apps.catalog.models import Backend, VirtualHost, map_key_validator, name_validator, tool_name_validator
 from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX_LENGTH
 from apps.catalog.validators import replica_url_validate
+from apps.common.url_guard import url_address_validate
 from apps.configuration.budgets import budgets_check, tool_costs_check
 from apps.configuration.credentials import credential_check, tenant_secrets_check
 from apps.configuration.document import (
@@ -43,11 +45,11 @@ TOP_LEVEL_KEYS = (
     "plans", "tenants", "backends", "virtual_hosts", "policies", "rate_limits", "budgets", "tool_costs",
     "token_issuers",
 )
-_TENANT_FIELDS = ("slug", "name", "teams", "keys", "plan", "secrets")
+_TENANT_FIELDS = ("slug", "name", "teams", "keys", "plan", "secrets", "allow_private_networks")
 _KEY_FIELDS = ("name", "team", "secret", "expires_at", "revoked", "scopes")
 _BACKEND_FIELDS = (
     "tenant", "name", "kind", "transport", "urls", "timeout_seconds",
-    "base_url", "spec", "credential", "tool_name_max_length", "include_deprecated",
+    "base_url", "spec", "credential", "tool_name_max_length", "include_deprecated", "max_concurrency",
 )
 _OPENAPI_ONLY = ("base_url", "spec", "tool_name_max_length", "include_deprecated")
 _VHOST_FIELDS = (
@@ -154,11 +156,16 @@ class _Checker(FieldChecks):
             keys = self.keys(fields.get("keys"), f"{path}.keys", teams, secrets)
             plan = tenant_plan_check(self, fields.get("plan"), f"{path}.plan", plans)
             shared = tenant_secrets_check(self, fields["secrets"], f"{path}.secrets") if "secrets" in fields else None
+            private = fields.get("allow_private_networks")
+            if private is not None and not isinstance(private, bool):
+                self.add(f"{path}.allow_private_networks", "must be true, false or null (the deployment's default)")
+                private = None
             if slug in tenants:
                 self.add(f"{path}.slug", f"duplicate tenant {slug!r}")
             elif slug:
                 tenants[slug] = TenantSpec(
-                    slug=slug, name=name, teams=tuple(teams), keys=tuple(keys), plan=plan, secrets=shared
+                    slug=slug, name=name, teams=tuple(teams), keys=tuple(keys), plan=plan, secrets=shared,
+                    allow_private_networks=private,
                 )
         return tenants
 
@@ -230,11 +237,12 @@ class _Checker(FieldChecks):
             )
             base_url, spec_file, credential = "", None, None
             name_length, deprecated = DEFAULT_TOOL_NAME_MAX_LENGTH, False
+            private = _private_allowed(tenants.get(tenant))
             if kind == Backend.Kind.OPENAPI:
                 urls: tuple[str, ...] = ()
                 if "urls" in fields:
                     self.add(f"{path}.urls", "an OpenAPI backend has no replica URLs; use base_url")
-                base_url, spec_file, credential = self.openapi_fields(fields, path)
+                base_url, spec_file, credential = self.openapi_fields(fields, path, private=private)
                 name_length = fields.get("tool_name_max_length", DEFAULT_TOOL_NAME_MAX_LENGTH)
                 if isinstance(name_length, bool) or not isinstance(name_length, int) or not 1 <= name_length <= 128:
                     self.add(f"{path}.tool_name_max_length", "must be a whole number from 1 to 128")
@@ -242,7 +250,7 @@ class _Checker(FieldChecks):
                 if "include_deprecated" in fields:
                     deprecated = self.flag(fields["include_deprecated"], f"{path}.include_deprecated")
             else:
-                urls = self.urls(fields.get("urls"), f"{path}.urls") if "urls" in fields else ()
+                urls = self.urls(fields.get("urls"), f"{path}.urls", private=private) if "urls" in fields else ()
                 if "urls" not in fields:
                     self.add(path, "missing required field 'urls'")
                 for field in _OPENAPI_ONLY:
@@ -254,23 +262,33 @@ class _Checker(FieldChecks):
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
                 self.add(f"{path}.timeout_seconds", "must be a positive number of seconds")
                 timeout = DEFAULT_TIMEOUT_SECONDS
+            concurrency = fields.get("max_concurrency")
+            if concurrency is not None and (
+                isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+            ):
+                self.add(f"{path}.max_concurrency", "must be a whole number of at least 1 (leave it out for the default)")
+                concurrency = None
             if (tenant, name) in backends:
                 self.add(f"{path}.name", f"duplicate backend {name!r} in tenant {tenant!r}")
             elif tenant and name:
                 backends[(tenant, name)] = BackendSpec(
                     tenant=tenant, name=name, kind=kind, transport=transport, urls=urls,
                     timeout_seconds=float(timeout), base_url=base_url, spec=spec_file, credential=credential,
-                    tool_name_max_length=name_length, include_deprecated=deprecated,
+                    tool_name_max_length=name_length, include_deprecated=deprecated, max_concurrency=concurrency,
                 )
         return tuple(backends.values())
 
-    def openapi_fields(self, fields: dict[str, Any], path: str) -> tuple[str, str | None, CredentialSpec | None]:
+    def openapi_fields(
+        self, fields: dict[str, Any], path: str, *, private: bool
+    ) -> tuple[str, str | None, CredentialSpec | None]:
         base_url = ""
         if "base_url" in fields:
             base_url = self.text(fields["base_url"], f"{path}.base_url", max_length=500)
             if base_url:
                 try:
                     replica_url_validate(base_url)
+                    # Literal addresses only: names are resolved when the document is applied.
+                    url_address_validate(base_url, allow_private=private, resolve=False)
                 except ValidationError as error:
                     self.add(f"{path}.base_url", error.messages[0])
         spec_file = None
@@ -279,7 +297,7 @@ class _Checker(FieldChecks):
         credential = credential_check(self, fields["credential"], f"{path}.credential") if "credential" in fields else None
         return base_url, spec_file, credential
 
-    def urls(self, raw: Any, path: str) -> tuple[str, ...]:
+    def urls(self, raw: Any, path: str, *, private: bool) -> tuple[str, ...]:
         if not isinstance(raw, list) or not raw:
             self.add(path, "must be a list of one or more replica URLs")
             return ()
@@ -288,6 +306,7 @@ class _Checker(FieldChecks):
             url_path = f"{path}[{i}]"
             try:
                 replica_url_validate(url)
+                url_address_validate(url, allow_private=private, resolve=False)
             except ValidationError as error:
                 self.add(url_path, error.messages[0])
                 continue
@@ -376,3 +395,10 @@ class _Checker(FieldChecks):
         elif key.revoked:
             self.add(path, f"key {name!r} is revoked")
         return name
+
+
+def _private_allowed(tenant: TenantSpec | None) -> bool:
+    """Whether the document lets the tenant's backends be at private addresses."""
+    if tenant is None or tenant.allow_private_networks is None:
+        return bool(settings.GATEWAY_ALLOW_PRIVATE_NETWORKS)
+    return tenant.allow_private_networks

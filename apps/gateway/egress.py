@@ -26,6 +26,7 @@ import redis.asyncio
 from apps.catalog.models import Backend, EgressCredential
 from apps.catalog.openapi import Credential
 from apps.catalog.selectors import egress_credential_applied, egress_schemes
+from apps.common.guarded_http import address_refusal, guarded_async_client
 from apps.common.secrets import SecretUnreadable, secret_decrypt, secret_encrypt
 from apps.gateway.pipeline.ports import CredentialUnavailable
 from apps.gateway.pipeline.singleflight import SingleFlight
@@ -46,6 +47,8 @@ class OAuthClient:
     scope: str = ""
     audience: str = ""
     client_auth: str = "client_secret_basic"
+    #: Whether the token endpoint may be at a private address (the backend's tenant's setting).
+    allow_private: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +101,15 @@ class OAuthTokens:
         self._failures: dict[str, tuple[float, str]] = {}  # cache id -> (until, error)
         self._flights: SingleFlight[_Token] = SingleFlight()
         self._refreshing: set[str] = set()
-        self._http: httpx.AsyncClient | None = None
+        self._http: dict[bool, httpx.AsyncClient] = {}  # by whether private addresses are allowed
         self._release = client.register_script(_RELEASE) if client is not None else None
         self.fetches = 0  # token endpoint requests made by this process (for tests and metrics)
 
     def cache_id(self, oauth: OAuthClient) -> str:
         """Names the token in the shared cache: any change of the client (a rotated secret too)
         names another token, so no instance keeps using one obtained with the old settings."""
-        parts = (oauth.token_url, oauth.client_id, oauth.client_secret, oauth.scope, oauth.audience, oauth.client_auth)
+        parts = (oauth.token_url, oauth.client_id, oauth.client_secret, oauth.scope, oauth.audience, oauth.client_auth,
+                 "private" if oauth.allow_private else "")
         return hmac.new(self._key, "\x00".join(parts).encode(), hashlib.sha256).hexdigest()[:32]
 
     async def token(self, oauth: OAuthClient) -> str:
@@ -227,16 +231,22 @@ class OAuthTokens:
             form |= {"client_id": oauth.client_id, "client_secret": oauth.client_secret}
         else:  # RFC 6749 §2.3.1: both parts form-encoded before they are joined
             auth = (quote(oauth.client_id, safe=""), quote(oauth.client_secret, safe=""))
-        if self._http is None:
-            self._http = httpx.AsyncClient(timeout=self._timeout)
+        http = self._http.get(oauth.allow_private)
+        if http is None:
+            http = self._http[oauth.allow_private] = guarded_async_client(
+                allow_private=oauth.allow_private, timeout=self._timeout
+            )
         self.fetches += 1
         started = time.time()
         try:
             async with asyncio.timeout(self._timeout):
-                response = await self._http.post(
+                response = await http.post(
                     oauth.token_url, data=form, auth=auth, headers={"Accept": "application/json"}
                 )
         except (httpx.HTTPError, TimeoutError) as exc:
+            refusal = address_refusal(exc)
+            if refusal is not None:
+                raise CredentialUnavailable(f"the token endpoint's address is not allowed ({refusal.reason})") from None
             raise CredentialUnavailable(f"the token endpoint cannot be reached ({type(exc).__name__})") from None
         body: Any = None
         if len(response.content) <= _MAX_TOKEN_RESPONSE:
@@ -341,9 +351,9 @@ class EgressPlan:
         return () if sent is None else sent.headers
 
 
-def egress_plan_build(*, backend: Backend, tokens: OAuthTokens | None) -> EgressPlan | None:
+def egress_plan_build(*, backend: Backend, tokens: OAuthTokens | None, allow_private: bool) -> EgressPlan | None:
     """The backend's plan (its `credential`, its identities, tenant secret and active spec fetched),
-    or None when it has no credential. A credential that cannot be used (a secret encrypted with
+    or None when it has no credential; `allow_private`: its tenant allows private addresses. A credential that cannot be used (a secret encrypted with
     keys no longer configured) is logged and its requests go out without one: the backend answers
     401 and the caller sees that."""
     stored: EgressCredential | None = getattr(backend, "credential", None)
@@ -372,7 +382,7 @@ def egress_plan_build(*, backend: Backend, tokens: OAuthTokens | None) -> Egress
             return EgressPlan(backend=backend.name, placement=placement, fixed=secret, by_key=mapped["key"],
                               by_subject=subjects, by_team=mapped["team"])
         oauth = OAuthClient(stored.token_url, stored.client_id, secret or "", stored.scope, stored.audience,
-                            stored.client_auth)
+                            stored.client_auth, allow_private)
         return EgressPlan(backend=backend.name, placement=placement, oauth=oauth, tokens=tokens)
     except (SecretUnreadable, ValueError) as exc:
         log.error("backend %s: unusable credential, requests go out without one: %s", backend, exc)

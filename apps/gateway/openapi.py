@@ -33,6 +33,7 @@ from apps.catalog.openapi.invoke import has_builder, prepare_builder
 from apps.catalog.openapi.model import CompiledTool
 from apps.catalog.openapi.records import tool_from_record
 from apps.catalog.selectors import tool_records_list
+from apps.common.egress_headers import header_denied
 from apps.gateway.egress import EgressPlan
 from apps.gateway.pipeline.ports import UpstreamUnavailable
 from apps.gateway.pipeline.values import BackendInfo, Principal
@@ -41,12 +42,6 @@ from apps.gateway.upstream.http import BodyTooLarge, HttpPool, Target, UpstreamH
 
 log = logging.getLogger(__name__)
 
-#: Headers the HTTP client writes itself, or that would change how the message is framed or
-#: routed: never taken from a tool's arguments.
-_RESERVED_HEADERS = frozenset({
-    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
-    "proxy-authorization", "proxy-connection", "expect",
-})
 _MAX_TOOLSETS = 64
 _ACCEPT = ("Accept", "application/json, */*;q=0.8")
 
@@ -76,7 +71,7 @@ def _wire_headers(
     chosen: dict[str, tuple[str, str]] = {}
     for name, value in built:
         key = name.lower()
-        if key in _RESERVED_HEADERS:
+        if header_denied(key):  # the client writes them, or they would change framing or routing
             continue
         if not (_latin1(name) and _latin1(value)):
             return (f"The header {name!r} holds characters an HTTP header cannot carry (only ISO-8859-1 text "
@@ -152,15 +147,16 @@ class OpenApiHttp:
     """Keep-alive pools for OpenAPI services, per backend and origin. Bound to one event loop."""
 
     def __init__(self) -> None:
-        self._pools: dict[tuple[int, str], HttpPool] = {}
+        self._pools: dict[tuple[int, str, bool], HttpPool] = {}
 
-    def pool(self, backend_id: int, url: str) -> tuple[HttpPool, str]:
+    def pool(self, backend_id: int, url: str, *, allow_private: bool = False) -> tuple[HttpPool, str]:
         scheme, _, rest = url.partition("://")
         authority, _, path = rest.partition("/")
-        key = (backend_id, f"{scheme}://{authority}")
+        key = (backend_id, f"{scheme}://{authority}", allow_private)
         pool = self._pools.get(key)
         if pool is None:
-            pool = self._pools[key] = HttpPool(Target.from_url(f"{scheme}://{authority}/"))
+            target = Target.from_url(f"{scheme}://{authority}/")
+            pool = self._pools[key] = HttpPool(target, allow_private=allow_private)
         return pool, "/" + path
 
     def close(self) -> None:
@@ -220,8 +216,10 @@ class OpenApiServer:
         http: OpenApiHttp,
         title: str = "",
         api_version: str = "",
+        allow_private: bool = False,
     ) -> None:
         self._backend_id = backend_id
+        self._allow_private = allow_private
         self._name = name
         self._toolset = toolset
         self._base_url = base_url
@@ -270,7 +268,7 @@ class OpenApiServer:
         try:
             if not _latin1(request.url):  # e.g. a server URL with a non-ASCII host or path in the spec
                 raise ValueError("characters outside ISO-8859-1")
-            pool, target = self._http.pool(self._backend_id, request.url)
+            pool, target = self._http.pool(self._backend_id, request.url, allow_private=self._allow_private)
         except ValueError as exc:
             # From the spec's servers or the backend's base URL, not from the arguments. The
             # message names no address: callers of a tool need not know where its service runs.
@@ -316,8 +314,11 @@ def toolset_get(*, spec_version_id: int | None) -> ToolSet:
     return toolset
 
 
-def openapi_server_build(*, backend: Backend, http: OpenApiHttp, egress: EgressPlan | None) -> OpenApiServer:
-    """The tool server of an OpenAPI backend (its `active_spec` fetched), authenticating with `egress`."""
+def openapi_server_build(
+    *, backend: Backend, http: OpenApiHttp, egress: EgressPlan | None, allow_private: bool
+) -> OpenApiServer:
+    """The tool server of an OpenAPI backend (its `active_spec` fetched), authenticating with `egress`;
+    `allow_private`: its tenant allows private addresses."""
     spec = backend.active_spec
     return OpenApiServer(
         backend_id=backend.pk,
@@ -330,4 +331,5 @@ def openapi_server_build(*, backend: Backend, http: OpenApiHttp, egress: EgressP
         http=http,
         title=spec.title if spec else "",
         api_version=spec.api_version if spec else "",
+        allow_private=allow_private,
     )

@@ -20,6 +20,7 @@ import orjson
 import redis
 import redis.asyncio
 
+from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.values import BackendSession, SessionState
 
@@ -86,7 +87,9 @@ class RedisSessionStore:
         cache_seconds: float = 5.0,
         clock: Callable[[], float] = time.time,
         idle_index: str = IDLE_INDEX,
+        counters: Counters | None = None,
     ) -> None:
+        self._counters = counters or Counters()
         self._redis = client
         self._key = hashlib.sha256(b"mcp-gateway session ids|" + secret.encode()).digest()
         self._instance = _INSTANCE_SAFE.sub("-", instance)[:32] or "gw"
@@ -134,7 +137,9 @@ class RedisSessionStore:
         cached = self._cache.get(session_id)
         now = time.monotonic()
         if cached is not None and not fresh and now - cached[1] < self._cache_seconds:
+            self._counters.increment("cache", cache="session", result="hit")
             return cached[0]
+        self._counters.increment("cache", cache="session", result="miss")
         try:
             found = await self._touch(
                 keys=[_KEY.format(session_id), _BACKENDS.format(session_id), self._idle],

@@ -13,6 +13,7 @@ from typing import Any
 
 import redis.asyncio
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.db.models import Prefetch
 from django.utils import timezone
@@ -21,6 +22,7 @@ from apps.catalog.models import Backend, SpecVersion, VirtualHost
 from apps.common.config_version import CONFIG_VERSION_KEY
 from apps.gateway.egress import OAuthTokens, egress_plan_build
 from apps.gateway.openapi import OpenApiHttp, openapi_server_build
+from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.singleflight import SingleFlight
 from apps.gateway.pipeline.values import (
@@ -135,12 +137,13 @@ def tenant_snapshot_load(*, slug: str, http: OpenApiHttp, tokens: OAuthTokens | 
         raise StoreUnavailable(f"database: {type(exc).__name__}") from None
 
 
-def _backend_view(backend: Backend, http: OpenApiHttp, tokens: OAuthTokens | None) -> BackendView:
-    egress = egress_plan_build(backend=backend, tokens=tokens)
+def _backend_view(backend: Backend, http: OpenApiHttp, tokens: OAuthTokens | None, private: bool) -> BackendView:
+    egress = egress_plan_build(backend=backend, tokens=tokens, allow_private=private)
     if backend.kind == Backend.Kind.OPENAPI:
         return BackendView(
             id=backend.pk, name=backend.name, transport="", urls=(), timeout=backend.timeout_seconds,
-            kind=backend.kind, server=openapi_server_build(backend=backend, http=http, egress=egress),
+            kind=backend.kind, allow_private=private, max_concurrency=_max_concurrency(backend),
+            server=openapi_server_build(backend=backend, http=http, egress=egress, allow_private=private),
         )
     return BackendView(
         id=backend.pk,
@@ -149,7 +152,14 @@ def _backend_view(backend: Backend, http: OpenApiHttp, tokens: OAuthTokens | Non
         urls=tuple(replica.url for replica in backend.replicas.all()),
         timeout=backend.timeout_seconds,
         egress=egress,
+        allow_private=private,
+        max_concurrency=_max_concurrency(backend),
     )
+
+
+def _max_concurrency(backend: Backend) -> int:
+    """The backend's own limit, else the deployment's (0: none)."""
+    return backend.max_concurrency or max(settings.GATEWAY_BACKEND_MAX_CONCURRENCY, 0)
 
 
 def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSnapshot | None:
@@ -185,7 +195,7 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
         hashes[api_key.secret_hash] = api_key.pk
     issuers = tuple(
         TokenIssuerView(i.issuer, i.audience, i.jwks_url, i.public_key, tuple(i.algorithms), i.team_claim,
-                        i.subject_claim)
+                        i.subject_claim, tenant.private_networks_allowed)
         for i in TokenIssuer.objects.filter(tenant=tenant)
     )
     vhosts: dict[str, VirtualHostView] = {}
@@ -205,7 +215,7 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
         for mount in vhost.mounts.all():
             view = views.get(mount.backend_id)
             if view is None:
-                view = views[mount.backend_id] = _backend_view(mount.backend, http, tokens)
+                view = views[mount.backend_id] = _backend_view(mount.backend, http, tokens, tenant.private_networks_allowed)
             mounts[mount.map_key] = view
         vhosts[vhost.slug] = VirtualHostView(
             tenant_id=tenant.pk,
@@ -233,8 +243,10 @@ class SnapshotDirectory:
     unreachable it keeps serving what it has."""
 
     def __init__(
-        self, client: redis.asyncio.Redis, *, check_seconds: float, http: OpenApiHttp, tokens: OAuthTokens | None = None
+        self, client: redis.asyncio.Redis, *, check_seconds: float, http: OpenApiHttp, tokens: OAuthTokens | None = None,
+        counters: Counters | None = None,
     ) -> None:
+        self._counters = counters or Counters()
         self._http = http
         self._tokens = tokens
         self._redis = client
@@ -267,7 +279,9 @@ class SnapshotDirectory:
     async def tenant(self, slug: str) -> TenantSnapshot | None:
         await self._check_version()
         if slug in self._tenants:
+            self._counters.increment("cache", cache="snapshot", result="hit")
             return self._tenants[slug]
+        self._counters.increment("cache", cache="snapshot", result="miss")
         return await self._flights.run(slug, lambda: self._load_into_cache(slug))
 
     async def _load_into_cache(self, slug: str) -> TenantSnapshot | None:

@@ -13,6 +13,7 @@ import httpx
 import jwt
 from cryptography.hazmat.primitives import serialization
 
+from apps.common.guarded_http import address_refusal, guarded_async_client
 from apps.gateway.pipeline.ports import InvalidToken
 from apps.gateway.pipeline.singleflight import SingleFlight
 from apps.gateway.pipeline.values import TokenIssuerView
@@ -26,12 +27,14 @@ class JwtVerifier:
         self._jwks_seconds = jwks_seconds
         self._refetch_seconds = refetch_seconds
         self._timeout = timeout
-        self._sets: dict[str, tuple[float, dict[str, Any]]] = {}  # JWKS URL -> (fetched at, kid -> key)
+        # (private addresses allowed, JWKS URL) -> (fetched at, kid -> key): a set fetched for a
+        # tenant that allows private addresses is never handed to one that does not.
+        self._sets: dict[tuple[bool, str], tuple[float, dict[str, Any]]] = {}
         self._pem: dict[str, Any] = {}
         self._flights: SingleFlight[dict[str, Any]] = SingleFlight()
-        self._http: httpx.AsyncClient | None = None
+        self._http: dict[bool, httpx.AsyncClient] = {}  # by whether private addresses are allowed
         self._verified: dict[str, tuple[TokenIssuerView, Mapping[str, Any], float]] = {}
-        self._failed: dict[str, float] = {}  # JWKS URL -> when fetching it last failed
+        self._failed: dict[tuple[bool, str], float] = {}  # as _sets -> when fetching it last failed
 
     async def verify(self, token: str, issuers: Sequence[TokenIssuerView]) -> tuple[TokenIssuerView, Mapping[str, Any]]:
         # A client sends the same token with every call until it expires: verify it once. The entry
@@ -82,7 +85,7 @@ class JwtVerifier:
             return key
         if not isinstance(kid, str):
             raise InvalidToken("the token names no key id (kid)")
-        url = issuer.jwks_url
+        url = (issuer.allow_private, issuer.jwks_url)
         fetched = self._sets.get(url)
         now = time.monotonic()
         stale = fetched is None or now - fetched[0] > self._jwks_seconds
@@ -92,7 +95,7 @@ class JwtVerifier:
         if resting and fetched is None:
             raise InvalidToken("the issuer's keys cannot be fetched right now")
         if (stale or missing) and not resting:
-            keys = await self._flights.run(url, lambda: self._fetch(url))
+            keys = await self._flights.run(f"{url[0]:d}{url[1]}", lambda: self._fetch(url))
         else:
             keys = fetched[1] if fetched is not None else {}
         key = keys.get(kid)
@@ -100,11 +103,13 @@ class JwtVerifier:
             raise InvalidToken(f"the token's key id {kid!r} is not in the issuer's key set")
         return key
 
-    async def _fetch(self, url: str) -> dict[str, Any]:
-        if self._http is None:
-            self._http = httpx.AsyncClient(timeout=self._timeout)
+    async def _fetch(self, url: tuple[bool, str]) -> dict[str, Any]:
+        private, address = url
+        http = self._http.get(private)
+        if http is None:
+            http = self._http[private] = guarded_async_client(allow_private=private, timeout=self._timeout)
         try:
-            response = await self._http.get(url)
+            response = await http.get(address)
             response.raise_for_status()
             keys = {k.key_id: k.key for k in jwt.PyJWKSet.from_dict(response.json()).keys if k.key_id}
         except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
@@ -113,6 +118,10 @@ class JwtVerifier:
             previous = self._sets.get(url)
             if previous is not None:
                 return previous[1]  # keep trusting the last good set while the issuer is unreachable
+            refusal = address_refusal(exc)
+            if refusal is not None:
+                raise InvalidToken(f"the issuer's keys cannot be fetched: its address is not allowed "
+                                   f"({refusal.reason})") from None
             raise InvalidToken(f"the issuer's keys cannot be fetched ({type(exc).__name__})") from None
         self._sets[url] = (time.monotonic(), keys)
         return keys

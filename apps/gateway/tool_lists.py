@@ -31,7 +31,10 @@ def mcp_tools_fetch(*, backend: Backend, timeout: float = 30.0) -> list[dict[str
         timeout=backend.timeout_seconds,
         # An OAuth client-credentials backend gets a token of this fetch's own (no fleet cache: one
         # fetch per indexing run).
-        egress=egress_plan_build(backend=backend, tokens=OAuthTokens(None)),
+        egress=egress_plan_build(
+            backend=backend, tokens=OAuthTokens(None), allow_private=backend.tenant.private_networks_allowed
+        ),
+        allow_private=backend.tenant.private_networks_allowed,
     )
     return asyncio.run(_fetch(view, timeout))
 

@@ -1,10 +1,21 @@
-"""HTTP pages of the MCP endpoint that are not MCP: OAuth protected-resource metadata (RFC 9728)."""
+"""HTTP pages of the MCP endpoint that are not MCP: OAuth protected-resource metadata (RFC 9728)
+and the Prometheus metrics of this process."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+import functools
+import hmac
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, generate_latest
 
 from apps.catalog.selectors import virtual_host_list
+from apps.common.redis import redis_client
+from apps.gateway.metrics import registry
+from apps.gateway.wiring import all_gateways
 from apps.tenants.selectors import tenant_get, token_issuer_list
 
 
@@ -21,3 +32,29 @@ def protected_resource_metadata(request: HttpRequest, tenant: str, vhost: str) -
         "bearer_methods_supported": ["header"],
         "resource_name": f"MCP Gateway: {tenant}/{vhost}",
     })
+
+
+@functools.cache
+def _registry() -> CollectorRegistry:
+    return registry(lambda: [found.counters for found in all_gateways()], redis_client)
+
+
+def _scrape_allowed(request: HttpRequest) -> bool:
+    token = settings.GATEWAY_METRICS_TOKEN
+    if not token:
+        return True
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+@require_GET
+async def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text exposition of this process (docs/observability.md). With
+    GATEWAY_METRICS_TOKEN set, only `Authorization: Bearer <token>` gets it; others get 401."""
+    if not _scrape_allowed(request):
+        return HttpResponse("Unauthorized: /metrics needs 'Authorization: Bearer <GATEWAY_METRICS_TOKEN>'\n",
+                            status=401, content_type="text/plain; charset=utf-8",
+                            headers={"WWW-Authenticate": 'Bearer realm="mcp-gateway-metrics"'})
+    # Off the event loop: the scrape reads Redis (one round trip) with a blocking client.
+    body = await sync_to_async(generate_latest, thread_sensitive=False)(_registry())
+    return HttpResponse(body, content_type=CONTENT_TYPE_PLAIN_0_0_4)  # what every Prometheus reads

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 
-from channels.layers import get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
 from apps.audit.writer import AuditWriter
@@ -15,6 +15,7 @@ from apps.common.secrets import derived_key
 from apps.gateway.changes import RedisChangeFeed
 from apps.gateway.egress import OAuthTokens
 from apps.gateway.limits import RedisRateLimiter
+from apps.gateway.metrics import metric_label_caps
 from apps.gateway.openapi import OpenApiHttp
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import ListSettings
@@ -23,10 +24,12 @@ from apps.gateway.relay import ChannelMailbox
 from apps.gateway.search import IndexFinder
 from apps.gateway.sessions import RedisSessionStore
 from apps.gateway.snapshots import SnapshotDirectory
+from apps.gateway.telemetry import gateway_tracing
 from apps.gateway.tokens import JwtVerifier
-from apps.gateway.upstream.client import http_upstream
+from apps.gateway.upstream.client import HttpUpstream, http_upstream
 
 _gateways: dict[int, Gateway] = {}
+_upstreams: dict[int, HttpUpstream] = {}
 
 
 @functools.cache
@@ -43,6 +46,7 @@ def gateway_settings() -> GatewaySettings:
         cursor_secret=derived_key(settings.SECRET_KEY, b"mcp-gateway list cursors v1"),
         audit_hash_key=derived_key(settings.SECRET_KEY, b"mcp-gateway audit argument hashes v1"),
         session_sweep_seconds=settings.GATEWAY_SESSION_SWEEP_SECONDS,
+        backend_queue_seconds=settings.GATEWAY_BACKEND_QUEUE_SECONDS,
         lists=ListSettings(
             page_size=settings.GATEWAY_LIST_PAGE_SIZE,
             timeout=settings.GATEWAY_LIST_TIMEOUT_SECONDS,
@@ -51,26 +55,47 @@ def gateway_settings() -> GatewaySettings:
     )
 
 
+def all_gateways() -> list[Gateway]:
+    """Every gateway of this process (one per event loop that served MCP requests)."""
+    return list(_gateways.values())
+
+
+def _upstream_for(loop_id: int, layer: BaseChannelLayer, mailbox: ChannelMailbox) -> HttpUpstream:
+    upstream = _upstreams[loop_id] = http_upstream(
+        layer=layer, mailbox=mailbox, max_response_bytes=settings.GATEWAY_UPSTREAM_MAX_RESPONSE_BYTES
+    )
+    return upstream
+
+
+def upstreams_close() -> None:
+    """Close the idle pooled connections to backends of every gateway of this process (at exit;
+    backend sessions stay open: the downstream sessions using them go on on other instances)."""
+    for upstream in _upstreams.values():
+        upstream.close()
+
+
 def gateway() -> Gateway:
     loop_id = id(asyncio.get_running_loop())
     instance = _gateways.get(loop_id)
     if instance is None:
         client = async_redis_client()
-        counters = Counters()
+        counters = Counters(caps=metric_label_caps())
         layer = get_channel_layer()
         mailbox = ChannelMailbox(layer, counters)
         instance = Gateway(
             directory=SnapshotDirectory(
                 client, check_seconds=settings.GATEWAY_SNAPSHOT_CHECK_SECONDS, http=OpenApiHttp(),
                 tokens=OAuthTokens(client, key=derived_key(settings.SECRET_KEY, b"mcp-gateway oauth token cache v1")),
+                counters=counters,
             ),
             sessions=RedisSessionStore(
                 client,
                 secret=settings.SECRET_KEY,
                 instance=settings.GATEWAY_INSTANCE_ID,
                 ttl_seconds=settings.GATEWAY_SESSION_TTL_SECONDS,
+                counters=counters,
             ),
-            upstream=http_upstream(layer=layer, mailbox=mailbox),
+            upstream=_upstream_for(loop_id, layer, mailbox),
             audit=audit_writer(),
             settings=gateway_settings(),
             changes=RedisChangeFeed(client, instance=f"{settings.GATEWAY_INSTANCE_ID}:{loop_id}"),
@@ -79,6 +104,7 @@ def gateway() -> Gateway:
             finder=IndexFinder(),
             mailbox=mailbox,
             counters=counters,
+            tracing=gateway_tracing(),
         )
         _gateways[loop_id] = instance
     return instance

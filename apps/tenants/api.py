@@ -56,6 +56,7 @@ from apps.tenants.services import (
     tenant_create,
     tenant_delete,
     tenant_plan_set,
+    tenant_private_networks_set,
     tenant_update,
 )
 
@@ -280,7 +281,7 @@ class TenantListView(PlatformAPIView, generics.ListAPIView):
 
 
 class TenantDetailView(PlatformAPIView):
-    """`GET|PATCH|DELETE /api/v1/tenants/<slug>`: PATCH `{name, plan, audit_arguments}` changes the
+    """`GET|PATCH|DELETE /api/v1/tenants/<slug>`: PATCH `{name, plan, audit_arguments, allow_private_networks}` changes the
     fields given; DELETE removes the tenant and everything it owns (platform admins)."""
 
     serializer_class = TenantSerializer
@@ -308,6 +309,8 @@ class TenantDetailView(PlatformAPIView):
             return refused(exc)
         if "plan" in data:
             tenant = tenant_plan_set(tenant=tenant, plan=data["plan"])
+        if "allow_private_networks" in data:
+            tenant = tenant_private_networks_set(tenant=tenant, allowed=data["allow_private_networks"])
         return Response(TenantSerializer(tenant).data)
 
     @extend_schema(responses={204: None})

@@ -46,12 +46,25 @@ class Tenant(TimeStampedModel):
         Plan, on_delete=models.PROTECT, null=True, blank=True, related_name="tenants",
         help_text="Caps every budget of the tenant, and may forbid editing its limits.",
     )
+    allow_private_networks = models.BooleanField(
+        null=True, blank=True,
+        help_text="Whether backends, token endpoints and key sets may be at private addresses (loopback, "
+        "10/8, 192.168/16, fc00::/7, ...); empty: the deployment's default (GATEWAY_ALLOW_PRIVATE_NETWORKS). "
+        "Link-local and cloud metadata addresses are refused whatever this says.",
+    )
 
     class Meta:
         ordering = ["slug"]
 
     def __str__(self) -> str:
         return self.slug
+
+    @property
+    def private_networks_allowed(self) -> bool:
+        """The setting in force: the tenant's own, else the deployment's default."""
+        if self.allow_private_networks is None:
+            return bool(settings.GATEWAY_ALLOW_PRIVATE_NETWORKS)
+        return self.allow_private_networks
 
 
 class Team(TimeStampedModel):

@@ -43,7 +43,7 @@ class TenantSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Tenant
-        fields = ["slug", "name", "plan", "audit_arguments", "created_at", "updated_at"]
+        fields = ["slug", "name", "plan", "audit_arguments", "allow_private_networks", "created_at", "updated_at"]
         read_only_fields = fields
 
 
@@ -52,6 +52,10 @@ class TenantCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=Tenant._meta.get_field("name").max_length)
     plan = serializers.SlugRelatedField(slug_field="name", queryset=Plan.objects.all(), allow_null=True,
                                         required=False, default=None)
+    allow_private_networks = serializers.BooleanField(
+        allow_null=True, required=False, default=None,
+        help_text="Backends etc. at private addresses; null: the deployment's default.",
+    )
 
 
 class TenantUpdateSerializer(serializers.Serializer):
@@ -61,6 +65,10 @@ class TenantUpdateSerializer(serializers.Serializer):
     plan = serializers.SlugRelatedField(slug_field="name", queryset=Plan.objects.all(), allow_null=True,
                                         required=False)
     audit_arguments = serializers.ChoiceField(choices=Tenant.AuditArguments.choices, required=False)
+    allow_private_networks = serializers.BooleanField(
+        allow_null=True, required=False,
+        help_text="Backends etc. at private addresses; null: the deployment's default.",
+    )
 
 
 class TeamSerializer(serializers.ModelSerializer):

@@ -23,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.common.config_version import config_version_bump
+from apps.common.url_guard import url_address_validate
 from apps.tenants.keys import admin_token_generate, key_display_prefix, key_generate, key_hash, key_secret_problem
 from apps.tenants.models import AdminToken, ApiKey, Membership, Plan, Team, Tenant, TokenIssuer
 
@@ -44,8 +45,10 @@ class IssuedAdminToken:
     secret: str = field(repr=False)
 
 
-def tenant_create(*, slug: str, name: str, plan: Plan | None = None) -> Tenant:
-    tenant = Tenant(slug=slug, name=name, plan=plan)
+def tenant_create(
+    *, slug: str, name: str, plan: Plan | None = None, allow_private_networks: bool | None = None
+) -> Tenant:
+    tenant = Tenant(slug=slug, name=name, plan=plan, allow_private_networks=allow_private_networks)
     tenant.full_clean()
     tenant.save()
     config_version_bump(tenant_id=tenant.pk)
@@ -59,6 +62,18 @@ def tenant_update(*, tenant: Tenant, name: str, audit_arguments: str | None = No
         tenant.audit_arguments = audit_arguments
     tenant.full_clean()
     tenant.save(update_fields=["name", "audit_arguments", "updated_at"])
+    config_version_bump(tenant_id=tenant.pk)
+    return tenant
+
+
+def tenant_private_networks_set(*, tenant: Tenant, allowed: bool | None) -> Tenant:
+    """Whether the tenant's backends, token endpoints and key sets may be at private addresses;
+    None: the deployment's default (GATEWAY_ALLOW_PRIVATE_NETWORKS). Stored URLs are not checked
+    again here: the gateway checks every address when it connects, so a refused one fails then."""
+    if tenant.allow_private_networks is allowed:
+        return tenant
+    tenant.allow_private_networks = allowed
+    tenant.save(update_fields=["allow_private_networks", "updated_at"])
     config_version_bump(tenant_id=tenant.pk)
     return tenant
 
@@ -280,6 +295,11 @@ def token_issuer_set(
         raise ValidationError("give either jwks_url or public_key")
     if jwks_url and not jwks_url.startswith(("https://", "http://")):
         raise ValidationError({"jwks_url": "must be an http(s) URL"})
+    if jwks_url:
+        try:
+            url_address_validate(jwks_url, allow_private=tenant.private_networks_allowed)
+        except ValidationError as exc:
+            raise ValidationError({"jwks_url": exc.messages}) from None
     unknown = [alg for alg in algorithms if alg not in ALGORITHMS]
     if not algorithms or unknown:
         raise ValidationError({"algorithms": f"choose from {', '.join(ALGORITHMS)}"})

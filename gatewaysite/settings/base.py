@@ -4,6 +4,7 @@ unset the embedded PostgreSQL and Redis started by `scripts/services.sh` are use
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -69,6 +70,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "apps.common.probe_hosts.probe_hosts_middleware",  # /healthz, /readyz (and a guarded /metrics) under any Host
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -76,6 +78,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "apps.common.security_headers.security_headers_middleware",  # CSP, Permissions-Policy
 ]
 
 ROOT_URLCONF = "gatewaysite.urls"
@@ -180,8 +183,6 @@ GATEWAY_ALLOWED_ORIGINS = env_list("GATEWAY_ALLOWED_ORIGINS")
 GATEWAY_SESSION_TTL_SECONDS = int(os.environ.get("GATEWAY_SESSION_TTL_SECONDS", "3600"))
 # How often each instance ends sessions idle past that time and closes their backend sessions.
 GATEWAY_SESSION_SWEEP_SECONDS = float(os.environ.get("GATEWAY_SESSION_SWEEP_SECONDS", "30"))
-# Seconds a forwarded request may wait for its backend before -32004.
-GATEWAY_UPSTREAM_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_UPSTREAM_TIMEOUT_SECONDS", "60"))
 # Lists of virtual hosts with several backends (docs/config.md, "Virtual hosts with several backends").
 GATEWAY_LIST_PAGE_SIZE = int(os.environ.get("GATEWAY_LIST_PAGE_SIZE", "1000"))
 GATEWAY_LIST_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_LIST_TIMEOUT_SECONDS", "5"))
@@ -195,11 +196,42 @@ GATEWAY_SNAPSHOT_CHECK_SECONDS = float(os.environ.get("GATEWAY_SNAPSHOT_CHECK_SE
 GATEWAY_AUDIT_RETENTION_DAYS = int(os.environ.get("GATEWAY_AUDIT_RETENTION_DAYS", "90"))
 # How often (seconds) queued audit rows are written.
 GATEWAY_AUDIT_FLUSH_SECONDS = float(os.environ.get("GATEWAY_AUDIT_FLUSH_SECONDS", "0.25"))
-# Name of this gateway instance; part of every session id it mints (the owner hint).
-GATEWAY_INSTANCE_ID = os.environ.get("GATEWAY_INSTANCE_ID", f"gw{os.getpid()}")
+# Name of this gateway instance; part of every session id it mints (the owner hint). Host name and
+# pid: in containers every instance is pid 1, and instances sharing a name ignore each other's news.
+GATEWAY_INSTANCE_ID = os.environ.get("GATEWAY_INSTANCE_ID", f"{socket.gethostname()}-{os.getpid()}")
+# --- Resource limits and shutdown (docs/deploy.md, "Limits and shutdown") ---
+# Largest response body, and largest single event of a stream, read from an MCP backend; over it
+# the call fails with -32004 and the connection is dropped.
+GATEWAY_UPSTREAM_MAX_RESPONSE_BYTES = int(os.environ.get("GATEWAY_UPSTREAM_MAX_RESPONSE_BYTES", str(16 * 1024 * 1024)))
+# Calls one instance forwards to one backend at once, for backends with no `max_concurrency` of
+# their own (0: no limit); calls over it wait up to GATEWAY_BACKEND_QUEUE_SECONDS, then get -32004.
+GATEWAY_BACKEND_MAX_CONCURRENCY = int(os.environ.get("GATEWAY_BACKEND_MAX_CONCURRENCY", "0"))
+GATEWAY_BACKEND_QUEUE_SECONDS = float(os.environ.get("GATEWAY_BACKEND_QUEUE_SECONDS", "5"))
+# On SIGTERM, how long calls in flight may still run before the instance cuts them and exits
+# (keep it below the orchestrator's kill timeout: Kubernetes waits 30 s by default).
+GATEWAY_SHUTDOWN_GRACE_SECONDS = float(os.environ.get("GATEWAY_SHUTDOWN_GRACE_SECONDS", "25"))
 
 # Serve /static/ from the gateway process itself (development and tests; production uses nginx).
 GATEWAY_SERVE_STATIC = env_bool("GATEWAY_SERVE_STATIC", False)
+# --- Security (docs/security.md) ---
+# Whether tenants without a setting of their own may reach backends, token endpoints and key sets
+# at private addresses (loopback, RFC 1918, fc00::/7, ...). Link-local and metadata addresses never.
+GATEWAY_ALLOW_PRIVATE_NETWORKS = env_bool("GATEWAY_ALLOW_PRIVATE_NETWORKS", False)
+# The Content-Security-Policy and Permissions-Policy of the console, admin, REST API and its docs
+# (no inline script or style anywhere; the audit tail's WebSocket is same-origin).
+GATEWAY_CONTENT_SECURITY_POLICY = os.environ.get(
+    "GATEWAY_CONTENT_SECURITY_POLICY",
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+)
+GATEWAY_PERMISSIONS_POLICY = os.environ.get(
+    "GATEWAY_PERMISSIONS_POLICY",
+    "accelerometer=(), camera=(), geolocation=(), gyroscope=(), magnetometer=(), microphone=(), payment=(), usb=()",
+)
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 # Fernet keys for secrets at rest (egress credentials), newest first; empty: derived from the secret key.
 GATEWAY_ENCRYPTION_KEYS = env_list("GATEWAY_ENCRYPTION_KEYS")
 # Largest OpenAPI document accepted for upload, in bytes.
@@ -207,11 +239,53 @@ GATEWAY_SPEC_MAX_BYTES = int(os.environ.get("GATEWAY_SPEC_MAX_BYTES", str(50 * 1
 # Largest response body read from an OpenAPI service; larger ones are a tool error.
 GATEWAY_OPENAPI_MAX_RESPONSE_BYTES = int(os.environ.get("GATEWAY_OPENAPI_MAX_RESPONSE_BYTES", str(8 * 1024 * 1024)))
 
+# --- Metrics and health (docs/observability.md) ---
+# Bearer token a scraper must send to /metrics; empty: /metrics answers anyone who reaches it.
+GATEWAY_METRICS_TOKEN = os.environ.get("GATEWAY_METRICS_TOKEN", "")
+# Distinct tool and backend label values per process; later ones are counted as "other".
+GATEWAY_METRICS_MAX_TOOLS = int(os.environ.get("GATEWAY_METRICS_MAX_TOOLS", "200"))
+GATEWAY_METRICS_MAX_BACKENDS = int(os.environ.get("GATEWAY_METRICS_MAX_BACKENDS", "200"))
+# How long /readyz waits for the database and for Redis (each) before calling it unreachable.
+GATEWAY_READYZ_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_READYZ_TIMEOUT_SECONDS", "1"))
+# How often beat schedules the worker heartbeat, and the age past which /readyz reports it.
+GATEWAY_WORKER_HEARTBEAT_SECONDS = float(os.environ.get("GATEWAY_WORKER_HEARTBEAT_SECONDS", "15"))
+GATEWAY_WORKER_HEARTBEAT_MAX_AGE_SECONDS = float(os.environ.get("GATEWAY_WORKER_HEARTBEAT_MAX_AGE_SECONDS", "120"))
+# A missing or stale heartbeat in /readyz: "warn" (200, listed under warnings) or "fail" (503).
+GATEWAY_READYZ_WORKER = os.environ.get("GATEWAY_READYZ_WORKER", "warn").strip().lower()
+if GATEWAY_READYZ_WORKER not in {"warn", "fail"}:
+    raise ValueError(f"GATEWAY_READYZ_WORKER must be 'warn' or 'fail', got {GATEWAY_READYZ_WORKER!r}")
+CELERY_BEAT_SCHEDULE["worker-heartbeat"] = {
+    "task": "apps.common.tasks.worker_heartbeat",
+    "schedule": GATEWAY_WORKER_HEARTBEAT_SECONDS,
+    # A heartbeat no worker took in time is dropped, not run late: a late run would say "alive now".
+    "options": {"expires": GATEWAY_WORKER_HEARTBEAT_SECONDS},
+}
+
+# --- Tracing and logs (docs/observability.md, "Tracing" and "Logs") ---
+# OpenTelemetry spans, exported by OTLP/HTTP: on when GATEWAY_TRACING is true, or when it is unset
+# and OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) names a collector. The exporter, service
+# name and sampler read the standard OTEL_* variables; OTEL_SDK_DISABLED=true turns it off.
+GATEWAY_TRACING = env_bool("GATEWAY_TRACING", bool(
+    os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+)) and not env_bool("OTEL_SDK_DISABLED", False)
+
+
+def log_format(default: str) -> str:
+    """GATEWAY_LOG_FORMAT: "json" (one object per line, with request, session and trace ids) or "plain"."""
+    value = os.environ.get("GATEWAY_LOG_FORMAT", default).strip().lower()
+    if value not in {"json", "plain"}:
+        raise ValueError(f"GATEWAY_LOG_FORMAT must be 'json' or 'plain', got {value!r}")
+    return value
+
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "apps.gateway.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": log_format("plain")}},
     "root": {"handlers": ["console"], "level": os.environ.get("GATEWAY_LOG_LEVEL", "INFO")},
     "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
 }

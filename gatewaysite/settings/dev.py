@@ -7,6 +7,8 @@ from .base import SECRET_KEY, VAR_DIR, env_bool
 
 DEBUG = env_bool("GATEWAY_DEBUG", True)
 GATEWAY_SERVE_STATIC = env_bool("GATEWAY_SERVE_STATIC", True)
+# The demo backends of `make run` listen on loopback.
+GATEWAY_ALLOW_PRIVATE_NETWORKS = env_bool("GATEWAY_ALLOW_PRIVATE_NETWORKS", True)
 
 if not SECRET_KEY:
     _key_file = VAR_DIR / "secret_key"

@@ -3,7 +3,7 @@
 import os
 
 from .base import *  # noqa: F403
-from .base import REDIS_URL
+from .base import REDIS_URL, env_bool
 
 SECRET_KEY = os.environ.get("GATEWAY_SECRET_KEY", "test-secret-key-not-for-production-0123456789")
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -18,6 +18,9 @@ CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True  # a task that fails fails the test
 GATEWAY_SERVE_STATIC = True  # the browser tests load the console's CSS and htmx
 GATEWAY_SNAPSHOT_CHECK_SECONDS = 0.0
+# Only a test that asks for tracing gets it (not a developer's OTEL_EXPORTER_OTLP_ENDPOINT).
+GATEWAY_TRACING = env_bool("GATEWAY_TRACING", False)
+GATEWAY_ALLOW_PRIVATE_NETWORKS = True  # the test backends listen on loopback
 
 from .base import DATABASES  # noqa: E402
 

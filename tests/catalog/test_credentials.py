@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db
 
 def plan(backend: Backend) -> EgressPlan:
     backend = Backend.objects.select_related("credential__tenant_secret", "active_spec").get(pk=backend.pk)
-    built = egress_plan_build(backend=backend, tokens=None)
+    built = egress_plan_build(backend=backend, tokens=None, allow_private=True)
     assert built is not None
     return built
 

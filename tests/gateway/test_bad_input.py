@@ -11,7 +11,7 @@ from apps.audit.models import AuditRecord
 from apps.catalog.models import Backend, VirtualHost
 from apps.tenants.models import ApiKey, Tenant
 from tests.conftest import Host
-from tests.gateway.helpers import message_of, modern, open_session, post
+from tests.gateway.helpers import META, MODERN, message_of, modern, open_session, post
 
 pytestmark = pytest.mark.slow
 
@@ -66,6 +66,29 @@ def test_unknown_method_legacy(demo_host: Host, unchanged: None) -> None:
                     headers={"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"})
     message = message_of(response)
     assert message["id"] == 3 and message["error"]["code"] == -32601
+
+
+@pytest.mark.parametrize("params", [
+    {"value": 9223372036854775807, "metadata": {"nested": "null\u0000value"}},  # found by mcp-fuzzer
+    {"protocolVersion": "2025-11-25", "capabilities": "all", "clientInfo": {"name": "x", "version": "1"}},
+    {"protocolVersion": "2025-11-25", "capabilities": {}},
+])
+def test_malformed_initialize_is_invalid_params_and_opens_no_session(
+    demo_host: Host, unchanged: None, params: dict[str, object]
+) -> None:
+    response = post(demo_host.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params},
+                    key=demo_host.key)
+    assert "mcp-session-id" not in response.headers
+    error = message_of(response)["error"]
+    assert error["code"] == -32602 and error["message"].startswith("Invalid params: initialize needs")
+
+
+def test_malformed_client_capabilities_are_invalid_params_modern(demo_host: Host, unchanged: None) -> None:
+    response = post(demo_host.url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+        **META, "io.modelcontextprotocol/clientCapabilities": "all"}}}, key=demo_host.key,
+        headers={"mcp-protocol-version": MODERN, "mcp-method": "tools/list"})
+    assert response.status_code == 400
+    assert message_of(response)["error"]["code"] == -32602
 
 
 def test_unknown_method_modern_is_404(demo_host: Host, unchanged: None) -> None:

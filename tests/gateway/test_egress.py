@@ -160,7 +160,7 @@ def client_for(token_url: str, **overrides: str) -> OAuthClient:
     # A scope of its own per test: the shared cache is keyed by the whole client.
     fields = {"token_url": f"{token_url}/token", "client_id": "gw client", "client_secret": "s3cret:x",
               "scope": f"tools.{free_port()}", **overrides}
-    return OAuthClient(**fields)
+    return OAuthClient(**fields, allow_private=True)  # the token service listens on loopback
 
 
 def configure(token_url: str, **values: object) -> None:

@@ -185,6 +185,7 @@ def test_a_slow_service_times_out_with_backend_unavailable(api: Api) -> None:
     message = api.call("waitFor", {"seconds": 3})
     assert time.perf_counter() - started < 2.5
     assert message["error"]["code"] == -32004 and message["error"]["data"] == {"backend": api.backend.name}
+    assert "timed out after 0.5 s" in message["error"]["message"]
     # the timed-out connection was dropped, not left in the pool half-answered: the next call works
     assert api.call("getText", {})["result"]["content"] == [{"type": "text", "text": "plain text ✓"}]
 

@@ -72,7 +72,7 @@ def _server(base_url: str, *, timeout: float = 5.0, credential: Credential | Non
         placement = (credential.kind, credential.name, credential.username)
         egress = EgressPlan(backend="svc", placement=placement, fixed=credential.value)
     return OpenApiServer(backend_id=1, name="svc", toolset=TOOLS, base_url=base_url, egress=egress,
-                         timeout=timeout, max_response_bytes=1000, http=OpenApiHttp())
+                         timeout=timeout, max_response_bytes=1000, http=OpenApiHttp(), allow_private=True)
 
 
 def _names(headers: list[tuple[str, str]]) -> list[str]:
@@ -155,7 +155,7 @@ async def test_a_failed_builder_generation_is_logged_once(
     tools = ToolSet.of(compile_spec(orjson.dumps(SPEC)).tools)  # fresh tools: no plan cached yet
     server = OpenApiServer(backend_id=1, name="svc", toolset=tools, base_url="http://127.0.0.1:99999",
                            egress=None, timeout=1,
-                           max_response_bytes=1000, http=OpenApiHttp())
+                           max_response_bytes=1000, http=OpenApiHttp(), allow_private=True)
     caplog.set_level(logging.WARNING, logger="apps.gateway.openapi")
     for _ in range(3):
         await server.call_tool("typed", {})  # an unusable URL, but the builder is prepared first

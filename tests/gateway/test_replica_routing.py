@@ -43,7 +43,7 @@ def test_sessions_stick_to_their_replica_and_move_when_it_dies(transactional_db:
         vhost = factories.virtual_host_factory(tenant=tenant, mounts={"counter": backend})
         host = Host(f"{gateway_url}/mcp/{tenant.slug}/{vhost.slug}", issued.secret, tenant.slug, vhost.slug)
         expected = ReplicaHealth(upstream=None, check_seconds=None)  # type: ignore[arg-type]
-        view = BackendView(id=0, name="b", transport="streamable-http", urls=tuple(urls), timeout=5)
+        view = BackendView(id=0, name="b", transport="streamable-http", urls=tuple(urls), timeout=5, allow_private=True)
         sessions = [open_session(host.url, host.key) for _ in range(8)]
         placed: dict[str, str] = {}
         for session in sessions:

@@ -34,6 +34,10 @@ from apps.tenants.models import Tenant
 class _BackendForm(forms.Form):
     name = forms.CharField(label="Name", max_length=64, help_text="Letters, digits, '_', '.' and '-'.")
     timeout_seconds = forms.FloatField(label="Timeout (seconds)", initial=DEFAULT_TIMEOUT_SECONDS, min_value=0.1)
+    max_concurrency = forms.IntegerField(
+        label="Most calls at once", required=False, min_value=1,
+        help_text="Per gateway instance, over all replicas; more wait briefly, then fail. Empty: the deployment's default.",
+    )
 
 
 class McpBackendForm(_BackendForm):
@@ -104,6 +108,7 @@ def backend_edit(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpR
         "name": backend.name, "timeout_seconds": backend.timeout_seconds, "transport": backend.transport,
         "urls": "\n".join(r.url for r in backend.replicas.order_by("position")), "base_url": backend.base_url,
         "tool_name_max_length": backend.tool_name_max_length, "include_deprecated": backend.include_deprecated,
+        "max_concurrency": backend.max_concurrency,
     }
     form = form_class(request.POST or None, initial=initial)
     form.fields["name"].disabled = True

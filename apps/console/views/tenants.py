@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -22,8 +23,20 @@ from apps.tenants.services import (
     tenant_create,
     tenant_delete,
     tenant_plan_set,
+    tenant_private_networks_set,
     tenant_update,
 )
+
+
+def _private_networks_field() -> forms.TypedChoiceField:
+    default = "allowed" if settings.GATEWAY_ALLOW_PRIVATE_NETWORKS else "refused"
+    return forms.TypedChoiceField(
+        label="Private networks", required=False, empty_value=None,
+        choices=[("", f"Deployment default ({default})"), ("true", "Allowed"), ("false", "Refused")],
+        coerce=lambda value: value == "true",
+        help_text="Whether backends, token endpoints and key sets may be at private addresses (loopback, 10/8, "
+        "192.168/16, ...). Link-local and cloud metadata addresses are always refused.",
+    )
 
 
 class TenantEditForm(forms.Form):
@@ -33,12 +46,20 @@ class TenantEditForm(forms.Form):
     audit_arguments = forms.ChoiceField(label="Audit arguments", choices=Tenant.AuditArguments.choices,
                                         help_text="What audit rows keep of call arguments.")
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.fields["allow_private_networks"] = _private_networks_field()
+
 
 class TenantCreateForm(forms.Form):
     slug = forms.CharField(label="Slug", max_length=64, help_text="In URLs: lowercase letters, digits, inner hyphens.")
     name = forms.CharField(label="Name", max_length=Tenant._meta.get_field("name").max_length)
     plan = forms.ModelChoiceField(label="Plan", queryset=Plan.objects.order_by("name"), required=False,
                                   empty_label="(no plan: no caps)")
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.fields["allow_private_networks"] = _private_networks_field()
 
 
 class PlanForm(forms.Form):
@@ -97,7 +118,9 @@ def tenant_create_view(request: HttpRequest) -> HttpResponse:
 @console_view(platform=True)
 def tenant_edit(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = _tenant_or_404(slug)
-    initial = {"name": tenant.name, "plan": tenant.plan_id, "audit_arguments": tenant.audit_arguments}
+    private = tenant.allow_private_networks
+    initial = {"name": tenant.name, "plan": tenant.plan_id, "audit_arguments": tenant.audit_arguments,
+               "allow_private_networks": "" if private is None else str(private).lower()}
     form = TenantEditForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -105,6 +128,7 @@ def tenant_edit(request: HttpRequest, slug: str) -> HttpResponse:
             with transaction.atomic():
                 tenant_update(tenant=tenant, name=data["name"], audit_arguments=data["audit_arguments"])
                 tenant_plan_set(tenant=tenant, plan=data["plan"])
+                tenant_private_networks_set(tenant=tenant, allowed=data["allow_private_networks"])
         except ValidationError as exc:
             form.add_error(None, exc)
         else:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.gateway.pipeline.costs import ToolCosts, call_cost
-from apps.gateway.pipeline.tracing import trace_id_of
+from apps.gateway.pipeline.tracing import NO_SPAN, Span, TraceContext, current, incoming_context
 from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.jsonrpc import Kind, Message, RequestId
@@ -47,6 +47,9 @@ class Call:
     audit_arguments: str = "off"  # the tenant's setting: off | hash | full
     costs: ToolCosts | None = None  # the host's tool costs
     cost: int = 0  # units charged at admission (0 until admitted, and when refused)
+    #: The trace context the call continues (the request's), and its span while it is forwarded.
+    trace: TraceContext | None = None
+    span: Span = NO_SPAN
 
     @classmethod
     def begin(
@@ -58,6 +61,9 @@ class Call:
         message: Message,
         session_id: str = "",
     ) -> Call:
+        # The request's context, continued by the gateway; or, outside one (a call made directly),
+        # what the request names.
+        trace = current() or incoming_context(request.headers, message)
         return cls(
             principal=principal,
             virtual_host=vhost.slug,
@@ -67,7 +73,8 @@ class Call:
             message=message,
             bytes_in=len(request.body),
             session_id=session_id,
-            trace_id=trace_id_of(request.headers, message),
+            trace_id=trace.trace_id if trace is not None else "",
+            trace=trace,
             started=time.perf_counter(),
             at=time.time(),
         )

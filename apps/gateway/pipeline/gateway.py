@@ -11,6 +11,7 @@ from typing import Any
 
 from apps.gateway.pipeline.backends import BackendCatalog
 from apps.gateway.pipeline.client import BackendClient
+from apps.gateway.pipeline.concurrency import BackendGates
 from apps.gateway.pipeline.cursors import CursorCodec
 from apps.gateway.pipeline.host_lists import HostLists, ListSettings
 from apps.gateway.pipeline.http_sse import HttpSseTransport
@@ -18,7 +19,7 @@ from apps.gateway.pipeline.input_required import InputRequests
 from apps.gateway.pipeline.legacy import LegacyEra
 from apps.gateway.pipeline.listen import ComposedListen
 from apps.gateway.pipeline.local import LocalTools
-from apps.gateway.pipeline.metrics import Counters
+from apps.gateway.pipeline.metrics import Counters, note_method
 from apps.gateway.pipeline.modern import ModernEra
 from apps.gateway.pipeline.ports import (
     AuditSink,
@@ -34,9 +35,11 @@ from apps.gateway.pipeline.ports import (
     ToolFinder,
     Upstream,
 )
+from apps.gateway.pipeline.propagation import TracedUpstream
 from apps.gateway.pipeline.relay import Relay
 from apps.gateway.pipeline.replies import Reply, error_reply, http_error_reply
 from apps.gateway.pipeline.search import ToolSearch
+from apps.gateway.pipeline.tracing import RequestTrace, Tracer, Tracing
 from apps.gateway.pipeline.values import HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol.envelope import is_modern_message
 from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidRequest
@@ -65,6 +68,8 @@ class GatewaySettings:
     #: How often this instance looks for sessions idle past their expiry, to close their backend
     #: sessions (None: never).
     session_sweep_seconds: float | None = None
+    #: How long a call waits for a free slot of a backend at its concurrency limit before -32004.
+    backend_queue_seconds: float = 5.0
 
 
 def _host_of(value: str) -> str:
@@ -109,23 +114,27 @@ class Gateway:
         finder: ToolFinder | None = None,
         mailbox: Mailbox | None = None,
         counters: Counters | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.settings = settings
+        self.tracer = Tracer(tracing)
         self._sessions = sessions
         self._sweeper: asyncio.Task[None] | None = None
         self._tokens = tokens or _NoTokens()
         self._changes = changes
         self.directory = directory
-        self.backends = BackendCatalog(upstream)
+        # Every exchange with a backend carries the trace context (and is a span, when tracing is on).
+        self.backends = BackendCatalog(TracedUpstream(upstream, self.tracer))
         upstream = self.backends.replicas  # every request to a backend notices replicas that are down
         self.counters = counters or Counters()
-        relay = Relay(upstream, audit, limiter, self.counters, hash_key=settings.audit_hash_key)
+        relay = Relay(upstream, audit, limiter, self.counters, hash_key=settings.audit_hash_key, tracer=self.tracer,
+                      gates=BackendGates(queue_seconds=settings.backend_queue_seconds))
         # Without a shared secret, cursors are valid on this instance only.
         codec = CursorCodec(settings.cursor_secret or secrets.token_bytes(32))
         client = BackendClient(upstream, self.backends)
         lists = HostLists(client, codec, settings.lists, self.counters)
         self.lists = lists
-        local = LocalTools(relay, ToolSearch(lists, finder))
+        local = LocalTools(relay, ToolSearch(lists, finder, self.counters))
         if finder is not None:
             lists.search_listed = finder.prepare
         if changes is not None:
@@ -153,15 +162,28 @@ class Gateway:
             self._changes = None
         if self._sweeper is None and self.settings.session_sweep_seconds is not None:
             self._sweeper = asyncio.ensure_future(self._sweep_forever(self.settings.session_sweep_seconds))
+        trace = RequestTrace(self.tracer, request.headers, **{
+            "gateway.tenant": request.tenant, "gateway.virtual_host": request.vhost, "http.request.method": request.method,
+        })
+        reply: Reply | None = None
         try:
-            return await self._handle(request)
+            reply = await self._handle(request, trace)
+            return reply
         except HttpError as error:
-            return http_error_reply(error)
+            reply = http_error_reply(error)
+            return reply
         except StoreUnavailable as exc:
-            return http_error_reply(HttpError(
+            reply = http_error_reply(HttpError(
                 503, f"Service Unavailable: the session store cannot be reached ({exc})",
                 headers=(("retry-after", "1"),), code=-32603,
             ))
+            return reply
+        except BaseException as error:
+            trace.finish(None, error)
+            raise
+        finally:
+            if reply is not None:
+                trace.finish(reply.status)
 
     async def _sweep_forever(self, seconds: float) -> None:
         while True:
@@ -240,11 +262,17 @@ class Gateway:
             parts.append('error="invalid_token"')
         return (("www-authenticate", ", ".join(parts)),)
 
-    async def _handle(self, request: HttpRequest) -> Reply:
+    async def _handle(self, request: HttpRequest, trace: RequestTrace) -> Reply:
         self.check_origin(request)
-        tenant = await self.directory.tenant(request.tenant)
-        vhost = tenant.virtual_host(request.vhost) if tenant is not None else None
-        principal = await self.authenticate(request, tenant, vhost)
+        started = trace.clock()
+        try:
+            tenant = await self.directory.tenant(request.tenant)
+            vhost = tenant.virtual_host(request.vhost) if tenant is not None else None
+            principal = await self.authenticate(request, tenant, vhost)
+        except BaseException as error:
+            trace.stage("gateway.authenticate", started, error)
+            raise
+        trace.stage("gateway.authenticate", started)
         if vhost is None:
             raise HttpError(404, f"Not Found: no virtual host {request.tenant}/{request.vhost}")
         if request.endpoint:
@@ -252,8 +280,11 @@ class Gateway:
                 raise HttpError(404, "Not Found: this gateway serves no HTTP+SSE transport")
             return await self.http_sse.handle(request, vhost, principal)
         session_id = request.headers.get("mcp-session-id")
+        if session_id:
+            trace.note_session(session_id)
         if request.method == "POST":
-            return await self._post(request, vhost, principal, session_id)
+            return await self._post(request, vhost, principal, session_id, trace)
+        trace.begin(None)
         if request.method in {"GET", "DELETE"} and session_id:
             state = await self.legacy.session_for(session_id, principal, vhost)
             if request.method == "GET":
@@ -263,7 +294,8 @@ class Gateway:
         raise HttpError(405, "Method Not Allowed", headers=(("allow", "POST"),))
 
     async def _post(
-        self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, session_id: str | None
+        self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, session_id: str | None,
+        trace: RequestTrace,
     ) -> Reply:
         if len(request.body) > self.settings.max_body_bytes:
             raise HttpError(413, f"Payload Too Large: the limit is {self.settings.max_body_bytes} bytes")
@@ -274,13 +306,19 @@ class Gateway:
         wants_sse = "text/event-stream" in accept or "*/*" in accept
         if not wants_sse and "application/json" not in accept:
             raise HttpError(406, "Not Acceptable: accept application/json or text/event-stream", code=-32600)
+        started = trace.clock()
         try:
             parsed = parse_body(request.body)
         except GatewayError as error:
+            trace.stage("gateway.parse", started, error)
             return error_reply(None, error)
+        trace.stage("gateway.parse", started)
         if isinstance(parsed, list):
+            trace.begin(None)
             return await self._batch(request, vhost, principal, session_id, parsed)
         message = parsed
+        trace.begin(message)
+        note_method(message.method)
         header_version = request.headers.get("mcp-protocol-version")
         if is_modern_message(message) or (header_version in MODERN_VERSIONS and not session_id):
             return await self.modern.handle(request, vhost, principal, message, wants_sse)

@@ -236,7 +236,9 @@ class HostLists:
             self._lists.get((backend, method)) is part
             for backend, part in zip(vhost.mounts.values(), cached.parts, strict=True)
         ):
+            self._counters.increment("cache", cache="merged_list", result="hit")
             return cached
+        self._counters.increment("cache", cache="merged_list", result="miss")
         parts = await asyncio.gather(*(self._backend_list(backend, method) for backend in vhost.mounts.values()))
         kind = LIST_METHODS[method]
         naming = vhost.naming
@@ -260,7 +262,9 @@ class HostLists:
     async def _backend_list(self, backend: BackendView, method: str) -> BackendList:
         cached = self._lists.get((backend, method))
         if cached is not None and cached.expires > self._clock() and cached.source is backend.server:
+            self._counters.increment("cache", cache="backend_list", result="hit")
             return cached
+        self._counters.increment("cache", cache="backend_list", result="miss")
         generation = self._generations.get(backend.id, 0)
         return await self._flights.run((backend, method, generation), lambda: self._fetch(backend, method, generation))
 

@@ -20,6 +20,7 @@ from apps.gateway.pipeline.legacy import LegacyEra
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import Inbox, Mailbox, SessionStore, StoreUnavailable
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream
+from apps.gateway.pipeline.tracing import continue_trace, note_session
 from apps.gateway.pipeline.values import HttpRequest, Principal, SessionState, VirtualHostView
 from apps.gateway.protocol.errors import INVALID_REQUEST, GatewayError, HttpError
 from apps.gateway.protocol.jsonrpc import Kind, Message, dumps, error_message, parse_body
@@ -53,6 +54,9 @@ class HttpSseTransport:
         self._counters = counters
         self._keepalive = keepalive_seconds
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Messages being answered (their answers still to go on the stream); a graceful shutdown
+        #: waits for them like for any request in flight.
+        self.answering: set[asyncio.Task[None]] = set()
 
     async def handle(self, request: HttpRequest, vhost: VirtualHostView, principal: Principal) -> Reply:
         if request.endpoint == "sse":
@@ -142,6 +146,8 @@ class HttpSseTransport:
         if isinstance(parsed, list):
             raise HttpError(400, "Invalid Request: HTTP+SSE sessions take one message per POST", code=-32600)
         message = parsed
+        note_session(state.id)
+        continue_trace(message)  # the answer, made in a task of its own, continues the trace
         if message.method == "initialize" and message.kind is Kind.REQUEST:
             reply = await self._legacy.initialize(request, vhost, principal, message, session=state)
             await self._deliver(state.id, reply, message)
@@ -149,7 +155,9 @@ class HttpSseTransport:
         if not state.protocol_version:
             raise HttpError(400, "Bad Request: send initialize first", code=-32600)
         # The answer may take long (a tool call): accept at once, answer on the stream.
-        self._spawn(self._answer(request, vhost, principal, state, message))
+        task = self._spawn(self._answer(request, vhost, principal, state, message))
+        self.answering.add(task)
+        task.add_done_callback(self.answering.discard)
         return _ACCEPTED
 
     async def _answer(

@@ -33,7 +33,7 @@ from apps.gateway.pipeline.replicas import ROUTING_HASH_HEADER, routing_hash
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
 from apps.gateway.pipeline.search import SearchServer
 from apps.gateway.pipeline.session_backends import SessionBackends
-from apps.gateway.pipeline.tracing import trace_headers
+from apps.gateway.pipeline.tracing import note_session
 from apps.gateway.pipeline.values import (
     BackendInfo,
     BackendSession,
@@ -43,8 +43,8 @@ from apps.gateway.pipeline.values import (
     SessionState,
     VirtualHostView,
 )
-from apps.gateway.protocol.envelope import NAME_BEARING, encode_header_value
-from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidRequest
+from apps.gateway.protocol.envelope import NAME_BEARING, check_initialize_params, encode_header_value
+from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidParams, InvalidRequest
 from apps.gateway.protocol.jsonrpc import Kind, Message, dumps
 from apps.gateway.protocol.sse import encode_event
 from apps.gateway.protocol.versions import (
@@ -113,6 +113,10 @@ class LegacyEra:
         start over with `initialize`: it gets the same answer, and the session keeps its backend
         sessions (with their state) as long as it asks for the same protocol version."""
         params = message.params
+        try:
+            check_initialize_params(params)
+        except InvalidParams as error:
+            return error_reply(message.id, error)
         version = negotiate_legacy(params.get("protocolVersion"))
         again = session is not None and bool(session.protocol_version)
         if session is not None and again and version != session.protocol_version:
@@ -146,6 +150,7 @@ class LegacyEra:
         instructions = "\n\n".join(info.instructions for info in infos if info.instructions)
         if instructions:
             result["instructions"] = instructions
+        note_session(state.id)
         return result_reply(message.id, result, headers=(("mcp-session-id", state.id),))
 
     async def _infos(self, vhost: VirtualHostView) -> list[BackendInfo]:
@@ -208,12 +213,19 @@ class LegacyEra:
         """Send `message` (encoded as `body`) to the backend under `map_key` (or to `backend`, one
         the gateway answers itself) in this session's backend session, and relay the answer;
         `translate` shows what comes back in client terms."""
-        session_header = (("mcp-session-id", state.id),)
         backend = backend or vhost.mounts[map_key]
         call = Call.begin(request, vhost, principal, backend, message, state.id)
         call.translate = translate
         call.exposed_name = exposed_name
         call.rule = rule
+        with self._relay.forwarding(call) as call.span:
+            return await self._send(request, state, map_key, call, body, wants_sse)
+
+    async def _send(
+        self, request: HttpRequest, state: SessionState, map_key: str, call: Call, body: bytes, wants_sse: bool
+    ) -> Reply:
+        session_header = (("mcp-session-id", state.id),)
+        backend, principal = call.backend, call.principal
         if (refused := await self._relay.admit(call, session_header)) is not None:
             return refused
         if backend.server is not None:
@@ -229,7 +241,7 @@ class LegacyEra:
             lost: BackendSession | None = None
             for _ in range(2):
                 session = await self.backend_sessions.get(state, map_key, backend, info, principal, lost=lost)
-                headers = [CONTENT_JSON, ACCEPT, *session_headers(session), *trace_headers(request.headers)]
+                headers = [CONTENT_JSON, ACCEPT, *session_headers(session)]
                 try:
                     return await self._relay.forward(
                         call, session.replica, headers, body, wants_sse=wants_sse,
@@ -243,7 +255,7 @@ class LegacyEra:
         except (UpstreamUnavailable, BackendRefused) as exc:
             return self._relay.fail(call, str(exc), session_header)
         except TimeoutError:
-            return self._relay.fail(call, "timed out", session_header)
+            return self._relay.timed_out(call, session_header)
 
     async def _forward_to_modern(
         self, request: HttpRequest, state: SessionState, call: Call, wants_sse: bool
@@ -267,7 +279,6 @@ class LegacyEra:
         field = NAME_BEARING.get(message.method or "")
         if field and isinstance(params.get(field), str):
             headers.append(("mcp-name", encode_header_value(params[field])))
-        headers.extend(trace_headers(request.headers))
         headers.append((ROUTING_HASH_HEADER, routing_hash(state.id)))
         return await self._relay.forward_to_any(
             call, lambda: self._backends.replicas.pick(call.backend, state.id), headers, dumps(raw),

@@ -104,9 +104,15 @@ class ComposedLegacy:
         if (search := self._era.search_server(vhost, message)) is not None:
             return await self._era.to_backend(request, vhost, principal, state, "", message, request.body, wants_sse,
                                               backend=search.backend)
-        routed = route(vhost, message, modern=False, body=request.body)
+        tracer = self._relay.tracer
+        with tracer.span("gateway.route") as span:
+            routed = route(vhost, message, modern=False, body=request.body)
+            span.set("gateway.backend", routed.backend.name)
+            span.set("gateway.tool.exposed_name", routed.exposed_name)
         try:
-            rule = await admit(self._lists, vhost, principal, routed)
+            with tracer.span("gateway.authorize") as span:
+                rule = await admit(self._lists, vhost, principal, routed)
+                span.set("gateway.rule", rule)
         except PolicyDenied as denied:
             return self._relay.deny(Call.begin(request, vhost, principal, routed.backend, routed.message, state.id),
                                     denied, headers, exposed_name=routed.exposed_name)

@@ -10,10 +10,11 @@ from typing import Any
 
 from apps.gateway.pipeline.calls import Call
 from apps.gateway.pipeline.ports import ToolServer, UpstreamUnavailable
+from apps.gateway.pipeline.propagation import trace_headers
 from apps.gateway.pipeline.relay import Relay
 from apps.gateway.pipeline.replies import Headers, Reply, accepted, error_reply, result_reply
 from apps.gateway.pipeline.search import SearchServer, ToolSearch
-from apps.gateway.pipeline.tracing import trace_headers
+from apps.gateway.pipeline.tracing import current
 from apps.gateway.pipeline.values import VirtualHostView
 from apps.gateway.protocol.errors import BackendUnavailable, GatewayError, InvalidParams, MethodNotFound
 from apps.gateway.protocol.jsonrpc import Kind, Message, encoded
@@ -50,6 +51,10 @@ class LocalTools:
         message = call.message
         if message.kind is not Kind.REQUEST:
             return accepted().with_headers(headers)
+        # A call reaches the service (OpenAPI): it counts against the backend's concurrency limit.
+        slot = await self._relay.take_slot(call, headers) if message.method == "tools/call" else None
+        if isinstance(slot, Reply):
+            return slot
         try:
             result = await self._result(call, server, request_headers)
         except GatewayError as error:
@@ -59,6 +64,9 @@ class LocalTools:
         except asyncio.CancelledError:
             self._relay.record(call, "cancelled", None, 0)
             raise
+        finally:
+            if slot is not None:
+                slot.leave()
         if modern:
             result = {"resultType": "complete", **result}
             if message.method == "tools/list":
@@ -90,12 +98,22 @@ class LocalTools:
                 raise InvalidParams("Invalid params: 'arguments' must be an object")
             if not server.has_tool(name):
                 raise InvalidParams(f"Unknown tool: {name}")
-            try:
-                return await server.call_tool(name, arguments, headers=trace_headers(request_headers), principal=call.principal)
-            except UpstreamUnavailable as exc:
-                raise self._unavailable(call, str(exc)) from None
-            except TimeoutError:
-                raise self._unavailable(call, f"no answer within {call.backend.timeout:g} s") from None
+            # The service call is this backend's upstream call: its span, and the context it carries.
+            with self._relay.tracer.span(f"tools/call {call.backend.name}", kind="client", **{
+                "gateway.backend": call.backend.name, "gateway.backend.kind": call.backend.kind,
+                "mcp.method.name": "tools/call", "gateway.tool.upstream_name": name,
+            }) as span:
+                try:
+                    result = await server.call_tool(
+                        name, arguments, headers=trace_headers(current() or call.trace), principal=call.principal
+                    )
+                except UpstreamUnavailable as exc:
+                    raise self._unavailable(call, str(exc)) from None
+                except TimeoutError:
+                    raise self._unavailable(call, f"timed out after {call.backend.timeout:g} s") from None
+                if result.get("isError") is True:
+                    span.set("gateway.outcome", "tool_error")
+                return result
         raise MethodNotFound(f"Method not found: {method}")
 
     def _unavailable(self, call: Call, reason: str) -> BackendUnavailable:

@@ -32,7 +32,6 @@ from apps.gateway.pipeline.names import ROUTED_METHODS
 from apps.gateway.pipeline.ports import ReplicaUnreachable, Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.relay import BackendSessionGone, Relay
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
-from apps.gateway.pipeline.tracing import trace_headers
 from apps.gateway.pipeline.values import (
     BackendInfo,
     BackendSession,
@@ -132,9 +131,15 @@ class ModernEra:
         if (search := self._local.search_server(vhost, message)) is not None:
             return await self._to_backend(request, vhost, principal, envelope, search.backend, message, request.body,
                                           wants_sse)
-        routed = route(vhost, message, modern=True, body=request.body)
+        tracer = self._relay.tracer
+        with tracer.span("gateway.route") as span:
+            routed = route(vhost, message, modern=True, body=request.body)
+            span.set("gateway.backend", routed.backend.name)
+            span.set("gateway.tool.exposed_name", routed.exposed_name)
         try:
-            rule = await admit(self._lists, vhost, principal, routed)
+            with tracer.span("gateway.authorize") as span:
+                rule = await admit(self._lists, vhost, principal, routed)
+                span.set("gateway.rule", rule)
         except PolicyDenied as denied:
             call = Call.begin(request, vhost, principal, routed.backend, routed.message)
             return self._relay.deny(call, denied, exposed_name=routed.exposed_name)
@@ -165,6 +170,14 @@ class ModernEra:
         call.translate = translate
         call.exposed_name = exposed_name
         call.rule = rule
+        with self._relay.forwarding(call) as call.span:
+            return await self._send(request, principal, envelope, call, body, wants_sse)
+
+    async def _send(
+        self, request: HttpRequest, principal: Principal, envelope: ModernEnvelope, call: Call, body: bytes,
+        wants_sse: bool,
+    ) -> Reply:
+        backend, message, exposed_name = call.backend, call.message, call.exposed_name
         if (refused := await self._relay.admit(call)) is not None:
             return refused
         if backend.server is not None:
@@ -182,7 +195,6 @@ class ModernEra:
                     if isinstance(value, str):
                         headers.append(("mcp-name", encode_header_value(value)))
                 headers.extend((name, value) for name, value in request.headers.items() if name.startswith("mcp-param-"))
-                headers.extend(trace_headers(request.headers))
                 return await self._relay.forward_to_any(  # stateless: any replica that is up will do
                     call, lambda: self._backends.replicas.pick(backend, None), headers, body, wants_sse=wants_sse
                 )
@@ -190,7 +202,7 @@ class ModernEra:
         except (UpstreamUnavailable, BackendRefused) as exc:
             return self._relay.fail(call, str(exc))
         except TimeoutError:
-            return self._relay.fail(call, "timed out")
+            return self._relay.timed_out(call)
 
     async def _discover(self, vhost: VirtualHostView, message: Message) -> Reply:
         found = await asyncio.gather(
@@ -239,7 +251,7 @@ class ModernEra:
         for _ in range(2):
             session = await self._held_session(backend, principal, envelope)
             headers = [CONTENT_JSON, ("accept", "application/json, text/event-stream"),
-                       *session_headers(session), *trace_headers(request.headers)]
+                       *session_headers(session)]
             intercept = self._intercept(backend, session, principal, upstream_id) if interactive else None
             try:
                 return await self._relay.forward(

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from apps.gateway.pipeline.calls import Call, Translate, arguments_kept, outcome_of
-from apps.gateway.pipeline.metrics import Counters
+from apps.gateway.pipeline.concurrency import BackendBusy, BackendGates, Gate
+from apps.gateway.pipeline.metrics import Counters, note_error
 from apps.gateway.pipeline.ports import (
     Admission,
     AuditEntry,
@@ -23,6 +24,7 @@ from apps.gateway.pipeline.ports import (
     UpstreamUnavailable,
 )
 from apps.gateway.pipeline.replies import JSON, SSE_HEADERS, Headers, Reply, Stream, error_reply
+from apps.gateway.pipeline.tracing import NO_SPAN, Tracer
 from apps.gateway.pipeline.values import Budget, Limit
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import BackendUnavailable, PolicyDenied, RateLimited
@@ -30,6 +32,10 @@ from apps.gateway.protocol.jsonrpc import Kind
 from apps.gateway.protocol.sse import SseEvent, encode_event
 
 log = logging.getLogger(__name__)
+
+#: Outcomes that give the call's span error status (a tool's own error is a result, not a failure).
+_FAILED = frozenset({"error", "denied", "rate_limited", "over_budget"})
+
 
 class BackendSessionGone(Exception):
     """The backend answered 404 to a request in a session: it no longer knows the session."""
@@ -61,8 +67,13 @@ class Relay:
         counters: Counters | None = None,
         *,
         hash_key: bytes = b"",
+        gates: BackendGates | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self._hash_key = hash_key
+        self.tracer = tracer or Tracer()
+        #: Per-backend concurrency limits (None: none are enforced).
+        self._gates = gates
         self._upstream = upstream
         self._audit = audit
         self._limiter = limiter
@@ -105,22 +116,49 @@ class Relay:
             self.record(call, "rate_limited", error.code, len(reply.body))
         return reply
 
+    def forwarding(self, call: Call) -> Any:
+        """The span of forwarding `call` (until its answer is relayed), as a context manager that
+        gives it: `with relay.forwarding(call) as call.span:`; its audit row sets the outcome."""
+        if not self.tracer.enabled:
+            return NO_SPAN
+        attributes = {"gateway.backend": call.backend.name, "gateway.backend.kind": call.backend.kind,
+                      "mcp.method.name": call.message.method or ""}
+        if call.exposed_name is not None:
+            attributes["gateway.tool.exposed_name"] = call.exposed_name
+        return self.tracer.span("gateway.forward", **attributes)
+
     def record(self, call: Call, outcome: str, code: int | None, bytes_out: int) -> None:
         """One audit row for the call, if its method is audited."""
         if not call.audited:
             return
         name = call.target_name()
+        exposed = name if call.exposed_name is None else call.exposed_name
+        if (span := call.span) is not NO_SPAN:
+            span.set("gateway.outcome", outcome)
+            span.set("gateway.tool.exposed_name", exposed)
+            span.set("gateway.tool.upstream_name", name)
+            if code is not None:
+                span.set("rpc.jsonrpc.error_code", code)
+            if outcome in _FAILED:
+                span.fail(f"{outcome}{'' if code is None else f' ({code})'}")
+        seconds = time.perf_counter() - call.started
+        counters = self._counters
+        counters.observe(
+            "calls", seconds, method=call.message.method or "", tool=counters.bounded("tool", exposed),
+            backend=counters.bounded("backend", call.backend.name), outcome=outcome,
+        )
+        note_error(code)
         self._audit.record(
             AuditEntry(
                 principal=call.principal,
                 virtual_host=call.virtual_host,
                 backend=call.backend.name,
                 method=call.message.method or "",
-                exposed_name=name if call.exposed_name is None else call.exposed_name,
+                exposed_name=exposed,
                 upstream_name=name,
                 outcome=outcome,
                 error_code=code,
-                latency_ms=(time.perf_counter() - call.started) * 1000.0,
+                latency_ms=seconds * 1000.0,
                 bytes_in=call.bytes_in,
                 bytes_out=bytes_out,
                 session_id=call.session_id,
@@ -142,9 +180,11 @@ class Relay:
         self.record(call, "denied", denied.code, len(reply.body))
         return reply
 
-    def fail(self, call: Call, reason: str, headers: Headers = ()) -> Reply:
-        """The backend could not answer: a request gets -32004, anything else a bare 502."""
+    def fail(self, call: Call, reason: str, headers: Headers = (), *, kind: str = "unavailable") -> Reply:
+        """The backend could not answer: a request gets -32004, anything else a bare 502. `kind`
+        (unavailable | timeout | bad_reply | busy) is what the upstream error metric counts."""
         log.warning("backend %s unavailable: %s", call.backend.name, reason)
+        self._counters.increment("upstream_errors", backend=self._counters.bounded("backend", call.backend.name), kind=kind)
         if call.message.kind is not Kind.REQUEST:
             return Reply(502, headers)
         error = BackendUnavailable(f"Backend {call.backend.name!r} unavailable: {reason}",
@@ -152,6 +192,24 @@ class Relay:
         reply = error_reply(call.message.id, error, headers)
         self.record(call, "error", error.code, len(reply.body))
         return reply
+
+    def timed_out(self, call: Call, headers: Headers = ()) -> Reply:
+        """The backend did not answer within its timeout."""
+        return self.fail(call, f"timed out after {call.backend.timeout:g} s", headers, kind="timeout")
+
+    async def take_slot(self, call: Call, headers: Headers = ()) -> Gate | Reply | None:
+        """A slot of the call's backend, to `leave()` when the call is over (None: no limit
+        applies); when none came within the queue time, the refusal (-32004, audited).
+        Notifications never wait: a cancellation must not queue behind what it cancels."""
+        if self._gates is None or call.backend.max_concurrency <= 0 or call.message.kind is not Kind.REQUEST:
+            return None
+        try:
+            return await self._gates.enter(call.backend)
+        except BackendBusy as busy:
+            return self.fail(call, str(busy), headers, kind="busy")
+        except asyncio.CancelledError:
+            self.record(call, "cancelled", None, 0)
+            raise
 
     async def forward(
         self,
@@ -166,12 +224,23 @@ class Relay:
         intercept: Callable[[UpstreamReply], UpstreamReply] | None = None,
     ) -> Reply:
         """Send the call's message to `replica` and relay the answer. `intercept` sees the
-        backend's reply first (and may stand in for it)."""
+        backend's reply first (and may stand in for it). The call holds a slot of its backend's
+        concurrency limit until its answer is relayed (a streamed one: until the stream closes)."""
+        slot = await self.take_slot(call, reply_headers)
+        if isinstance(slot, Reply):
+            return slot
+        reply: Reply | None = None
         try:
-            return await self._forward(call, replica, headers, body, wants_sse, reply_headers, in_session, intercept)
+            reply = await self._forward(call, replica, headers, body, wants_sse, reply_headers, in_session, intercept)
         except asyncio.CancelledError:
             self.record(call, "cancelled", None, 0)  # the client went away before the answer
             raise
+        finally:
+            if slot is not None and (reply is None or reply.stream is None):
+                slot.leave()
+        if slot is not None and reply.stream is not None:
+            return Reply(reply.status, reply.headers, reply.body, Stream(reply.stream, slot.leave))
+        return reply
 
     async def forward_to_any(
         self,
@@ -212,7 +281,7 @@ class Relay:
         except UpstreamUnavailable as exc:
             return self.fail(call, str(exc), reply_headers)
         except TimeoutError:
-            return self.fail(call, f"no answer within {call.backend.timeout:g}s", reply_headers)
+            return self.timed_out(call, reply_headers)
         if reply.status == 404 and in_session:
             reply.close()
             raise BackendSessionGone
@@ -242,7 +311,7 @@ class Relay:
                 return self.fail(call, str(exc), reply_headers)
             except TimeoutError:
                 reply.close()
-                return self.fail(call, f"no answer within {call.backend.timeout:g}s", reply_headers)
+                return self.timed_out(call, reply_headers)
             if first is not None and (response := self._response_in(call, first)) is not None:
                 # The stream carries the response and nothing else (the common case): answer in
                 # one piece instead of relaying a stream.
@@ -255,7 +324,7 @@ class Relay:
             if first is None:
                 reply.close()
                 if call.message.kind is Kind.REQUEST:
-                    return self.fail(call, "the backend's stream ended without a response", reply_headers)
+                    return self.fail(call, "the backend's stream ended without a response", reply_headers, kind="bad_reply")
                 return Reply(202, reply_headers)
             if wants_sse:
                 return Reply(reply.status, SSE_HEADERS + reply_headers, stream=self._stream(call, reply, first, events))
@@ -267,11 +336,11 @@ class Relay:
             return self.fail(call, str(exc), reply_headers)
         except TimeoutError:
             reply.close()
-            return self.fail(call, f"no answer within {call.backend.timeout:g}s", reply_headers)
+            return self.timed_out(call, reply_headers)
         if reply.content_type != "application/json":
             if reply.status < 300 and not payload:
                 return Reply(reply.status, reply_headers)
-            return self.fail(call, f"HTTP {reply.status} ({reply.content_type or 'no content type'})", reply_headers)
+            return self.fail(call, f"HTTP {reply.status} ({reply.content_type or 'no content type'})", reply_headers, kind="bad_reply")
         status = reply.status
         if status == 404 and call.session_id:
             # A stateless backend's 404 means "no such method"; to a client in a session, 404
@@ -322,6 +391,15 @@ class Relay:
                     yield chunk
             except UpstreamUnavailable as exc:
                 log.info("stream from backend %s broke: %s", call.backend.name, exc)
+                if outcome is None and call.audited and call.message.kind is Kind.REQUEST:
+                    # The response will not come (a timeout, an event over the size cap): say so
+                    # in it, so the client is not left waiting for the end of a closed stream.
+                    error = BackendUnavailable(f"Backend {call.backend.name!r} unavailable: {exc}",
+                                               data={"backend": call.backend.name})
+                    outcome = ("error", error.code)
+                    chunk = encode_event(SseEvent(jsonrpc.dumps(jsonrpc.error_message(call.message.id, error.to_error()))))
+                    sent += len(chunk)
+                    yield chunk
 
         def close() -> None:
             reply.close()
@@ -344,7 +422,7 @@ class Relay:
         finally:
             reply.close()
         if call.message.kind is Kind.REQUEST:
-            return self.fail(call, "the backend's stream ended without a response", reply_headers)
+            return self.fail(call, "the backend's stream ended without a response", reply_headers, kind="bad_reply")
         return Reply(202, reply_headers)
 
 

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from apps.gateway.pipeline.metrics import note_error
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import GatewayError, HttpError
 from apps.gateway.protocol.jsonrpc import RequestId
@@ -71,6 +72,7 @@ def result_reply(
 
 
 def error_reply(request_id: RequestId | None, error: GatewayError, headers: Headers = ()) -> Reply:
+    note_error(error.code)
     return json_reply(jsonrpc.error_message(request_id, error.to_error()), error.http_status, headers)
 
 

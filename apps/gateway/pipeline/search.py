@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.gateway.pipeline.host_lists import HostLists
+from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import Found, ToolFinder, UpstreamUnavailable
 from apps.gateway.pipeline.search_tool import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, search_tool
 from apps.gateway.pipeline.values import BackendInfo, BackendView, Principal, VirtualHostView
@@ -51,8 +52,9 @@ class ToolSearch:
     _ANSWERS_MAX = 1024
     _ANSWERS_MAX_BYTES = 64 * 1024 * 1024  # an answer over a large catalog is about 0.6 MB encoded
 
-    def __init__(self, lists: HostLists, finder: ToolFinder | None) -> None:
+    def __init__(self, lists: HostLists, finder: ToolFinder | None, counters: Counters | None = None) -> None:
         self._lists = lists
+        self._counters = counters or Counters()
         self._finder = finder
         self._views: OrderedDict[int, tuple[object, _View]] = OrderedDict()
         # (host, caller's view, query, k) -> the encoded answer and its size. A host is a
@@ -83,7 +85,9 @@ class ToolSearch:
         cached = self._answers.get(key)
         if cached is not None and cached[0] is vhost and cached[1] is view:
             self._answers.move_to_end(key)
+            self._counters.increment("cache", cache="tool_search", result="hit")
             return cached[2]
+        self._counters.increment("cache", cache="tool_search", result="miss")
         tools: list[Mapping[str, Any]] = []
         if view.backends or view.restricted:
             found = await self._finder.find(

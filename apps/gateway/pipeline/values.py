@@ -78,6 +78,8 @@ class TokenIssuerView:
     algorithms: tuple[str, ...]
     team_claim: str
     subject_claim: str
+    #: Whether `jwks_url` may be at a private address (the tenant's setting).
+    allow_private: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,11 @@ class BackendView:
     server: ToolServer | None = field(default=None, compare=False, repr=False)
     #: How the gateway authenticates to the backend (None: it sends no credential).
     egress: Egress | None = field(default=None, compare=False, repr=False)
+    #: Most calls this instance forwards to the backend at once, over all its replicas (0: no limit).
+    max_concurrency: int = 0
+    #: Whether the backend may be reached at private addresses (its tenant's setting; link-local
+    #: and metadata addresses never are).
+    allow_private: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,7 +84,38 @@ def check_modern_request(message: Message, headers: Mapping[str, str]) -> Modern
             "Unsupported protocol version",
             data={"supported": list(MODERN_VERSIONS), "requested": version},
         )
-    return ModernEnvelope(version, meta[META_CLIENT_CAPABILITIES], meta.get(META_CLIENT_INFO))
+    capabilities, client_info = meta[META_CLIENT_CAPABILITIES], meta.get(META_CLIENT_INFO)
+    problem = client_problem(capabilities, client_info, info_required=False)
+    if problem is not None:
+        name = META_CLIENT_CAPABILITIES if problem == "capabilities" else META_CLIENT_INFO
+        raise InvalidParams(f"params._meta[{name!r}] must be {_SHAPES[problem]}", http_status=400)
+    return ModernEnvelope(version, capabilities, client_info)
+
+
+_SHAPES = {"capabilities": "an object", "clientInfo": 'an object with "name" and "version" strings'}
+
+
+def client_problem(capabilities: object, client_info: object, *, info_required: bool) -> str | None:
+    """Which of a client's capabilities and info (the spec's ClientCapabilities and Implementation)
+    is malformed, if either: the gateway hands both on to every backend it initializes, whose
+    refusal would otherwise surface later as an unavailable backend."""
+    if not isinstance(capabilities, dict):
+        return "capabilities"
+    if client_info is None and not info_required:
+        return None
+    if not (isinstance(client_info, dict) and isinstance(client_info.get("name"), str)
+            and isinstance(client_info.get("version"), str)):
+        return "clientInfo"
+    return None
+
+
+def check_initialize_params(params: Mapping[str, Any]) -> None:
+    """The `capabilities` and `clientInfo` of `initialize` params as the spec requires them
+    (InitializeRequestParams); InvalidParams naming the first that is missing or malformed. Any
+    `protocolVersion` is negotiated (one we do not serve gets our latest)."""
+    problem = client_problem(params.get("capabilities"), params.get("clientInfo"), info_required=True)
+    if problem is not None:
+        raise InvalidParams(f'Invalid params: initialize needs "{problem}", {_SHAPES[problem]}')
 
 
 def is_modern_message(message: Message) -> bool:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: The longest unfinished line the parser buffers; a backend sending more without a line break
-#: is broken or hostile.
-_MAX_PENDING = 16 * 1024 * 1024
+#: The largest event the parser buffers unless told otherwise (its data lines, or one unfinished
+#: line); a backend sending more is broken or hostile.
+MAX_EVENT = 16 * 1024 * 1024
+
+
+class EventTooLarge(ValueError):
+    """An event (or one line of it) is larger than the parser's `max_event`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +40,9 @@ class SseParser:
     """Feed bytes, get complete events. Follows the WHATWG rules that matter here: fields `data`,
     `event`, `id`, `retry`; comment lines are ignored; an event is dispatched on a blank line."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_event: int = MAX_EVENT) -> None:
+        self._max_event = max_event
+        self._size = 0  # the data of the event being read so far
         self._buffer = b""
         self._data: list[bytes] = []
         self._event = ""
@@ -48,13 +54,13 @@ class SseParser:
         """Complete events in what has arrived so far. Lines end with CRLF, LF or a lone CR; a CR
         at the very end of a chunk waits for the next one (it may be half of a CRLF)."""
         data = self._buffer + chunk
-        if len(data) > _MAX_PENDING:
-            raise ValueError(f"an SSE line longer than {_MAX_PENDING} bytes")
         hold = b"\r" if data.endswith(b"\r") else b""
         if hold:
             data = data[:-1]
         lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
         self._buffer = lines.pop() + hold  # the unfinished last line
+        if len(self._buffer) > self._max_event:
+            raise EventTooLarge(f"an event over {self._max_event:,} bytes, the gateway's limit")
         events: list[SseEvent] = []
         for line in lines:
             if not line:
@@ -63,6 +69,7 @@ class SseParser:
                         SseEvent(b"\n".join(self._data), self._event or "message", self._id, self._retry)
                     )
                 self._data, self._event, self._id, self._retry, self._has_fields = [], "", None, None, False
+                self._size = 0
                 continue
             if line.startswith(b":"):
                 continue
@@ -71,6 +78,9 @@ class SseParser:
                 value = value[1:]
             self._has_fields = True
             if name == b"data":
+                self._size += len(value) + (1 if self._data else 0)  # the line break joining them
+                if self._size > self._max_event:
+                    raise EventTooLarge(f"an event over {self._max_event:,} bytes, the gateway's limit")
                 self._data.append(value)
             elif name == b"event":
                 self._event = value.decode("utf-8", "replace")

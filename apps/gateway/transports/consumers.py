@@ -14,14 +14,23 @@ from typing import Any
 from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 
+from apps.common import lifecycle
+from apps.gateway.metrics import RequestMeter
 from apps.gateway.pipeline.replies import Reply, json_reply
 from apps.gateway.pipeline.values import HttpRequest
 from apps.gateway.protocol.errors import INTERNAL_ERROR
+from apps.gateway.transports import shutdown
 from apps.gateway.wiring import gateway
 
 log = logging.getLogger(__name__)
 
 _INTERNAL = json_reply({"jsonrpc": "2.0", "id": None, "error": {"code": INTERNAL_ERROR, "message": "Internal error"}}, 500)
+
+
+_DRAINING = Reply(503, (("content-type", "text/plain; charset=utf-8"), ("retry-after", "1")),
+                  b"Service Unavailable: this gateway instance is shutting down; connect again")
+_CUT = Reply(503, (("content-type", "text/plain; charset=utf-8"), ("retry-after", "1")),
+             b"Service Unavailable: this gateway instance shut down before the request was answered")
 
 
 def _too_large(limit: int) -> Reply:
@@ -32,6 +41,7 @@ def _too_large(limit: int) -> Reply:
 class McpConsumer(AsyncHttpConsumer):
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.scope = scope
+        meter = RequestMeter(scope["method"])
         headers: dict[str, str] = {}
         names: list[str] = []
         for raw_name, raw_value in scope["headers"]:
@@ -39,10 +49,16 @@ class McpConsumer(AsyncHttpConsumer):
             value = raw_value.decode("latin-1")
             names.append(name)
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        long_lived = scope["method"] == "GET" or headers.get("mcp-method") == "subscriptions/listen"
+        if long_lived and lifecycle.draining():
+            await self._send(send, _DRAINING)  # it would be ended at once: open it elsewhere
+            meter.done(gateway().counters, 503)
+            return
         limit = settings.GATEWAY_MAX_BODY_BYTES
         body = await self._read_body(receive, headers, limit)
         if body is None:
             await self._send(send, _too_large(limit))
+            meter.done(gateway().counters, 413)
             return
         kwargs = scope["url_route"]["kwargs"]
         client = scope.get("client") or ("", 0)
@@ -64,16 +80,33 @@ class McpConsumer(AsyncHttpConsumer):
         task = asyncio.current_task()
         watcher = asyncio.ensure_future(_disconnected(receive))
         watcher.add_done_callback(lambda done: task.cancel() if task and not done.cancelled() else None)
+        self._started = False
         try:
             try:
                 reply = await gateway().handle(request)
             except Exception:
                 log.exception("unhandled error on %s %s", scope["method"], scope["path"])
                 reply = _INTERNAL
+            meter.answered()
+            if long_lived and reply.stream is not None:
+                shutdown.stream_opened()
             await self._send(send, reply)
+            meter.done(gateway().counters, reply.status)
         except asyncio.CancelledError:
+            if shutdown.is_ending() and task is not None:
+                # Ended or cut by a graceful shutdown: finish the response rather than drop it.
+                task.uncancel()
+                if self._started:
+                    await send({"type": "http.response.body", "body": b""})
+                else:
+                    await self._send(send, _CUT)
+                    meter.done(gateway().counters, 503)
+                return
             if not watcher.done() or watcher.cancelled():
-                raise  # cancelled by the server (shutting down), not by the client
+                raise  # cancelled by the server (stopping), not by the client
+            # The client went away: after the response began (a stream it closed), or before (nginx's
+            # 499 "client closed request").
+            meter.done(gateway().counters, reply.status if self._started else 499)
         finally:
             watcher.cancel()
 
@@ -106,6 +139,7 @@ class McpConsumer(AsyncHttpConsumer):
             return
         stream = reply.stream
         try:
+            self._started = True
             await send({"type": "http.response.start", "status": reply.status, "headers": headers})
             try:
                 async for chunk in stream:

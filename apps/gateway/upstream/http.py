@@ -5,6 +5,7 @@ per request here; this one costs tens of microseconds, which is the gateway's wh
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 import time
 from collections import deque
@@ -12,10 +13,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from apps.common.egress_headers import header_denied
+from apps.common.netguard import AddressRefused, resolve_checked
+
+log = logging.getLogger(__name__)
+
 _MAX_HEAD = 64 * 1024
 _READ_CHUNK = 64 * 1024
 _MAX_CHUNK = 16 * 1024 * 1024
-#: The most a non-streamed response body may hold; larger ones are refused, not buffered.
+#: What `Response.read` holds when its caller names no limit; the gateway passes its configured cap
+#: (GATEWAY_UPSTREAM_MAX_RESPONSE_BYTES, `HttpUpstream`).
 MAX_BODY = 64 * 1024 * 1024
 #: Idle keep-alive connections older than this are not reused: servers close idle connections
 #: after a few seconds (uvicorn: 5 s), and a request sent as they do would be lost.
@@ -30,8 +37,16 @@ class ConnectFailed(UpstreamHttpError):
     """No connection could be made: the request was not sent."""
 
 
+class AddressNotAllowed(ConnectFailed):
+    """The upstream's address is one the gateway may not connect to (apps.common.netguard)."""
+
+
 class BodyTooLarge(UpstreamHttpError):
     """The response body is larger than the reader's limit (the connection is dropped)."""
+
+
+class BodyTimedOut(UpstreamHttpError):
+    """No byte of the response body came for the response's idle timeout (the connection is dropped)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +95,8 @@ class Response:
     The connection goes back to the pool only when the body was read to its end."""
 
     def __init__(self, pool: HttpPool, conn: _Connection, status: int, headers: dict[str, str], no_body: bool):
+        #: The longest wait for the next bytes of the body (None: no limit); `HttpPool.request` sets it.
+        self.idle_timeout: float | None = None
         self._pool = pool
         self._conn: _Connection | None = conn
         self.status = status
@@ -107,14 +124,14 @@ class Response:
         known as soon as the head or a chunk size announces it, before anything is buffered."""
         if self._remaining is not None and self._remaining > limit:
             self.aclose()
-            raise BodyTooLarge(f"upstream response body over {limit} bytes")
+            raise BodyTooLarge(f"response body over {limit:,} bytes, the gateway's limit")
         chunks: list[bytes] = []
         size = 0
         async for chunk in self.iter_bytes(limit=limit):
             size += len(chunk)
             if size > limit:  # a body that ends with the connection announces no size
                 self.aclose()
-                raise BodyTooLarge(f"upstream response body over {limit} bytes")
+                raise BodyTooLarge(f"response body over {limit:,} bytes, the gateway's limit")
             chunks.append(chunk)
         return b"".join(chunks)
 
@@ -126,6 +143,8 @@ class Response:
             return
         reader = conn.reader
         budget = limit  # what the chunks may still hold
+        idle = self.idle_timeout
+        watch = None if idle is None else _IdleWatch(conn, idle)
         try:
             if self._chunked:
                 while True:
@@ -133,7 +152,7 @@ class Response:
                     size = int(size_line.split(b";", 1)[0].strip(), 16)
                     if budget is not None:
                         if size > budget:
-                            raise BodyTooLarge(f"upstream response body over {limit} bytes")
+                            raise BodyTooLarge(f"response body over {limit:,} bytes, the gateway's limit")
                         budget -= size
                     if size > _MAX_CHUNK:
                         raise ValueError(f"chunk of {size} bytes")
@@ -142,6 +161,8 @@ class Response:
                             pass  # trailers
                         break
                     data = await reader.readexactly(size + 2)
+                    if watch is not None:
+                        watch.saw()
                     yield data[:-2]
             elif self._remaining is not None:
                 while self._remaining > 0:
@@ -149,16 +170,30 @@ class Response:
                     if not data:
                         raise UpstreamHttpError("upstream closed the connection mid-body")
                     self._remaining -= len(data)
+                    if watch is not None:
+                        watch.saw()
                     yield data
             else:
                 while data := await reader.read(_READ_CHUNK):
+                    if watch is not None:
+                        watch.saw()
                     yield data
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError) as exc:
+                if watch is not None and watch.expired:
+                    raise UpstreamHttpError("cut")  # the watch closed it: not the body's real end
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError,
+                UpstreamHttpError) as exc:
             self.aclose()
+            if watch is not None and watch.expired:
+                raise BodyTimedOut(f"timed out after {idle:g} s waiting for the rest of the response") from None
+            if isinstance(exc, UpstreamHttpError):
+                raise
             raise UpstreamHttpError(f"upstream broke the response body: {type(exc).__name__}") from None
         except BaseException:
             self.aclose()
             raise
+        finally:
+            if watch is not None:
+                watch.stop()
         self._finish()
 
     def _finish(self) -> None:
@@ -179,23 +214,45 @@ class Response:
 class HttpPool:
     """Keep-alive connections to one origin. Bound to the event loop it is first used on."""
 
-    def __init__(self, target: Target, *, max_idle: int = 64, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self, target: Target, *, max_idle: int = 64, connect_timeout: float = 5.0, allow_private: bool = False
+    ) -> None:
         self.target = target
+        self.allow_private = allow_private  # private addresses may be connected to (the tenant's setting)
         self._idle: deque[_Connection] = deque()
         self._max_idle = max_idle
         self._connect_timeout = connect_timeout
         self._ssl = ssl.create_default_context() if target.scheme == "https" else None
 
     async def _connect(self) -> _Connection:
+        host, port = self.target.host, self.target.port
         try:
             async with asyncio.timeout(self._connect_timeout):
-                reader, writer = await asyncio.open_connection(
-                    self.target.host, self.target.port, ssl=self._ssl, limit=_MAX_HEAD
-                )
+                # Resolved and checked on every new connection, then connected to by address, so
+                # a name re-pointed at a refused address after it was saved is refused too.
+                addresses = await resolve_checked(host, port, allow_private=self.allow_private)
+                reader, writer = await self._open(addresses)
+        except AddressRefused as exc:
+            log.warning("refused to connect to %s:%s: %s", host, port, exc)
+            # Tenants see this message: it names the reason, not the backend's address.
+            raise AddressNotAllowed(f"cannot connect: the backend's address is not allowed ({exc.reason})") from None
         except (OSError, TimeoutError) as exc:
-            # Tenants see this message: it names the failure, not the backend's address.
             raise ConnectFailed(f"cannot connect ({type(exc).__name__})") from None
         return _Connection(reader, writer)
+
+    async def _open(self, addresses: list[str]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection to the first of `addresses` that accepts one (TLS names the target's host)."""
+        server_hostname = self.target.host if self._ssl is not None else None
+        for address in addresses[:-1]:
+            try:
+                return await asyncio.open_connection(
+                    address, self.target.port, ssl=self._ssl, server_hostname=server_hostname, limit=_MAX_HEAD
+                )
+            except OSError:
+                continue
+        return await asyncio.open_connection(
+            addresses[-1], self.target.port, ssl=self._ssl, server_hostname=server_hostname, limit=_MAX_HEAD
+        )
 
     def _take_idle(self) -> _Connection | None:
         now = time.monotonic()
@@ -225,10 +282,15 @@ class HttpPool:
         body: bytes = b"",
         *,
         timeout: float,
+        idle_timeout: float | None = None,
     ) -> Response:
-        """Send one request and read the response head within `timeout` seconds."""
+        """Send one request and read the response head within `timeout` seconds (a new connection
+        gets at most `timeout` too, and the pool's connect timeout); then the body may pause at most
+        `idle_timeout` seconds between parts (None: as long as it likes — long-lived event streams)."""
         lines = [f"{method} {path} HTTP/1.1", f"Host: {self.target.host_header}"]
         for name, value in headers:
+            if header_denied(name):  # written by this client, or of one connection (the second line)
+                continue
             if "\r" in value or "\n" in value:
                 # Values may come from a client or a backend: never let one add a header line.
                 raise UpstreamHttpError(f"refusing to send header {name!r} with a line break")
@@ -242,8 +304,21 @@ class HttpPool:
         payload = head + body
         # A request is sent once: after a connection failure nobody knows whether the backend
         # acted on it (a tools/call must not run twice), so there is no automatic retry.
-        conn = self._take_idle() or await self._connect()
-        return await self._exchange(conn, method, payload, timeout)
+        conn = self._take_idle() or await self._connect_within(timeout)
+        response = await self._exchange(conn, method, payload, timeout)
+        response.idle_timeout = idle_timeout
+        return response
+
+    async def _connect_within(self, timeout: float) -> _Connection:
+        """A new connection, given up after `timeout` seconds when that is sooner than the pool's
+        own connect timeout (ConnectFailed either way: nothing was sent)."""
+        if timeout >= self._connect_timeout:
+            return await self._connect()
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._connect()
+        except TimeoutError:
+            raise ConnectFailed(f"cannot connect within {timeout:g} s") from None
 
     async def _exchange(self, conn: _Connection, method: str, payload: bytes, timeout: float) -> Response:
         try:
@@ -273,6 +348,40 @@ class HttpPool:
         except BaseException:
             conn.close()
             raise
+
+
+class _IdleWatch:
+    """Closes a connection whose body has brought nothing for `idle` seconds, which ends the read
+    waiting on it. One timer per body, moved on only when it fires: a timeout around every read
+    would cost microseconds per chunk on the hot path."""
+
+    __slots__ = ("_conn", "_idle", "_loop", "_last", "_timer", "expired")
+
+    def __init__(self, conn: _Connection, idle: float) -> None:
+        self._conn = conn
+        self._idle = idle
+        self._loop = asyncio.get_running_loop()
+        self._last = self._loop.time()
+        self._timer: asyncio.TimerHandle | None = self._loop.call_at(self._last + idle, self._check)
+        self.expired = False
+
+    def saw(self) -> None:
+        """Some of the body arrived just now."""
+        self._last = self._loop.time()
+
+    def _check(self) -> None:
+        due = self._last + self._idle
+        if self._loop.time() < due:
+            self._timer = self._loop.call_at(due, self._check)
+            return
+        self._timer = None
+        self.expired = True
+        self._conn.writer.transport.abort()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 def _content_length(value: str) -> int:

@@ -42,7 +42,8 @@ _CLOSE = b"\x00close"
 _ENDPOINT_SECONDS = 10.0
 
 #: Sends one request to any URL: `HttpUpstream.request(method, url, headers, body, timeout)`.
-Send = Callable[[str, str, list[tuple[str, str]], bytes, float], Awaitable[UpstreamReply]]
+#: (method, url, headers, body, timeout, allow_private=...): `HttpUpstream.request`.
+Send = Callable[..., Awaitable[UpstreamReply]]
 
 
 def session_token(endpoint: str) -> str:
@@ -125,6 +126,7 @@ class SseBridge:
         self, backend: BackendView, replica: str, method: str, headers: list[tuple[str, str]], body: bytes,
         *, timeout: float,
     ) -> UpstreamReply:
+        private = backend.allow_private
         session = next((value for name, value in headers if name == "mcp-session-id"), None)
         passed = [(name, value) for name, value in headers
                   if name not in {"mcp-session-id", "mcp-protocol-version", "accept", "last-event-id"}]
@@ -133,7 +135,8 @@ class SseBridge:
             return BridgeReply(200)
         if method == "GET":
             if session is None:  # a health check: is anything there?
-                return await self._send("GET", replica, [("accept", "text/event-stream")], b"", timeout)
+                return await self._send("GET", replica, [("accept", "text/event-stream")], b"", timeout,
+                                        allow_private=private)
             return await self._listen(session)
         try:
             message = orjson.loads(body)
@@ -145,18 +148,19 @@ class SseBridge:
             if message.get("method") != "initialize":
                 # What a backend of the handshake era answers a stateless request.
                 return BridgeReply(400, {"content-type": "text/plain"}, body=b"Bad Request: initialize first")
-            return await self._open(replica, passed, message, timeout)
+            return await self._open(replica, passed, message, timeout, private=private)
         endpoint = endpoint_of(session)
         if endpoint is None or urlsplit(endpoint)[:2] != urlsplit(replica)[:2]:
             # Not a session of this replica's: never post anywhere else.
             return BridgeReply(404, body=b'{"error": "unknown session"}')
-        return await self._post(endpoint, passed, message, timeout)
+        return await self._post(endpoint, passed, message, timeout, private=private)
 
     async def _open(
-        self, replica: str, headers: list[tuple[str, str]], message: dict[str, Any], timeout: float
+        self, replica: str, headers: list[tuple[str, str]], message: dict[str, Any], timeout: float, *, private: bool
     ) -> BridgeReply:
         get_headers = [(name, value) for name, value in headers if name != "content-type"]
-        stream = await self._send("GET", replica, [*get_headers, ("accept", "text/event-stream")], b"", timeout)
+        stream = await self._send("GET", replica, [*get_headers, ("accept", "text/event-stream")], b"", timeout,
+                                  allow_private=private)
         if stream.status != 200 or stream.content_type != "text/event-stream":
             stream.close()
             raise UpstreamUnavailable(f"the backend's event stream answered HTTP {stream.status}")
@@ -180,12 +184,12 @@ class SseBridge:
         self._held[token] = held
         held.owner_inbox = await self._mailbox.open(f"owner:{token}")
         self._spawn(self._await_close(held))
-        reply = await self._post(endpoint, headers, message, timeout)
+        reply = await self._post(endpoint, headers, message, timeout, private=private)
         reply.headers["mcp-session-id"] = token
         return reply
 
     async def _post(
-        self, endpoint: str, headers: list[tuple[str, str]], message: dict[str, Any], timeout: float
+        self, endpoint: str, headers: list[tuple[str, str]], message: dict[str, Any], timeout: float, *, private: bool
     ) -> BridgeReply:
         original_id = message.get("id")
         is_request = isinstance(message.get("method"), str) and original_id is not None
@@ -203,7 +207,7 @@ class SseBridge:
             self._session_of[key] = session_token(endpoint)
         try:
             answer = await self._send("POST", endpoint, [*headers, ("content-type", "application/json")],
-                                      orjson.dumps(message), timeout)
+                                      orjson.dumps(message), timeout, allow_private=private)
             status = answer.status
             detail = await answer.read()
         except BaseException:

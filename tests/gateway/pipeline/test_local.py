@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from apps.gateway.pipeline.calls import Call
+from apps.gateway.pipeline.concurrency import BackendGates
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.ports import UpstreamUnavailable
 from apps.gateway.pipeline.relay import Relay
@@ -192,3 +193,31 @@ def test_hashed_arguments_are_keyed_and_stable() -> None:
     assert one != arguments_kept("hash", {"a": 1, "b": "secret"}, b"x" * 32)  # without the key, no match
     assert "secret" not in str(one)
     assert arguments_kept("hash", ["not", "a", "mapping"], b"k" * 32) is None
+
+
+async def test_calls_to_a_service_at_its_concurrency_limit_wait_then_fail_as_busy_and_are_audited() -> None:
+    server = Hanging()
+    audit = Audit()
+    backend = BackendView(id=4, name="rest", transport="", urls=(), timeout=30, kind="openapi", server=server,
+                          max_concurrency=1)
+    local = LocalTools(Relay(DownUpstream(), audit, gates=BackendGates(queue_seconds=0.05)))
+
+    def handle(request_id: int, method: str = "tools/call") -> Any:
+        message = _request(method, {"name": "add", "arguments": {}} if method == "tools/call" else None, request_id)
+        request = HttpRequest("POST", "acme", "main", {}, json.dumps(message).encode())
+        return local.handle(Call.begin(request, VHOST, PRINCIPAL, backend, classify(message)), server, {},
+                            modern=False, sse=False)
+
+    running = asyncio.ensure_future(handle(1))
+    await server.started.wait()
+    refused = json.loads((await handle(2)).body)
+    assert refused["error"]["code"] == -32004 and "backend busy: 1 calls" in refused["error"]["message"]
+    assert [(entry.outcome, entry.error_code) for entry in audit.entries] == [("error", -32004)]
+    assert "tools" in json.loads((await handle(3, "tools/list")).body)["result"]  # only calls take a slot
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    server.started.clear()
+    again = asyncio.ensure_future(handle(4))
+    await asyncio.wait_for(server.started.wait(), 1)  # the cancelled call gave its slot back
+    again.cancel()

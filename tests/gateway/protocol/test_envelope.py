@@ -1,6 +1,7 @@
 import pytest
 
 from apps.gateway.protocol.envelope import (
+    check_initialize_params,
     check_modern_request,
     decode_header_value,
     encode_header_value,
@@ -71,3 +72,36 @@ def test_header_values_round_trip(value: str) -> None:
 def test_era_detection() -> None:
     assert is_modern_message(_call())
     assert not is_modern_message(classify({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}))
+
+
+@pytest.mark.parametrize(("client", "message"), [
+    ({"io.modelcontextprotocol/clientCapabilities": "all"}, "clientCapabilities'] must be an object"),
+    ({"io.modelcontextprotocol/clientInfo": "me"}, 'clientInfo\'] must be an object with "name" and "version"'),
+    ({"io.modelcontextprotocol/clientInfo": {"name": "me"}}, "clientInfo'] must be an object"),
+])
+def test_malformed_client_metadata_is_invalid_params_400(client: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidParams, match=message) as info:
+        check_modern_request(_call(meta={**META, **client}), _headers())
+    assert info.value.http_status == 400
+
+
+INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({}, 'needs "capabilities", an object'),
+    ({"value": 9223372036854775807, "metadata": {"nested": "x"}}, 'needs "capabilities"'),
+    ({**INITIALIZE, "capabilities": None}, 'needs "capabilities", an object'),
+    ({**INITIALIZE, "capabilities": ["sampling"]}, 'needs "capabilities", an object'),
+    ({k: v for k, v in INITIALIZE.items() if k != "clientInfo"}, 'needs "clientInfo", an object with "name"'),
+    ({**INITIALIZE, "clientInfo": {"name": "c", "version": 1}}, 'needs "clientInfo"'),
+])
+def test_malformed_initialize_params_are_named(params: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidParams, match=message):
+        check_initialize_params(params)
+
+
+def test_well_formed_initialize_params_pass() -> None:
+    check_initialize_params(INITIALIZE)
+    for version in ("1999-01-01", 20251125, None):  # negotiated, not refused
+        check_initialize_params({**INITIALIZE, "protocolVersion": version})

@@ -1,4 +1,6 @@
-from apps.gateway.protocol.sse import SseEvent, SseParser, encode_event
+import pytest
+
+from apps.gateway.protocol.sse import EventTooLarge, SseEvent, SseParser, encode_event
 
 
 def test_parser_handles_split_chunks_crlf_comments_and_multiline_data() -> None:
@@ -35,3 +37,16 @@ def test_an_endless_line_is_refused() -> None:
     with pytest.raises(ValueError):
         for _ in range(20):
             parser.feed(b"x" * (1024 * 1024))
+
+
+def test_events_up_to_the_cap_pass_however_many_arrive_in_one_chunk() -> None:
+    parser = SseParser(max_event=10)
+    chunk = b"".join(encode_event(SseEvent(b"0123456789")) for _ in range(50))
+    assert parser.feed(chunk) == [SseEvent(b"0123456789")] * 50
+
+
+def test_an_event_over_the_cap_is_refused_whether_in_one_line_or_many() -> None:
+    with pytest.raises(EventTooLarge, match="an event over 10 bytes, the gateway's limit"):
+        SseParser(max_event=10).feed(b"data: 01234\ndata: 56789\n")  # 11 bytes with the line break
+    with pytest.raises(EventTooLarge):
+        SseParser(max_event=10).feed(b"data: 0123456789abc")  # an unfinished line already too long

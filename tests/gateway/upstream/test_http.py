@@ -62,7 +62,7 @@ async def _get(pool: HttpPool, body: bytes = b"{}") -> tuple[int, bytes]:
 
 async def test_keep_alive_connections_are_reused() -> None:
     async with ScriptedServer(lambda request: _json(b'{"ok":true}')) as server:
-        pool = HttpPool(Target.from_url(server.url))
+        pool = HttpPool(Target.from_url(server.url), allow_private=True)
         for _ in range(5):
             assert await _get(pool) == (200, b'{"ok":true}')
         assert server.connections == 1
@@ -73,7 +73,7 @@ async def test_chunked_bodies_with_extensions_and_trailers() -> None:
     chunked = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n",
                b"5;ext=1\r\nhello\r\n", b"6\r\n world\r\n", b"0\r\nX-Trailer: t\r\n\r\n"]
     async with ScriptedServer(lambda request: chunked) as server:
-        pool = HttpPool(Target.from_url(server.url))
+        pool = HttpPool(Target.from_url(server.url), allow_private=True)
         assert await _get(pool) == (200, b"hello world")
         assert await _get(pool) == (200, b"hello world")
         assert server.connections == 1
@@ -82,7 +82,7 @@ async def test_chunked_bodies_with_extensions_and_trailers() -> None:
 
 async def test_a_body_that_ends_with_the_connection() -> None:
     async with ScriptedServer(lambda request: [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"a\":1}", b"CLOSE"]) as server:
-        pool = HttpPool(Target.from_url(server.url))
+        pool = HttpPool(Target.from_url(server.url), allow_private=True)
         assert await _get(pool) == (200, b'{"a":1}')
         assert await _get(pool) == (200, b'{"a":1}')
         assert server.connections == 2  # not reusable: the body was delimited by closing
@@ -97,7 +97,7 @@ async def test_an_idle_connection_the_server_closed_is_not_reused() -> None:
         return [*_json(b"{}"), b"CLOSE"] if len(served) == 1 else _json(b"{}")
 
     async with ScriptedServer(script) as server:
-        pool = HttpPool(Target.from_url(server.url))
+        pool = HttpPool(Target.from_url(server.url), allow_private=True)
         response = await pool.request("POST", "/mcp", [], b"{}", timeout=5)
         # The server said nothing about closing, so the connection went back to the pool...
         await response.read()
@@ -110,29 +110,29 @@ async def test_an_idle_connection_the_server_closed_is_not_reused() -> None:
 async def test_truncated_and_malformed_responses_are_errors() -> None:
     async with ScriptedServer(lambda request: [b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", b"CLOSE"]) as server:
         with pytest.raises(UpstreamHttpError, match="mid-body"):
-            await _get(HttpPool(Target.from_url(server.url)))
+            await _get(HttpPool(Target.from_url(server.url), allow_private=True))
     async with ScriptedServer(lambda request: [b"SPDY/9 what\r\n\r\n"]) as server:
         with pytest.raises(UpstreamHttpError, match="malformed"):
-            await _get(HttpPool(Target.from_url(server.url)))
+            await _get(HttpPool(Target.from_url(server.url), allow_private=True))
 
 
 async def test_nothing_listening_is_an_upstream_error() -> None:
     async with ScriptedServer(lambda request: []) as server:
         url = server.url
     with pytest.raises(UpstreamHttpError, match="cannot connect"):
-        await _get(HttpPool(Target.from_url(url)))
+        await _get(HttpPool(Target.from_url(url), allow_private=True))
 
 
 async def test_a_slow_answer_times_out() -> None:
     async with ScriptedServer(lambda request: []) as server:
-        pool = HttpPool(Target.from_url(server.url))
+        pool = HttpPool(Target.from_url(server.url), allow_private=True)
         with pytest.raises(TimeoutError):
             await pool.request("POST", "/mcp", [], b"{}", timeout=0.1)
 
 
 async def test_header_values_cannot_add_lines() -> None:
     async with ScriptedServer(lambda request: _json(b"{}")) as server:
-        pool = HttpPool(Target.from_url(server.url))
+        pool = HttpPool(Target.from_url(server.url), allow_private=True)
         with pytest.raises(UpstreamHttpError, match="line break"):
             await pool.request("POST", "/mcp", [("mcp-name", "x\r\nX-Admin: yes")], b"{}", timeout=5)
 
@@ -147,7 +147,7 @@ async def test_a_request_is_never_sent_twice() -> None:
         return _json(b"{}") if len(served) == 1 else [b"CLOSE"]
 
     async with ScriptedServer(script) as server:
-        pool = HttpPool(Target.from_url(server.url))
+        pool = HttpPool(Target.from_url(server.url), allow_private=True)
         assert await _get(pool) == (200, b"{}")
         with pytest.raises(UpstreamHttpError, match="without answering"):
             await _get(pool, b'{"method":"tools/call"}')
@@ -157,7 +157,7 @@ async def test_a_request_is_never_sent_twice() -> None:
 async def test_interim_responses_are_skipped() -> None:
     early = [b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n", *_json(b'{"final":1}')]
     async with ScriptedServer(lambda request: early) as server:
-        pool = HttpPool(Target.from_url(server.url))
+        pool = HttpPool(Target.from_url(server.url), allow_private=True)
         assert await _get(pool) == (200, b'{"final":1}')
         assert await _get(pool) == (200, b'{"final":1}')
 
@@ -165,16 +165,16 @@ async def test_interim_responses_are_skipped() -> None:
 async def test_content_length_repeated_or_invalid() -> None:
     twice = [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}"]
     async with ScriptedServer(lambda request: twice) as server:
-        assert await _get(HttpPool(Target.from_url(server.url))) == (200, b"{}")
+        assert await _get(HttpPool(Target.from_url(server.url), allow_private=True)) == (200, b"{}")
     bad = [b"HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\n{}"]
     async with ScriptedServer(lambda request: bad) as server:
         with pytest.raises(UpstreamHttpError, match="Content-Length"):
-            await _get(HttpPool(Target.from_url(server.url)))
+            await _get(HttpPool(Target.from_url(server.url), allow_private=True))
 
 
 async def test_bodies_over_the_limit_are_refused() -> None:
     async with ScriptedServer(lambda request: _json(b"x" * 1000)) as server:
-        response = await HttpPool(Target.from_url(server.url)).request("POST", "/mcp", [], b"{}", timeout=5)
+        response = await HttpPool(Target.from_url(server.url), allow_private=True).request("POST", "/mcp", [], b"{}", timeout=5)
         with pytest.raises(UpstreamHttpError, match="over 100 bytes"):
             await response.read(limit=100)
 
@@ -194,7 +194,7 @@ async def test_a_content_length_over_the_limit_is_refused_before_reading() -> No
     # The head announces a gigabyte and no body follows: the refusal cannot wait for the bytes.
     huge = [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"]
     async with ScriptedServer(_first_then_json(huge)) as server:
-        pool = HttpPool(Target.from_url(server.url))
+        pool = HttpPool(Target.from_url(server.url), allow_private=True)
         response = await pool.request("POST", "/mcp", [], b"{}", timeout=5)
         async with asyncio.timeout(2):
             with pytest.raises(BodyTooLarge, match="over 100 bytes"):
@@ -209,7 +209,7 @@ async def test_a_chunk_over_the_remaining_budget_is_refused_before_reading() -> 
     chunked = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"3c\r\n" + b"x" * 60 + b"\r\n",
                b"100000\r\n"]
     async with ScriptedServer(_first_then_json(chunked)) as server:
-        pool = HttpPool(Target.from_url(server.url))
+        pool = HttpPool(Target.from_url(server.url), allow_private=True)
         response = await pool.request("POST", "/mcp", [], b"{}", timeout=5)
         async with asyncio.timeout(2):
             with pytest.raises(BodyTooLarge, match="over 100 bytes"):
@@ -223,7 +223,7 @@ async def test_a_chunked_body_exactly_at_the_limit_is_read() -> None:
     chunked = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"3c\r\n" + b"x" * 60 + b"\r\n",
                b"28\r\n" + b"y" * 40 + b"\r\n", b"0\r\n\r\n"]
     async with ScriptedServer(lambda request: chunked) as server:
-        pool = HttpPool(Target.from_url(server.url))
+        pool = HttpPool(Target.from_url(server.url), allow_private=True)
         response = await pool.request("POST", "/mcp", [], b"{}", timeout=5)
         assert await response.read(limit=100) == b"x" * 60 + b"y" * 40
         assert await _get(pool) == (200, b"x" * 60 + b"y" * 40)
@@ -233,7 +233,7 @@ async def test_a_chunked_body_exactly_at_the_limit_is_read() -> None:
 
 async def test_a_head_that_is_not_latin_1_is_an_upstream_error() -> None:
     async with ScriptedServer(lambda request: _json(b"{}")) as server:
-        pool = HttpPool(Target.from_url(server.url))
+        pool = HttpPool(Target.from_url(server.url), allow_private=True)
         with pytest.raises(UpstreamHttpError, match="ISO-8859-1"):
             await pool.request("GET", "/mcp", [("x-name", "日本")], timeout=5)
         assert server.connections == 0

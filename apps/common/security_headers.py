@@ -1,0 +1,49 @@
+"""Security headers on every response Django serves: the console, the admin, the REST API and its
+docs, the health and metrics endpoints (the MCP endpoint is served by its own consumers).
+
+Django's SecurityMiddleware and XFrameOptionsMiddleware already send X-Content-Type-Options,
+Referrer-Policy, Cross-Origin-Opener-Policy, X-Frame-Options and, in production, HSTS; this adds
+the Content-Security-Policy and the Permissions-Policy (docs/security.md). The console loads no
+inline script or style, so the policy needs no nonce and no 'unsafe-inline'."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from asgiref.sync import iscoroutinefunction
+from django.conf import settings
+from django.http import HttpRequest, HttpResponseBase
+from django.utils.decorators import sync_and_async_middleware
+
+Handler = Callable[[HttpRequest], HttpResponseBase] | Callable[[HttpRequest], Awaitable[HttpResponseBase]]
+
+
+def _headers() -> tuple[tuple[str, str], ...]:
+    policies = (
+        ("Content-Security-Policy", settings.GATEWAY_CONTENT_SECURITY_POLICY),
+        ("Permissions-Policy", settings.GATEWAY_PERMISSIONS_POLICY),
+    )
+    return tuple((name, value) for name, value in policies if value)
+
+
+@sync_and_async_middleware
+def security_headers_middleware(get_response: Handler) -> Handler:
+    """Adds the configured policies to each response that does not set its own."""
+    headers = _headers()
+
+    def add(response: HttpResponseBase) -> HttpResponseBase:
+        for name, value in headers:
+            if name not in response.headers:
+                response.headers[name] = value
+        return response
+
+    if iscoroutinefunction(get_response):
+        async def async_middleware(request: HttpRequest) -> HttpResponseBase:
+            return add(await get_response(request))  # type: ignore[misc]
+
+        return async_middleware
+
+    def middleware(request: HttpRequest) -> HttpResponseBase:
+        return add(get_response(request))  # type: ignore[arg-type]
+
+    return middleware
