@@ -22,8 +22,9 @@ from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.listing import LIST_METHODS
 from apps.gateway.pipeline.names import ROUTED_METHODS
 from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
-from apps.gateway.pipeline.relay import Relay, translate_event
+from apps.gateway.pipeline.relay import Relay
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
+from apps.gateway.pipeline.streams import translate_event
 from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, SessionState, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import GatewayError, HttpError, MethodNotFound, PolicyDenied

@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from apps.gateway.pipeline.calls import Call, Translate, arguments_kept, outcome_of
+from apps.gateway.pipeline.calls import Call, arguments_kept, outcome_of
 from apps.gateway.pipeline.concurrency import BackendBusy, BackendGates, Gate
 from apps.gateway.pipeline.metrics import Counters, note_error
 from apps.gateway.pipeline.ports import (
@@ -24,6 +24,7 @@ from apps.gateway.pipeline.ports import (
     UpstreamUnavailable,
 )
 from apps.gateway.pipeline.replies import JSON, SSE_HEADERS, Headers, Reply, Stream, error_reply
+from apps.gateway.pipeline.streams import chain, drain, relayed_stream, response_in, translated
 from apps.gateway.pipeline.tracing import NO_SPAN, Tracer
 from apps.gateway.pipeline.values import Budget, Limit
 from apps.gateway.protocol import jsonrpc
@@ -312,11 +313,11 @@ class Relay:
             except TimeoutError:
                 reply.close()
                 return self.timed_out(call, reply_headers)
-            if first is not None and (response := self._response_in(call, first)) is not None:
+            if first is not None and (response := response_in(call, first)) is not None:
                 # The stream carries the response and nothing else (the common case): answer in
                 # one piece instead of relaying a stream.
-                await _drain(reply, events)
-                first = _translated(call, first) or first
+                await drain(reply, events)
+                first = translated(call, first) or first
                 self.record(call, *outcome_of(response), len(first.data))
                 if wants_sse:
                     return Reply(reply.status, SSE_HEADERS + reply_headers, encode_event(first))
@@ -327,7 +328,7 @@ class Relay:
                     return self.fail(call, "the backend's stream ended without a response", reply_headers, kind="bad_reply")
                 return Reply(202, reply_headers)
             if wants_sse:
-                return Reply(reply.status, SSE_HEADERS + reply_headers, stream=self._stream(call, reply, first, events))
+                return Reply(reply.status, SSE_HEADERS + reply_headers, stream=relayed_stream(call, reply, first, events, self.record))
             return await self._collect(call, reply, first, events, reply_headers)
         try:
             async with asyncio.timeout(call.backend.timeout):
@@ -350,71 +351,22 @@ class Relay:
             try:
                 response = jsonrpc.loads(payload)
                 if call.translate and isinstance(response, dict):
-                    translated = call.translate(response)
-                    if translated is not response and translated is not None:
-                        payload = jsonrpc.dumps(translated)
+                    renamed = call.translate(response)
+                    if renamed is not response and renamed is not None:
+                        payload = jsonrpc.dumps(renamed)
                 self.record(call, *outcome_of(response), len(payload))
             except (ValueError, AttributeError):
                 self.record(call, "error", None, len(payload))
         return Reply(status, (JSON, *reply_headers), payload)
-
-    def _response_in(self, call: Call, event: SseEvent) -> dict[str, Any] | None:
-        """The JSON-RPC response to this call, if the event carries it."""
-        data = event.data
-        if not data or (b'"result"' not in data and b'"error"' not in data):
-            return None
-        try:
-            message = jsonrpc.loads(data)
-        except ValueError:
-            return None
-        expected = call.message.id if call.upstream_id is None else call.upstream_id
-        if isinstance(message, dict) and "method" not in message and message.get("id") == expected:
-            return message
-        return None
-
-    def _stream(self, call: Call, reply: UpstreamReply, first: SseEvent, events: AsyncIterator[SseEvent]) -> Stream:
-        """Relay a stream; the audit row is written when it closes, whichever way it ends."""
-        sent = 0
-        outcome: tuple[str, int | None] | None = None
-
-        async def chunks() -> AsyncIterator[bytes]:
-            nonlocal sent, outcome
-            try:
-                async for event in _chain(first, events):
-                    if outcome is None and (call.audited or call.translate) and (response := self._response_in(call, event)):
-                        outcome = outcome_of(response)
-                    translated = _translated(call, event)
-                    if translated is None:
-                        continue
-                    chunk = encode_event(translated)
-                    sent += len(chunk)
-                    yield chunk
-            except UpstreamUnavailable as exc:
-                log.info("stream from backend %s broke: %s", call.backend.name, exc)
-                if outcome is None and call.audited and call.message.kind is Kind.REQUEST:
-                    # The response will not come (a timeout, an event over the size cap): say so
-                    # in it, so the client is not left waiting for the end of a closed stream.
-                    error = BackendUnavailable(f"Backend {call.backend.name!r} unavailable: {exc}",
-                                               data={"backend": call.backend.name})
-                    outcome = ("error", error.code)
-                    chunk = encode_event(SseEvent(jsonrpc.dumps(jsonrpc.error_message(call.message.id, error.to_error()))))
-                    sent += len(chunk)
-                    yield chunk
-
-        def close() -> None:
-            reply.close()
-            self.record(call, *(outcome or ("cancelled", None)), sent)
-
-        return Stream(chunks(), close)
 
     async def _collect(
         self, call: Call, reply: UpstreamReply, first: SseEvent, events: AsyncIterator[SseEvent], reply_headers: Headers
     ) -> Reply:
         """A client that takes only JSON gets the response alone; notifications are dropped."""
         try:
-            async for event in _chain(first, events):
-                if (response := self._response_in(call, event)) is not None:
-                    body = (_translated(call, event) or event).data
+            async for event in chain(first, events):
+                if (response := response_in(call, event)) is not None:
+                    body = (translated(call, event) or event).data
                     self.record(call, *outcome_of(response), len(body))
                     return Reply(200, (JSON, *reply_headers), body)
         except UpstreamUnavailable as exc:
@@ -425,41 +377,3 @@ class Relay:
             return self.fail(call, "the backend's stream ended without a response", reply_headers, kind="bad_reply")
         return Reply(202, reply_headers)
 
-
-def _translated(call: Call, event: SseEvent) -> SseEvent | None:
-    return event if call.translate is None else translate_event(call.translate, event)
-
-
-def translate_event(translate: Translate, event: SseEvent) -> SseEvent | None:
-    """The event as the client must see it; None to leave it out."""
-    if not event.data:
-        return event
-    try:
-        message = jsonrpc.loads(event.data)
-    except ValueError:
-        return event
-    if not isinstance(message, dict):
-        return event
-    translated = translate(message)
-    if translated is None:
-        return None
-    if translated is message:
-        return event
-    return SseEvent(jsonrpc.dumps(translated), event.event, event.id, event.retry)
-
-
-async def _chain(first: SseEvent, rest: AsyncIterator[SseEvent]) -> AsyncIterator[SseEvent]:
-    yield first
-    async for event in rest:
-        yield event
-
-
-async def _drain(reply: UpstreamReply, events: AsyncIterator[SseEvent]) -> None:
-    """Read a finished stream to its end so its connection can be reused. A server SHOULD close the
-    stream after the response; one that keeps it open loses the connection instead."""
-    try:
-        async with asyncio.timeout(1.0):
-            async for _ in events:
-                pass
-    except (TimeoutError, UpstreamUnavailable):
-        reply.close()
