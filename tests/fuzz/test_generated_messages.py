@@ -47,13 +47,15 @@ json_values = st.recursive(
 )
 ids = st.none() | st.integers() | st.text(max_size=12) | st.floats(allow_nan=False) | json_values
 methods = st.sampled_from(METHODS) | st.text(max_size=30) | json_values
-metas = st.just(MODERN_META) | json_values | st.fixed_dictionaries({}, optional={
+#: Hostile `_meta` entries, as an object.
+meta_entries = st.fixed_dictionaries({}, optional={
     "io.modelcontextprotocol/protocolVersion": st.sampled_from([MODERN, "2025-11-25", "1999-01-01"]) | json_values,
     "io.modelcontextprotocol/clientCapabilities": json_values,
     "io.modelcontextprotocol/clientInfo": json_values,
     "traceparent": st.text(max_size=60) | st.just("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
     "progressToken": json_values,
 })
+metas = st.just(MODERN_META) | json_values | meta_entries
 
 
 def _params(meta: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
@@ -84,7 +86,7 @@ malformed = st.fixed_dictionaries(
 )
 modern_messages = st.one_of(
     st.builds(lambda envelope, params: {**envelope, "params": params}, requests,
-              _params(st.just(MODERN_META) | st.builds(lambda extra: {**MODERN_META, **extra}, metas))),
+              _params(st.just(MODERN_META) | st.builds(lambda extra: {**MODERN_META, **extra}, meta_entries))),
     st.builds(lambda envelope, params: {**envelope, "params": params}, requests, _params(metas)),
     malformed,
 )
@@ -190,7 +192,11 @@ def test_generated_messages_find_nothing(target: Target) -> None:
                       "request": "", "body": "\n".join(stream.text), "truncated": False, "completed": True,
                       "error": None})
     assert '"id": "last"' in "\n".join(stream.text) or '"id":"last"' in "\n".join(stream.text)
-    problems = exchange_problems(exchanges)
+    # The demo backend (the official SDK's server) answers some generated requests itself with
+    # -32603 "Internal server error" (a prompt fetched without its arguments); the gateway relays a
+    # backend's error unchanged and never words its own that way.
+    problems = [problem for problem in exchange_problems(exchanges)
+                if not ("-32603" in problem and '"message":"Internal server error"' in problem)]
     if target.gateway.poll() is not None:
         problems.append(f"the gateway exited with code {target.gateway.returncode} during the fuzzing")
     problems += log_problems(target.gateway_log.read_text(encoding="utf-8", errors="replace"))
