@@ -42,6 +42,11 @@ def build_server() -> MCPServer:
         return most
 
     @server.tool()
+    def running_now() -> int:
+        """How many `sleep` calls run at this moment (a cancelled one stops running)."""
+        return running.now
+
+    @server.tool()
     def big(size: int) -> str:
         """A text of `size` characters."""
         return "x" * size

@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 
 from tests.audit.helpers import audit_rows
-from tests.gateway.helpers import ACCEPT, open_session, post
+from tests.gateway.helpers import ACCEPT, message_of, open_session, post
 from tests.gateway.slow import call, slow_host, text_of
 from tests.processes import free_port, gateway_argv, gateway_env, running
 
@@ -83,6 +83,24 @@ def test_a_backend_that_does_not_answer_within_its_timeout_is_a_clear_error(
     assert time.monotonic() - started < 3.5
     assert message["error"]["code"] == -32004 and "timed out after 1 s" in message["error"]["message"]
     assert text_of(call(host, "sleep", {"seconds": 0.1})) == "slept 0.1 s"  # the next call is served
+
+
+def test_a_request_that_timed_out_in_a_session_is_cancelled_at_the_backend(
+    transactional_db: None, limits_gateway_url: str, slow_backend_url: str
+) -> None:
+    """MCP: a sender whose request timed out SHOULD cancel it. In a backend session, closing the
+    connection cancels nothing (the backend would sleep on), so the gateway sends
+    `notifications/cancelled` for the request."""
+    host = slow_host(limits_gateway_url, slow_backend_url, timeout=1.0)
+    session = open_session(host.url, host.key)
+    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "sleep", "arguments": {"seconds": 30}}}
+    answer = message_of(post(host.url, body, key=host.key,
+                             headers={"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}))
+    assert answer["error"]["code"] == -32004 and "timed out after 1 s" in answer["error"]["message"]
+    deadline = time.monotonic() + 8  # a stateless sleep of an earlier test may still be running
+    while (now := json.loads(text_of(call(host, "running_now", {})))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert now == 0  # the 30 s sleep was cancelled, not left running
 
 
 def test_a_stream_that_goes_silent_for_the_timeout_ends_with_an_error_response(

@@ -50,6 +50,8 @@ class Call:
     #: The trace context the call continues (the request's), and its span while it is forwarded.
     trace: TraceContext | None = None
     span: Span = NO_SPAN
+    #: The gateway gave up waiting for the backend's answer (its timeout).
+    timed_out: bool = False
 
     @classmethod
     def begin(

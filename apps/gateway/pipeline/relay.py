@@ -79,6 +79,8 @@ class Relay:
         self._audit = audit
         self._limiter = limiter
         self._counters = counters or Counters()
+        #: Cancellations of timed-out requests on their way to backends.
+        self._cancelling: set[asyncio.Task[None]] = set()
 
     async def admit(self, call: Call, headers: Headers = ()) -> Reply | None:
         """Charge an audited call to the caller's rate limits (one call each) and budgets (the
@@ -196,7 +198,27 @@ class Relay:
 
     def timed_out(self, call: Call, headers: Headers = ()) -> Reply:
         """The backend did not answer within its timeout."""
+        call.timed_out = True
         return self.fail(call, f"timed out after {call.backend.timeout:g} s", headers, kind="timeout")
+
+    def _cancel_upstream(self, call: Call, replica: str, headers: list[tuple[str, str]]) -> None:
+        """Tell the backend session that the gateway gave up on a request, so it stops working on it
+        (MCP: a sender whose request timed out SHOULD cancel it). Sent on its own, never awaited.
+        Outside a session there is nothing to send: closing the connection cancels."""
+        request_id = call.message.id if call.upstream_id is None else call.upstream_id
+        reason = f"the gateway stopped waiting after {call.backend.timeout:g} s"
+        body = jsonrpc.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                              "params": {"requestId": request_id, "reason": reason}})
+        task = asyncio.ensure_future(self._send_cancel(call, replica, headers, body))
+        self._cancelling.add(task)
+        task.add_done_callback(self._cancelling.discard)
+
+    async def _send_cancel(self, call: Call, replica: str, headers: list[tuple[str, str]], body: bytes) -> None:
+        try:
+            reply = await self._upstream.send(call.backend, replica, "POST", headers, body, timeout=call.backend.timeout)
+            reply.close()
+        except Exception as exc:  # best effort: the backend may be why the call timed out
+            log.info("could not cancel a timed-out request at backend %s: %s", call.backend.name, exc)
 
     async def take_slot(self, call: Call, headers: Headers = ()) -> Gate | Reply | None:
         """A slot of the call's backend, to `leave()` when the call is over (None: no limit
@@ -282,11 +304,15 @@ class Relay:
         except UpstreamUnavailable as exc:
             return self.fail(call, str(exc), reply_headers)
         except TimeoutError:
-            return self.timed_out(call, reply_headers)
-        if reply.status == 404 and in_session:
-            reply.close()
-            raise BackendSessionGone
-        return await self._answer(call, intercept(reply) if intercept else reply, wants_sse, reply_headers)
+            answer = self.timed_out(call, reply_headers)
+        else:
+            if reply.status == 404 and in_session:
+                reply.close()
+                raise BackendSessionGone
+            answer = await self._answer(call, intercept(reply) if intercept else reply, wants_sse, reply_headers)
+        if call.timed_out and in_session and call.message.kind is Kind.REQUEST:
+            self._cancel_upstream(call, replica, headers)
+        return answer
 
     async def answer(self, call: Call, reply: UpstreamReply, wants_sse: bool, reply_headers: Headers = ()) -> Reply:
         """Relay a backend's answer to the call (audited like any)."""
