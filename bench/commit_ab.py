@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.proxy_latency import Caller, apply_config, cpu_seconds
+from bench.proxy_latency import Caller, apply_config, bench_main, cpu_seconds
 from bench.stats import percentile
 from tests.processes import ROOT, backend_argv, free_port, running, wait_for_port
 
@@ -96,19 +96,8 @@ def run(base: str, calls: int) -> str:
 
 
 def main() -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base", required=True, help="the commit to compare this tree with")
-    parser.add_argument("--calls", type=int, default=4000)
-    parser.add_argument("--output", type=Path, help="append the markdown table to this file")
-    args = parser.parse_args()
-    report = run(args.base, args.calls)
-    print()
-    print(report)
-    if args.output:
-        with args.output.open("a", encoding="utf-8") as out:
-            out.write("\n" + report)
+    bench_main(__doc__ or "", lambda calls, base: run(base, calls), calls=4000,
+               options={"--base": {"required": True, "help": "the commit to compare this tree with"}})
 
 
 if __name__ == "__main__":

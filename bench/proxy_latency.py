@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import django
 
@@ -244,13 +245,19 @@ def table(results: list[Result]) -> list[str]:
     return lines
 
 
-def bench_main(description: str, run: Callable[[int], str]) -> None:
-    """The command line of a benchmark: `--calls N`, and `--output FILE` to append the markdown `run` returns."""
+def bench_main(
+    description: str, run: Callable[..., str], *, calls: int = 2000, options: dict[str, dict[str, Any]] | None = None
+) -> None:
+    """The command line of a benchmark: `--calls N`, and `--output FILE` to append the markdown `run`
+    returns; `options` adds more (`{"--base": {"required": True}}`), passed to `run` by name."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--calls", type=int, default=calls)
     parser.add_argument("--output", type=Path, help="append the markdown table to this file")
+    for flag, settings in (options or {}).items():
+        parser.add_argument(flag, **settings)
     args = parser.parse_args()
-    report = run(args.calls)
+    extra = {flag.lstrip("-").replace("-", "_"): getattr(args, flag.lstrip("-").replace("-", "_")) for flag in options or {}}
+    report = run(args.calls, **extra)
     print()
     print(report)
     if args.output:
