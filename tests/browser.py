@@ -109,14 +109,23 @@ def screenshot(page: Page, name: str) -> Path:
 
 
 DOCS_SCREENSHOTS = ROOT / "docs" / "screenshots"
+#: Set to 1 (`make screenshots`) to write the docs' pictures into the tracked docs/screenshots/.
+UPDATE_SCREENSHOTS = "GATEWAY_UPDATE_SCREENSHOTS"
+
+
+def docs_screenshots_dir() -> Path:
+    """docs/screenshots/ when GATEWAY_UPDATE_SCREENSHOTS=1, else var/test-artifacts/screenshots/: a
+    plain test run still takes every picture but leaves the tracked files alone."""
+    return DOCS_SCREENSHOTS if os.environ.get(UPDATE_SCREENSHOTS) == "1" else ARTIFACTS / "screenshots"
 
 
 def docs_screenshot(page: Page, name: str) -> Path:
-    """Saves the visible viewport (1280×800) to docs/screenshots/<name>.png, the picture of the
-    page that the README and docs link. Taken by the browser test that walks the page, so the
+    """Saves the visible viewport (1280×800) as <name>.png in `docs_screenshots_dir()`: the picture
+    of the page that the README links. Taken by the browser test that walks the page, so the
     picture shows what the code renders today."""
-    DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = DOCS_SCREENSHOTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
+    directory = docs_screenshots_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
     page.screenshot(path=path, full_page=False)
     return path
 

@@ -11,6 +11,7 @@ from django.test import Client
 from apps.catalog.models import Backend
 from apps.tenants.models import Tenant
 from apps.tenants.services import admin_token_issue, membership_set
+from tests.csrf import csrf_header
 from tests.factories import backend_factory, openapi_backend_factory, tenant_factory, virtual_host_factory
 from tests.processes import free_port
 
@@ -131,9 +132,29 @@ def test_anonymous_callers_are_401_and_admin_tokens_work(client: Client, admin_u
     assert response.status_code == 200 and response.json()["count"] == 1
 
 
-def test_session_writes_need_the_csrf_token(admin_user: Any) -> None:
-    tenant = tenant_factory()
+def _state(tenant: Tenant) -> list[tuple[Any, ...]]:
+    return list(Backend.objects.filter(tenant=tenant).order_by("name").values_list("name", "timeout_seconds"))
+
+
+@pytest.mark.parametrize(("method", "path", "body", "expected"), [
+    ("post", "", {"name": "new", "replicas": ["http://127.0.0.1:9/mcp"]}, 201),
+    ("put", "/{backend}", {"timeout_seconds": 5}, 200),
+    ("delete", "/{backend}", {}, 204),
+    ("post", "/{backend}/test-connection", {}, 200),  # a check: it changes nothing even when it runs
+])
+def test_session_writes_need_the_csrf_token(admin_user: Any, method: str, path: str, body: dict[str, Any],
+                                            expected: int) -> None:
+    backend = backend_factory(urls=[f"http://127.0.0.1:{free_port()}/mcp"])  # closed: the check answers at once
+    url = _api(backend.tenant) + path.format(backend=backend.pk)
     client = Client(enforce_csrf_checks=True)
     client.force_login(admin_user)
-    response = client.post(_api(tenant), {"name": "x", "replicas": ["http://a/"]}, content_type="application/json")
-    assert response.status_code == 403 and not Backend.objects.filter(tenant=tenant).exists()
+    before = _state(backend.tenant)
+
+    refused = getattr(client, method)(url, body, content_type="application/json")
+    assert refused.status_code == 403 and "CSRF" in refused.json()["detail"]
+    assert _state(backend.tenant) == before
+
+    allowed = getattr(client, method)(url, body, content_type="application/json",
+                                      **csrf_header(client, backend.tenant.slug))
+    assert allowed.status_code == expected, allowed.content
+    assert (_state(backend.tenant) != before) == ("test-connection" not in path)

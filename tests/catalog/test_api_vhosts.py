@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from apps.catalog.models import ToolAlias, VirtualHost
+from apps.catalog.models import ToolAlias, VirtualHost, VirtualHostBackend
 from apps.catalog.services import ToolTarget
 from apps.tenants.models import Tenant
 from apps.tenants.services import membership_set
+from tests.csrf import csrf_header
 from tests.factories import api_key_factory, backend_factory, tenant_factory, virtual_host_factory
 
 pytestmark = pytest.mark.django_db
@@ -140,3 +141,44 @@ def test_isolation_roles_and_anonymous(client: Client, django_user_model: Any) -
     assert client.post(f"{mine}/{host.pk}/aliases", {"alias": "a", "map_key": "main", "tool": "t"},
                        content_type="application/json").status_code == 403
     assert VirtualHost.objects.filter(pk=host.pk).exists() and not ToolAlias.objects.exists()
+
+
+def _state(tenant: Tenant) -> tuple[list[tuple[Any, ...]], ...]:
+    hosts = VirtualHost.objects.filter(tenant=tenant)
+    return (
+        list(hosts.order_by("slug").values_list("slug", "tool_search")),
+        list(VirtualHostBackend.objects.filter(virtual_host__in=hosts).order_by("map_key")
+             .values_list("virtual_host__slug", "map_key", "backend_id")),
+        list(ToolAlias.objects.filter(virtual_host__in=hosts).order_by("alias").values_list("alias", "map_key")),
+    )
+
+
+@pytest.mark.parametrize(("method", "path", "body", "expected"), [
+    ("post", "", {"slug": "new"}, 201),
+    ("put", "/{host}", {"tool_search": "only"}, 200),
+    ("delete", "/{host}", {}, 204),
+    ("post", "/{host}/mounts", {"map_key": "c", "backend": "{spare}"}, 201),
+    ("delete", "/{host}/mounts/b", {}, 204),
+    ("post", "/{host}/aliases", {"alias": "Other", "map_key": "a", "tool": "t"}, 201),
+    ("delete", "/{host}/aliases/Find", {}, 204),
+])
+def test_session_writes_need_the_csrf_token(admin_user: Any, method: str, path: str, body: dict[str, Any],
+                                            expected: int) -> None:
+    tenant = tenant_factory()
+    one, two, spare = (backend_factory(tenant=tenant) for _ in range(3))
+    host = virtual_host_factory(tenant=tenant, mounts={"a": one, "b": two},
+                                tool_aliases={"Find": ToolTarget(map_key="a", upstream_name="search")})
+    ids = {"host": host.pk, "spare": spare.pk}
+    url = _api(tenant) + path.format(**ids)
+    body = {name: value.format(**ids) if isinstance(value, str) else value for name, value in body.items()}
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin_user)
+    before = _state(tenant)
+
+    refused = getattr(client, method)(url, body, content_type="application/json")
+    assert refused.status_code == 403 and "CSRF" in refused.json()["detail"]
+    assert _state(tenant) == before
+
+    allowed = getattr(client, method)(url, body, content_type="application/json", **csrf_header(client, tenant.slug))
+    assert allowed.status_code == expected, allowed.content
+    assert _state(tenant) != before

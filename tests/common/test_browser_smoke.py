@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser import screenshot, superuser_factory
+from tests.browser import ARTIFACTS, DOCS_SCREENSHOTS, docs_screenshots_dir, screenshot, superuser_factory
 
 pytestmark = pytest.mark.slow
 
@@ -23,3 +23,11 @@ def test_a_superuser_logs_in_through_the_admin_form(transactional_db: None, gate
 
 def test_logged_in_page_is_signed_in_to_the_console(logged_in_page: Page) -> None:
     expect(logged_in_page.get_by_role("button", name="Log out")).to_be_visible()
+
+
+def test_docs_pictures_go_to_docs_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain test run leaves the tracked docs/screenshots/ alone; `make screenshots` rewrites it."""
+    monkeypatch.delenv("GATEWAY_UPDATE_SCREENSHOTS", raising=False)
+    assert docs_screenshots_dir() == ARTIFACTS / "screenshots"
+    monkeypatch.setenv("GATEWAY_UPDATE_SCREENSHOTS", "1")
+    assert docs_screenshots_dir() == DOCS_SCREENSHOTS
