@@ -21,7 +21,7 @@ from rest_framework.response import Response
 
 from apps.catalog import selectors
 from apps.catalog.models import Backend
-from apps.catalog.probes import BackendProbe, backend_probe
+from apps.catalog.probes import BackendProbe, backend_probe, gateways_down
 from apps.catalog.services import (
     DEFAULT_TIMEOUT_SECONDS,
     DEFAULT_TOOL_NAME_MAX_LENGTH,
@@ -89,16 +89,30 @@ class ReplicaProbeSerializer(serializers.Serializer):
     detail = serializers.CharField(help_text="What an up replica said besides (an HTTP status, an SSE endpoint).")
 
 
+class GatewaysDownSerializer(serializers.Serializer):
+    url = serializers.CharField()
+    since = serializers.FloatField(help_text="Unix time a gateway instance found it down.")
+    instance = serializers.CharField(help_text="The gateway instance that found it down.")
+    checked = serializers.FloatField(help_text="Unix time a gateway's check last found it still down.")
+
+
 class BackendProbeSerializer(serializers.Serializer):
     backend_id = serializers.IntegerField()
     up = serializers.BooleanField(help_text="Whether any replica answered.")
     checked_at = serializers.FloatField(help_text="Unix time of the check.")
     note = serializers.CharField()
     replicas = ReplicaProbeSerializer(many=True)
+    gateways_down = GatewaysDownSerializer(
+        many=True, allow_null=True, required=False,
+        help_text="The replicas the gateway instances have marked down and route no request to (one that "
+        "finds a replica down tells the others); null when they track none (one replica, or OpenAPI).",
+    )
 
 
-def probe_data(probe: BackendProbe) -> dict[str, Any]:
-    return {**asdict(probe), "up": probe.up}
+def probe_data(probe: BackendProbe, backend: Backend) -> dict[str, Any]:
+    down = gateways_down(backend=backend, probe=probe)
+    shared = None if down is None else [asdict(entry) for entry in down.values()]
+    return {**asdict(probe), "up": probe.up, "gateways_down": shared}
 
 
 def _problems(given: serializers.Serializer) -> Response:
@@ -198,17 +212,17 @@ class BackendTestConnectionView(BackendsAPIView):
     @extend_schema(request=None, responses=BackendProbeSerializer)
     def post(self, request: Request, tenant: str, backend_id: int) -> Response:
         backend = _backend_or_404(self.tenant, backend_id)
-        return Response(probe_data(backend_probe(backend=backend, fresh=True)))
+        return Response(probe_data(backend_probe(backend=backend, fresh=True), backend))
 
 
 class BackendHealthView(BackendsAPIView):
     """`GET /api/v1/tenants/<tenant>/backends/<id>/health`: each replica up or down, with latency and
-    error, as checked in the last few seconds (or now)."""
+    error, as checked in the last few seconds (or now), and which ones the gateways have marked down."""
 
     @extend_schema(responses=BackendProbeSerializer)
     def get(self, request: Request, tenant: str, backend_id: int) -> Response:
         backend = _backend_or_404(self.tenant, backend_id)
-        return Response(probe_data(backend_probe(backend=backend)))
+        return Response(probe_data(backend_probe(backend=backend), backend))
 
 
 urls = [

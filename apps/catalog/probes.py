@@ -22,6 +22,7 @@ import httpx
 from apps.catalog.models import Backend
 from apps.common.guarded_http import address_refusal, guarded_client
 from apps.common.redis import redis_client
+from apps.common.replica_health import ReplicaDown, replicas_down_read
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,15 @@ def backend_probe(*, backend: Backend, fresh: bool = False) -> BackendProbe:
     probe = _probe(backend)
     redis.set(_cache_key(backend.pk), json.dumps(asdict(probe)), ex=CACHE_SECONDS)
     return probe
+
+
+def gateways_down(*, backend: Backend, probe: BackendProbe) -> dict[str, ReplicaDown] | None:
+    """The gateways' own view beside the probe: which replicas the gateway instances have marked
+    down (since when, by which instance). None when they track none: an OpenAPI backend, or an MCP
+    backend with one replica (each request tries it)."""
+    if backend.kind != Backend.Kind.MCP or len(probe.replicas) < 2:
+        return None
+    return replicas_down_read(urls=[replica.url for replica in probe.replicas])
 
 
 def _probe(backend: Backend) -> BackendProbe:

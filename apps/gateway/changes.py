@@ -1,5 +1,6 @@
 """The `ChangeFeed` port on Redis pub/sub (`apps.common.list_changes`): what one gateway instance
-learns about a backend's lists, every other instance hears."""
+learns about a backend's lists, every other instance hears. The instance that learnt it also asks
+for the backend's tools to be indexed again (`reindex.py`), when tool indexing is on."""
 
 from __future__ import annotations
 
@@ -11,20 +12,28 @@ import redis
 import redis.asyncio
 
 from apps.common.list_changes import LIST_CHANGES_CHANNEL, list_change_parse, list_change_payload
+from apps.gateway.pubsub import RedisSubscription
+from apps.gateway.reindex import ToolReindex
 
 log = logging.getLogger(__name__)
 
 
 class RedisChangeFeed:
-    def __init__(self, client: redis.asyncio.Redis, *, instance: str, retry_seconds: float = 1.0) -> None:
+    def __init__(
+        self, client: redis.asyncio.Redis, *, instance: str, retry_seconds: float = 1.0, reindex: ToolReindex | None = None,
+        subscription: RedisSubscription | None = None,
+    ) -> None:
         self._redis = client
         self._instance = instance
-        self._retry_seconds = retry_seconds
+        self._reindex = reindex
+        # One subscription per gateway for every feed (given); its own otherwise.
+        self._subscription = subscription or RedisSubscription(client, retry_seconds=retry_seconds)
         self._tasks: set[asyncio.Task[None]] = set()
-        self._listener: asyncio.Task[None] | None = None
 
     def publish(self, backend_id: int, notification: str) -> None:
-        """Send without waiting; a failure is logged (the others catch up by their cache lifetime)."""
+        """Send without waiting; a failure is logged (the others catch up by their cache lifetime).
+        Called only by the instance that saw the backend's notification: the one that asks for a
+        new index of its tools."""
         task = asyncio.ensure_future(self._publish(backend_id, notification))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -35,26 +44,15 @@ class RedisChangeFeed:
             await self._redis.publish(LIST_CHANGES_CHANNEL, payload)
         except (redis.RedisError, OSError) as exc:
             log.warning("could not share a list change of backend %s: %s", backend_id, exc)
+        if self._reindex is not None:
+            await self._reindex.changed(backend_id, notification)
 
     def start(self, on_change: Callable[[int, str], object]) -> None:
         """Call `on_change(backend id, notification)` for every change another instance shares."""
-        if self._listener is None or self._listener.done():
-            self._listener = asyncio.ensure_future(self._listen(on_change))
 
-    async def _listen(self, on_change: Callable[[int, str], object]) -> None:
-        while True:
-            pubsub = self._redis.pubsub()
-            try:
-                await pubsub.subscribe(LIST_CHANGES_CHANNEL)
-                while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is None or message.get("type") != "message":
-                        continue
-                    parsed = list_change_parse(message["data"])
-                    if parsed is not None and parsed[2] != self._instance:
-                        on_change(parsed[0], parsed[1])
-            except (redis.RedisError, OSError) as exc:
-                log.warning("list change feed interrupted, listening again: %s", exc)
-            finally:
-                await pubsub.aclose()
-            await asyncio.sleep(self._retry_seconds)
+        def heard(data: bytes) -> None:
+            parsed = list_change_parse(data)
+            if parsed is not None and parsed[2] != self._instance:
+                on_change(parsed[0], parsed[1])
+
+        self._subscription.listen(LIST_CHANGES_CHANNEL, heard)

@@ -3,7 +3,8 @@
 The pipeline records into plain `Counters` (apps/gateway/pipeline/metrics.py), one per `Gateway`
 (one per event loop). Nothing here runs per call except `request_observe`: the collector reads
 every gateway's counters when `/metrics` is scraped, adds what lives in Redis (active sessions,
-the worker heartbeat, index build durations: one pipelined round trip) and names it all."""
+the worker heartbeat, index build durations, replicas marked down: one pipelined round trip) and
+names it all."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from apps.common.health import WORKER_HEARTBEAT_KEY, heartbeat_age
+from apps.common.replica_health import REPLICA_HEALTH_KEY, replicas_down
 from apps.common.task_metrics import TASK_BUCKETS, TASK_DURATIONS_KEY, task_durations_parse
 from apps.gateway.pipeline.metrics import LATENCY_BUCKETS, Counters, LabelCap, Labels, RequestNote, current_request
 from apps.gateway.sessions import IDLE_INDEX
@@ -202,7 +204,8 @@ class GatewayCollector(Collector):
                 pipe.zcount(IDLE_INDEX, now - settings.GATEWAY_SESSION_TTL_SECONDS, "+inf")
                 pipe.get(WORKER_HEARTBEAT_KEY)
                 pipe.hgetall(TASK_DURATIONS_KEY)
-                sessions, beat, durations = pipe.execute()
+                pipe.hgetall(REPLICA_HEALTH_KEY)
+                sessions, beat, durations, health = pipe.execute()
         except (redis.RedisError, OSError) as exc:
             log.warning("metrics: Redis could not be read: %s", exc)
             up.add_metric([], 0)
@@ -215,6 +218,9 @@ class GatewayCollector(Collector):
                                 "across all instances (every instance reports the same number)", value=sessions)
         yield GaugeMetricFamily(PREFIX + "worker_heartbeat_age_seconds", "Seconds since a Celery worker last ran the "
                                 "heartbeat task scheduled by beat (+Inf: never)", value=heartbeat_age(beat, now=now))
+        yield GaugeMetricFamily(PREFIX + "replicas_down", "Backend replicas the gateway instances have marked down "
+                                "and route nothing to (one that finds a replica down tells the others), across all "
+                                "instances", value=len(replicas_down(health, now=now)))
         builds = HistogramMetricFamily(
             PREFIX + "index_build_duration_seconds", "Index builds in Celery workers by task (tool_index: a "
             "backend's tool_search entries; spec_compile: an OpenAPI spec's tools) and outcome (ok | error), "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 
+import redis.asyncio
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
@@ -20,7 +21,10 @@ from apps.gateway.openapi import OpenApiHttp
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import ListSettings
 from apps.gateway.pipeline.metrics import Counters
+from apps.gateway.pubsub import RedisSubscription
+from apps.gateway.reindex import ToolReindex, tool_reindex_enqueue
 from apps.gateway.relay import ChannelMailbox
+from apps.gateway.replica_health import RedisHealthFeed
 from apps.gateway.search import IndexFinder
 from apps.gateway.sessions import RedisSessionStore
 from apps.gateway.snapshots import SnapshotDirectory
@@ -55,6 +59,14 @@ def gateway_settings() -> GatewaySettings:
     )
 
 
+def tool_reindex(client: redis.asyncio.Redis) -> ToolReindex | None:
+    """What asks for an MCP server's tools to be indexed again when it announces a change (none
+    when tool indexing is off)."""
+    if not settings.GATEWAY_TOOL_INDEX:
+        return None
+    return ToolReindex(client, delay_seconds=settings.GATEWAY_TOOL_REINDEX_SECONDS, enqueue=tool_reindex_enqueue)
+
+
 def all_gateways() -> list[Gateway]:
     """Every gateway of this process (one per event loop that served MCP requests)."""
     return list(_gateways.values())
@@ -82,6 +94,8 @@ def gateway() -> Gateway:
         counters = Counters(caps=metric_label_caps())
         layer = get_channel_layer()
         mailbox = ChannelMailbox(layer, counters)
+        subscription = RedisSubscription(client)  # one per gateway, for both feeds
+        feed_id = f"{settings.GATEWAY_INSTANCE_ID}:{loop_id}"
         instance = Gateway(
             directory=SnapshotDirectory(
                 client, check_seconds=settings.GATEWAY_SNAPSHOT_CHECK_SECONDS, http=OpenApiHttp(),
@@ -98,7 +112,8 @@ def gateway() -> Gateway:
             upstream=_upstream_for(loop_id, layer, mailbox),
             audit=audit_writer(),
             settings=gateway_settings(),
-            changes=RedisChangeFeed(client, instance=f"{settings.GATEWAY_INSTANCE_ID}:{loop_id}"),
+            changes=RedisChangeFeed(client, instance=feed_id, reindex=tool_reindex(client), subscription=subscription),
+            health=RedisHealthFeed(client, subscription, instance=feed_id, name=settings.GATEWAY_INSTANCE_ID),
             limiter=RedisRateLimiter(client, fail_open=settings.GATEWAY_RATE_LIMIT_FAIL_OPEN),
             tokens=JwtVerifier(),
             finder=IndexFinder(),

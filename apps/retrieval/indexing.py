@@ -60,6 +60,15 @@ def tool_index_queue(*, backend_id: int) -> None:
     transaction.on_commit(send)
 
 
+def tool_index_queue_in(*, backend_id: int, seconds: float) -> None:
+    """Queue the indexing of the backend's tools to start in `seconds`, now (no transaction to wait
+    for: an MCP server announced a change, `apps.gateway.reindex`). Synchronous, it writes to the
+    broker: keep it off an event loop. Raises what the broker raises."""
+    from apps.retrieval.tasks import tool_index  # the task module imports this one
+
+    tool_index.apply_async((backend_id,), countdown=seconds)
+
+
 def backend_tool_texts(*, backend: Backend) -> list[ToolText] | None:
     """What the index reads of the backend's current tools: an OpenAPI backend's catalog rows, or
     what an MCP server lists now. None when an MCP server cannot be asked (its entries stay)."""

@@ -296,3 +296,6 @@ LOGGING = {
 GATEWAY_EMBEDDING_MODEL = os.environ.get("GATEWAY_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 GATEWAY_EMBEDDING_THREADS = int(os.environ.get("GATEWAY_EMBEDDING_THREADS", "1"))
 GATEWAY_TOOL_INDEX = env_bool("GATEWAY_TOOL_INDEX", True)
+# An MCP server that announces a tools list change is indexed again this many seconds after it (changes
+# within that window are taken by the same run: apps/gateway/reindex.py).
+GATEWAY_TOOL_REINDEX_SECONDS = float(os.environ.get("GATEWAY_TOOL_REINDEX_SECONDS", "5"))

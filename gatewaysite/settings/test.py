@@ -29,5 +29,5 @@ from .base import DATABASES  # noqa: E402
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 # Indexing a spec's tools embeds every one (EC2: 765 tools, ~13 s of CPU): only the retrieval tests,
-# which turn it on, pay for it.
-GATEWAY_TOOL_INDEX = False
+# which turn it on (or start a gateway with GATEWAY_TEST_TOOL_INDEX=1), pay for it.
+GATEWAY_TOOL_INDEX = env_bool("GATEWAY_TEST_TOOL_INDEX", False)

@@ -3,6 +3,7 @@ its live health and "Test connection" (against the real demo backend and a close
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ from apps.catalog.credentials import egress_credential_set
 from apps.catalog.models import Backend, BackendReplica
 from apps.catalog.probes import backend_probe
 from apps.common.redis import redis_client
+from apps.common.replica_health import REPLICA_HEALTH_KEY, STALE_SECONDS, replica_down_record
 from apps.tenants.models import Tenant
 from apps.tenants.services import membership_set
 from tests.factories import backend_factory, openapi_backend_factory, tenant_factory, virtual_host_factory
@@ -134,6 +136,28 @@ def test_health_and_test_connection_against_the_real_demo_backend(
     assert "ConnectError" in tested
     # Without JavaScript the button posts the form and gets a whole page.
     assert "<h1>Test connection" in admin_client.post(f"{_base(backend.tenant)}{backend.pk}/test/").content.decode()
+
+
+def test_health_shows_which_replicas_the_gateways_have_marked_down(
+    admin_client: Client, demo_backend_url: str, closed_url: str
+) -> None:
+    backend = backend_factory(urls=[demo_backend_url, closed_url])
+    now = time.time()
+    redis_client().hset(REPLICA_HEALTH_KEY, mapping={
+        closed_url: replica_down_record(since=1_764_590_400.0, instance="gw-a", checked=now),
+        # Left by an instance long gone: nobody checks it any more, so it says nothing.
+        demo_backend_url: replica_down_record(since=now - 999, instance="gw-gone", checked=now - STALE_SECONDS - 1),
+    })
+    try:
+        health = admin_client.get(f"{_base(backend.tenant)}{backend.pk}/health/").content.decode()
+    finally:
+        redis_client().hdel(REPLICA_HEALTH_KEY, closed_url, demo_backend_url)
+    assert ">Gateways</th>" in health
+    up, down = health.split(closed_url)
+    assert '<span class="state up">in use</span>' in up and "gw-gone" not in up
+    assert "since <time" in down and "2025-12-01 12:00:00 UTC" in down and "found by <code>gw-a</code>" in down
+    single = backend_factory(tenant=backend.tenant, urls=[demo_backend_url])  # every request tries it: not tracked
+    assert ">Gateways</th>" not in admin_client.get(f"{_base(backend.tenant)}{single.pk}/health/").content.decode()
 
 
 def test_health_is_cached_for_a_few_seconds_and_test_connection_checks_now(demo_backend_url: str) -> None:

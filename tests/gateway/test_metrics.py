@@ -5,6 +5,7 @@ label values and the scrape token on a gateway configured for them."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -14,6 +15,8 @@ from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from apps.catalog.services import backend_update
+from apps.common.redis import redis_client
+from apps.common.replica_health import REPLICA_HEALTH_KEY, STALE_SECONDS, replica_down_record
 from apps.policies.services import rate_limit_set
 from apps.retrieval.tasks import tool_index
 from tests import factories
@@ -173,6 +176,21 @@ def test_index_builds_recorded_by_the_task_are_exported(transactional_db: None, 
     assert delta(before, after, builds, task="tool_index", outcome="ok") == 1
     assert value(after, "mcp_gateway_index_build_last_success_timestamp_seconds", task="tool_index") > value(
         before, "mcp_gateway_index_build_last_success_timestamp_seconds", task="tool_index")
+
+
+def test_replicas_the_gateways_marked_down_are_counted(gateway_url: str) -> None:
+    urls = [f"http://10.78.0.{i}/mcp" for i in (1, 2)]
+    now = time.time()
+    before = scrape(gateway_url)
+    redis_client().hset(REPLICA_HEALTH_KEY, mapping={
+        urls[0]: replica_down_record(since=now - 30, instance="gw-a", checked=now),
+        urls[1]: replica_down_record(since=now - 999, instance="gw-gone", checked=now - STALE_SECONDS - 1),  # stale
+    })
+    try:
+        after = scrape(gateway_url)
+    finally:
+        redis_client().hdel(REPLICA_HEALTH_KEY, *urls)
+    assert delta(before, after, "mcp_gateway_replicas_down") == 1
 
 
 @pytest.fixture(scope="module")

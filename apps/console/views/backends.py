@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.catalog import selectors
 from apps.catalog.models import Backend
-from apps.catalog.probes import backend_probe
+from apps.catalog.probes import backend_probe, gateways_down
 from apps.catalog.services import (
     DEFAULT_TIMEOUT_SECONDS,
     DEFAULT_TOOL_NAME_MAX_LENGTH,
@@ -160,9 +160,14 @@ def backend_detail(request: HttpRequest, tenant: Tenant, backend_id: int) -> Htt
 @require_GET
 @console_view()
 def backend_health(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
-    """The health fragment (polled): each replica checked, or the check of the last few seconds."""
+    """The health fragment (polled): each replica checked, or the check of the last few seconds,
+    and whether the gateways have marked it down."""
     backend = backend_or_404(tenant, backend_id)
-    return render(request, "console/backends/_health.html", {"backend": backend, "probe": backend_probe(backend=backend)})
+    probe = backend_probe(backend=backend)
+    down = gateways_down(backend=backend, probe=probe)
+    rows = [(replica, None if down is None else down.get(replica.url)) for replica in probe.replicas]
+    return render(request, "console/backends/_health.html",
+                  {"backend": backend, "probe": probe, "rows": rows, "gateways_track": down is not None})
 
 
 @require_POST

@@ -25,6 +25,7 @@ from apps.gateway.pipeline.ports import (
     AuditSink,
     ChangeFeed,
     Directory,
+    HealthFeed,
     InvalidToken,
     Mailbox,
     RateLimiter,
@@ -109,6 +110,7 @@ class Gateway:
         audit: AuditSink,
         settings: GatewaySettings,
         changes: ChangeFeed | None = None,
+        health: HealthFeed | None = None,
         limiter: RateLimiter | None = None,
         tokens: TokenVerifier | None = None,
         finder: ToolFinder | None = None,
@@ -122,10 +124,12 @@ class Gateway:
         self._sweeper: asyncio.Task[None] | None = None
         self._tokens = tokens or _NoTokens()
         self._changes = changes
+        self._health = health
         self.directory = directory
         # Every exchange with a backend carries the trace context (and is a span, when tracing is on).
         self.backends = BackendCatalog(TracedUpstream(upstream, self.tracer))
         upstream = self.backends.replicas  # every request to a backend notices replicas that are down
+        self.backends.replicas.feed = health  # ... and what one instance notices, every instance knows
         self.counters = counters or Counters()
         relay = Relay(upstream, audit, limiter, self.counters, hash_key=settings.audit_hash_key, tracer=self.tracer,
                       gates=BackendGates(queue_seconds=settings.backend_queue_seconds))
@@ -160,6 +164,9 @@ class Gateway:
         if self._changes is not None:
             self._changes.start(self._changed_elsewhere)  # once, on the event loop that serves
             self._changes = None
+        if self._health is not None:
+            self._health.start(self.backends.replicas.apply)  # once too: the current records, then news
+            self._health = None
         if self._sweeper is None and self.settings.session_sweep_seconds is not None:
             self._sweeper = asyncio.ensure_future(self._sweep_forever(self.settings.session_sweep_seconds))
         trace = RequestTrace(self.tracer, request.headers, **{

@@ -94,6 +94,34 @@ class ChangeFeed(Protocol):
         """Call `on_change(backend id, notification)` for each change another instance shares."""
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaState:
+    """A replica found down or up again by some gateway instance: since when (Unix time) and which
+    instance (its name; empty: this one)."""
+
+    url: str
+    up: bool
+    since: float
+    instance: str = ""
+
+
+class HealthFeed(Protocol):
+    """Which backend replicas are down, shared by every gateway instance and recorded for readers
+    (the console, a newly started instance)."""
+
+    def publish(self, state: ReplicaState) -> None:
+        """Record this instance's transition as the replica's current state and tell the other
+        instances, without waiting; never raises."""
+
+    def confirm(self, states: Sequence[ReplicaState]) -> None:
+        """Record that a check has just found these replicas still down (a record nobody confirms
+        for long is stale), without waiting; never raises."""
+
+    def start(self, on_state: Callable[[ReplicaState], object]) -> None:
+        """Call `on_state` with each current record (read once, without waiting), then with every
+        transition another instance shares."""
+
+
 class SessionStore(Protocol):
     """Raises StoreUnavailable when the store cannot be reached."""
 

@@ -1,6 +1,7 @@
 """Which replica of a backend a request goes to (ARCHITECTURE §7): the session's, chosen by
-rendezvous hashing among the replicas that are up; and which replicas are up, as this process sees
-them (a failed connection marks one down at once, a periodic check marks it down or up)."""
+rendezvous hashing among the replicas that are up; and which replicas are up, as the gateway
+instances see them (a failed connection marks one down at once, a periodic check marks it down or
+up, and every instance hears what the others found)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ import random
 import time
 from collections.abc import Callable
 
-from apps.gateway.pipeline.ports import ReplicaUnreachable, Upstream, UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.ports import (
+    HealthFeed,
+    ReplicaState,
+    ReplicaUnreachable,
+    Upstream,
+    UpstreamReply,
+    UpstreamUnavailable,
+)
 from apps.gateway.pipeline.values import BackendView
 
 log = logging.getLogger(__name__)
@@ -39,19 +47,26 @@ class ReplicaHealth:
 
     Down: a connection to it failed (nothing was sent), or a check got no HTTP answer. Up again:
     a check got any HTTP answer (a 4xx too: something is serving). Checks run every
-    `check_seconds` (None: never) for every tracked replica, once any is in use."""
+    `check_seconds` (None: never) for every tracked replica, down ones too, once any is in use.
+
+    With a `feed`, every instance shares what it finds: its own transitions are published, the
+    others' are applied (`apply`) as if found here, and a check that finds a replica still down
+    confirms the shared record. A record for a replica not in use here yet is kept: once used, it
+    starts in that state, and is checked at once."""
 
     def __init__(
         self, upstream: Upstream, *, check_seconds: float | None = 5.0, check_timeout: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time, feed: HealthFeed | None = None,
     ) -> None:
         self._upstream = upstream
         self._check_seconds = check_seconds
         self._check_timeout = check_timeout
         self._clock = clock
+        self.feed = feed
         self._known: dict[str, BackendView] = {}
-        self._down: dict[str, float] = {}  # url -> since
+        self._down: dict[str, ReplicaState] = {}
         self._checker: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[bool]] = set()
 
     def is_up(self, url: str) -> bool:
         return url not in self._down
@@ -62,11 +77,25 @@ class ReplicaHealth:
     def mark_down(self, url: str) -> None:
         if url in self._known and url not in self._down:
             log.warning("replica %s is down", url)
-            self._down[url] = self._clock()
+            state = self._down[url] = ReplicaState(url, False, self._clock())
+            if self.feed is not None:
+                self.feed.publish(state)
 
     def mark_up(self, url: str) -> None:
         if self._down.pop(url, None) is not None:
             log.warning("replica %s is up again", url)
+            if self.feed is not None:
+                self.feed.publish(ReplicaState(url, True, self._clock()))
+
+    def apply(self, state: ReplicaState) -> None:
+        """What another instance found (or a record read at start): taken as if found here, not
+        shared again. A replica already down keeps the state it went down with."""
+        if state.up:
+            if self._down.pop(state.url, None) is not None:
+                log.info("replica %s is up again (found by %s)", state.url, state.instance)
+        elif state.url not in self._down:
+            log.info("replica %s is down (found by %s)", state.url, state.instance)
+            self._down[state.url] = state
 
     def pick(self, backend: BackendView, affinity: str | None) -> str:
         """The replica for `affinity` (a session; None: any will do). Rendezvous hashing over the
@@ -81,6 +110,8 @@ class ReplicaHealth:
             if url not in self._known:
                 self._known[url] = backend
                 self._start_checks()
+                if url in self._down and self._check_seconds is not None:
+                    self._check_soon(url)  # down by another instance's record, maybe long ago
         up = [url for url in urls if url not in self._down]
         if not up:
             raise NoReplicaAvailable(f"backend {backend.name}: all {len(urls)} replicas are down")
@@ -103,10 +134,19 @@ class ReplicaHealth:
         if self._check_seconds is not None and (self._checker is None or self._checker.done()):
             self._checker = asyncio.ensure_future(self._check_forever(self._check_seconds))
 
+    def _check_soon(self, url: str) -> None:
+        task = asyncio.ensure_future(self.check(url))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def _check_forever(self, seconds: float) -> None:
         while True:
             await asyncio.sleep(seconds)
-            await asyncio.gather(*(self.check(url) for url in list(self._known)))
+            urls = list(self._known)
+            answered = await asyncio.gather(*(self.check(url) for url in urls))
+            still_down = [self._down[url] for url, up in zip(urls, answered, strict=True) if not up and url in self._down]
+            if still_down and self.feed is not None:
+                self.feed.confirm(still_down)
 
     async def check(self, url: str) -> bool:
         """Ask the replica for anything; any HTTP answer means it is up."""

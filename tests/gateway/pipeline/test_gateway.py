@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
-from apps.gateway.pipeline.ports import AuditEntry, StoreUnavailable, UpstreamUnavailable
+from apps.gateway.pipeline.ports import AuditEntry, ReplicaState, StoreUnavailable, UpstreamUnavailable
 from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, SessionState, VirtualHostView
 
 PRINCIPAL = Principal(tenant_id=1, tenant_slug="acme", key_id=1, key_name="agent", team=None)
@@ -104,3 +104,39 @@ async def test_a_transport_the_gateway_does_not_speak_is_refused_clearly() -> No
     other = BackendView(id=2, name="old", transport="websocket", urls=("http://127.0.0.1:1/ws",), timeout=1)
     with pytest.raises(BackendRefused, match="'websocket' transport is not supported"):
         await probe(DownUpstream(), other, other.urls[0])
+
+
+class Health:
+    """A `HealthFeed` that hands the gateway whatever the test says another instance found."""
+
+    def __init__(self) -> None:
+        self.on_state: Any = None
+        self.published: list[ReplicaState] = []
+
+    def publish(self, state: ReplicaState) -> None:
+        self.published.append(state)
+
+    def confirm(self, states: Any) -> None:
+        pass
+
+    def start(self, on_state: Any) -> None:
+        assert self.on_state is None, "started once"
+        self.on_state = on_state
+
+
+async def test_replica_health_is_shared_through_the_feed_started_on_the_first_request() -> None:
+    health = Health()
+    gateway = Gateway(directory=Directory(), sessions=DownSessions(), upstream=DownUpstream(), audit=Audit(),
+                      settings=GatewaySettings(max_body_bytes=1000, allowed_origins=frozenset(), allowed_hosts=frozenset()),
+                      health=health)
+    assert health.on_state is None  # not before the gateway serves (its event loop)
+    for _ in range(2):
+        await gateway.handle(_request({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+    replicas = gateway.backends.replicas
+    health.on_state(ReplicaState("http://10.0.0.9/mcp", False, 5.0, "gw-b"))
+    assert not replicas.is_up("http://10.0.0.9/mcp")
+    two = BackendView(id=3, name="two", transport="streamable-http", urls=("http://10.0.0.8/mcp", "http://10.0.0.9/mcp"),
+                      timeout=1)
+    assert {replicas.pick(two, f"s{i}") for i in range(50)} == {"http://10.0.0.8/mcp"}
+    replicas.mark_down("http://10.0.0.8/mcp")
+    assert [state.url for state in health.published] == ["http://10.0.0.8/mcp"]  # this instance's own finding
