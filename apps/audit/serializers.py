@@ -70,5 +70,5 @@ class SessionSerializer(serializers.Serializer):
     key_id = serializers.IntegerField()
     key_name = serializers.CharField(help_text="Empty when the key is gone or the caller used a token.")
     virtual_host = serializers.CharField()
-    idle_seconds = serializers.FloatField(allow_null=True, help_text="Null: past its idle expiry, being closed.")
+    idle_seconds = serializers.FloatField(help_text="Seconds since the session was last used (within its idle expiry).")
     backends = BackendSessionSerializer(many=True)

@@ -1,12 +1,14 @@
-"""The tenant's active MCP sessions as the console and the API list them: the session store's
-per-tenant index in Redis (`apps.gateway.sessions.session_list`), with each key's name."""
+"""The tenant's active MCP sessions as the console and the API list them: the sessions the store
+still serves (`apps.gateway.sessions.session_id_list`, read from Redis), with each key's name."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from apps.common.redis import redis_client
-from apps.gateway.sessions import TENANT_INDEX, session_list
+from apps.gateway.sessions import ActiveSession, session_id_list, session_read
 from apps.tenants.models import ApiKey, Tenant
 
 
@@ -27,7 +29,7 @@ class SessionRow:
     key_id: int
     key_name: str
     virtual_host: str
-    idle_seconds: float | None  # None: past its idle expiry, being closed
+    idle_seconds: float
     backends: list[BackendSessionRow]
 
     @property
@@ -37,17 +39,19 @@ class SessionRow:
         return f"{instance}.{rest[:8]}…"
 
 
-def session_row_list(*, tenant: Tenant, offset: int, limit: int) -> list[SessionRow]:
-    """One page of the tenant's sessions, newest first: two Redis round trips and one query."""
-    sessions, _ = session_list(redis_client(), tenant_id=tenant.pk, offset=offset, limit=limit)
+def _usable(*, tenant: Tenant) -> list[tuple[str, float]]:
+    return session_id_list(redis_client(), tenant_id=tenant.pk, ttl_seconds=settings.GATEWAY_SESSION_TTL_SECONDS)
+
+
+def session_rows(*, tenant: Tenant, sessions: list[ActiveSession]) -> list[SessionRow]:
+    """The sessions as rows, with their keys' names: one query."""
     key_ids = {s.state.key_id for s in sessions}
     names = dict(ApiKey.objects.filter(tenant=tenant, pk__in=key_ids).values_list("pk", "name")) if key_ids else {}
     return [
         SessionRow(
             id=s.state.id, instance=s.instance, protocol_version=s.state.protocol_version,
             transport=s.state.transport, key_id=s.state.key_id, key_name=names.get(s.state.key_id, ""),
-            virtual_host=s.state.vhost,
-            idle_seconds=None if s.idle_seconds == float("inf") else round(s.idle_seconds, 1),
+            virtual_host=s.state.vhost, idle_seconds=round(s.idle_seconds, 1),
             backends=[
                 BackendSessionRow(key, b.replica, b.version, b.session_id or "")
                 for key, b in sorted(s.state.backends.items())
@@ -58,22 +62,32 @@ def session_row_list(*, tenant: Tenant, offset: int, limit: int) -> list[Session
 
 
 def session_count(*, tenant: Tenant) -> int:
-    return int(redis_client().zcard(TENANT_INDEX.format(tenant.pk)))
+    """How many sessions the tenant has that the store still serves."""
+    return len(_usable(tenant=tenant))
 
 
 class SessionSequence:
     """The tenant's sessions as a sequence a Paginator (or DRF's LimitOffsetPagination) pages
-    through: `len` counts them, a slice reads that page only."""
+    through: `len` counts them, a slice reads that page only. The usable ids are read once (two
+    Redis round trips), a page's states with one more."""
 
     def __init__(self, *, tenant: Tenant) -> None:
         self._tenant = tenant
+        self._ids: list[tuple[str, float]] | None = None
+
+    def _usable(self) -> list[tuple[str, float]]:
+        if self._ids is None:
+            self._ids = _usable(tenant=self._tenant)
+        return self._ids
 
     def __len__(self) -> int:
-        return session_count(tenant=self._tenant)
+        return len(self._usable())
 
     def __getitem__(self, index: slice) -> list[SessionRow]:
         if not isinstance(index, slice) or index.step not in (None, 1):
             raise TypeError("sessions are read a page (a slice) at a time")
         start = index.start or 0
         stop = index.stop if index.stop is not None else start + 50
-        return session_row_list(tenant=self._tenant, offset=start, limit=max(0, stop - start))
+        page = self._usable()[start:max(start, stop)]
+        sessions = session_read(redis_client(), page, tenant_id=self._tenant.pk)
+        return session_rows(tenant=self._tenant, sessions=sessions)

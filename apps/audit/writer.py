@@ -3,7 +3,8 @@ background task, so a call never waits for the database. What is still queued wh
 exits is written before it goes (graceful shutdown loses nothing).
 
 Each batch also updates the per-minute counts the dashboard reads (a second statement), and once it
-is written it is published to the console's live tails (`apps.audit.live`), fire and forget."""
+is written it is published to the console's live tails of the tenants someone is watching
+(`apps.audit.live`), fire and forget."""
 
 from __future__ import annotations
 

@@ -4,10 +4,13 @@ The console's session cookie signs the user in (channels' AuthMiddlewareStack); 
 resolved by the same rule as the pages (`tenant_get_for`), so a user gets only the tails of
 tenants they may see (others are refused: closed with 4404, anonymous with 4403). Rows come from
 the audit writer (`apps.audit.live`) through the tenant's channel-layer group; each is matched
-against the page's filters and sent rendered, ready to go at the top of the table."""
+against the page's filters and sent rendered, ready to go at the top of the table. While open, a
+tail keeps its tenant marked as watched (the writer publishes only watched tenants' rows); the
+mark is set before the websocket is accepted, so the tail gets every batch written after that."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -16,7 +19,7 @@ from django.http import Http404, QueryDict
 from django.template.loader import render_to_string
 
 from apps.audit.forms import AuditFilterForm
-from apps.audit.live import audit_live_group, audit_live_record
+from apps.audit.live import audit_live_group, audit_live_record, audit_live_watch, audit_live_watching
 from apps.audit.selectors import AuditFilter
 from apps.tenants.access import access_get, tenant_get_for
 from apps.tenants.models import Tenant
@@ -36,6 +39,7 @@ def _tail_open(user: Any, slug: str, query: str) -> tuple[Tenant, AuditFilter | 
 
 class AuditTailConsumer(AsyncWebsocketConsumer):
     group: str | None = None
+    watching: asyncio.Task[None] | None = None
     filters: AuditFilter
 
     async def connect(self) -> None:
@@ -55,9 +59,13 @@ class AuditTailConsumer(AsyncWebsocketConsumer):
         self.filters = filters
         self.group = audit_live_group(tenant_id=tenant.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await audit_live_watch(tenant_id=tenant.pk)  # before accepting: see the module's docstring
+        self.watching = asyncio.get_running_loop().create_task(audit_live_watching(tenant_id=tenant.pk))
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
+        if self.watching is not None:
+            self.watching.cancel()  # the mark expires by itself: other tails may still hold it
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 

@@ -31,18 +31,23 @@ _BACKENDS = "gw:session-backends:{}"
 _CLAIM = "gw:session-claim:{}:{}"
 #: Sessions by the time of their last use: what an idle expiry sweep reads.
 IDLE_INDEX = "gw:session-idle"
-#: Each tenant's sessions by the time they were opened: what the console lists. Maintained beside
-#: the idle index (added on create, removed on delete); an entry whose state Redis already dropped
-#: is skipped and removed by the listing.
+#: Each tenant's sessions by the time they were opened: what the console lists, joined with the idle
+#: index (only sessions used within their idle expiry are listed). Added on create; removed by
+#: `delete` and by the sweep when it takes a session, even one whose state Redis already dropped.
 TENANT_INDEX = "gw:session-tenant:{}"
+#: Each session's tenant (session id -> tenant id) until a sweep takes it or it is deleted: how the
+#: sweep finds a session's tenant index entry when Redis has already dropped its state.
+SESSION_TENANTS = "gw:session-tenants"
 #: How long a session's state outlives its idle expiry, so a sweep can still close its backend
 #: sessions; past that Redis drops it anyway (no instance swept: the backends time them out).
 _GRACE_SECONDS = 600
 #: Read a session and push its idle expiry forward, in one round trip; nothing for a session idle
-#: past its expiry (a sweep closes it). KEYS: state, backends, idle index; ARGV: id, now, ttl, key ttl.
+#: past its expiry or already taken by a sweep (out of the idle index: being closed), so a session
+#: is usable exactly while the idle index holds it within its expiry — what the console lists.
+#: KEYS: state, backends, idle index; ARGV: id, now, ttl, key ttl.
 _TOUCH = """
 local score = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if score and tonumber(score) < tonumber(ARGV[2]) - tonumber(ARGV[3]) then return false end
+if not score or tonumber(score) < tonumber(ARGV[2]) - tonumber(ARGV[3]) then return false end
 local payload = redis.call('GETEX', KEYS[1], 'EX', ARGV[4])
 if not payload then return false end
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
@@ -55,18 +60,6 @@ _SAVE_BACKEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
-return 1
-"""
-#: Forget a session: its state, backend sessions, and its entries in the idle and tenant indexes (the
-#: tenant is read from the state). KEYS: state, backends, idle index; ARGV: id, tenant index prefix.
-_DELETE = """
-local payload = redis.call('GET', KEYS[1])
-if payload then
-  local ok, state = pcall(cjson.decode, payload)
-  if ok and state['tenant_id'] then redis.call('ZREM', ARGV[2] .. state['tenant_id'], ARGV[1]) end
-end
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('ZREM', KEYS[3], ARGV[1])
 return 1
 """
 _INSTANCE_SAFE = re.compile(r"[^A-Za-z0-9-]")
@@ -98,7 +91,6 @@ class RedisSessionStore:
         self._cache: dict[str, tuple[SessionState, float]] = {}
         self._touch = client.register_script(_TOUCH)
         self._save_backend = client.register_script(_SAVE_BACKEND)
-        self._delete = client.register_script(_DELETE)
         self._clock = clock  # wall time: instances compare each other's idle times
         self._idle = idle_index
 
@@ -124,6 +116,7 @@ class RedisSessionStore:
                 pipe.zadd(self._idle, {state.id: self._clock()}, xx=not create)
                 if create:
                     pipe.zadd(TENANT_INDEX.format(state.tenant_id), {state.id: self._clock()}, nx=True)
+                    pipe.hset(SESSION_TENANTS, state.id, state.tenant_id)
                 stored, *_ = await pipe.execute()
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
@@ -194,33 +187,76 @@ class RedisSessionStore:
             raise StoreUnavailable(type(exc).__name__) from None
 
     async def delete(self, session_id: str) -> None:
+        """Forget a session: its state, backend sessions and index entries. Two round trips (its
+        tenant first), plain commands: every key is named, whatever slot it lives in."""
         self._cache.pop(session_id, None)
         try:
-            await self._delete(
-                keys=[_KEY.format(session_id), _BACKENDS.format(session_id), self._idle],
-                args=[session_id, TENANT_INDEX.format("")],
-            )
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.hget(SESSION_TENANTS, session_id)
+                pipe.get(_KEY.format(session_id))
+                recorded, payload = await pipe.execute()
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.delete(_KEY.format(session_id))
+                pipe.delete(_BACKENDS.format(session_id))
+                pipe.zrem(self._idle, session_id)
+                self._forget_tenant(pipe, session_id, _tenant_of(recorded, payload))
+                await pipe.execute()
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
 
     async def take_expired(self, *, limit: int = 100) -> list[SessionState]:
         """Sessions idle for longer than the expiry, each handed to one caller across all instances
-        (removing it from the idle index is the claim); their state stays until `delete`."""
+        (removing it from the idle index is the claim). A taken session leaves its tenant's index
+        at once (it is no longer listed); its state stays until `delete`. One whose state Redis
+        already dropped is forgotten here. At most four round trips, whatever the count."""
         now = self._clock()
         try:
-            ids = await self._redis.zrangebyscore(self._idle, 0, now - self._ttl, start=0, num=limit)
+            raw_ids = await self._redis.zrangebyscore(self._idle, 0, now - self._ttl, start=0, num=limit)
+            ids = [raw.decode() if isinstance(raw, bytes) else raw for raw in raw_ids]
+            if not ids:
+                return []
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for session_id in ids:
+                    pipe.zrem(self._idle, session_id)
+                claimed = [session_id for session_id, won in zip(ids, await pipe.execute(), strict=True) if won]
+            if not claimed:
+                return []  # other instances took them
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for session_id in claimed:
+                    pipe.get(_KEY.format(session_id))
+                    pipe.hgetall(_BACKENDS.format(session_id))
+                    pipe.hget(SESSION_TENANTS, session_id)
+                found = await pipe.execute()
             taken: list[SessionState] = []
-            for raw_id in ids:
-                session_id = raw_id.decode() if isinstance(raw_id, bytes) else raw_id
-                if not await self._redis.zrem(self._idle, session_id):
-                    continue  # another instance took it
-                self._cache.pop(session_id, None)
-                payload = await self._redis.get(_KEY.format(session_id))
-                if payload is not None:
-                    taken.append(self._decode(payload, await self._redis.hgetall(_BACKENDS.format(session_id))))
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for i, session_id in enumerate(claimed):
+                    payload, backends, recorded = found[3 * i : 3 * i + 3]
+                    self._cache.pop(session_id, None)
+                    self._forget_tenant(pipe, session_id, _tenant_of(recorded, payload))
+                    if payload is None:
+                        pipe.delete(_BACKENDS.format(session_id))
+                    else:
+                        taken.append(self._decode(payload, backends))
+                await pipe.execute()
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
         return taken
+
+    @staticmethod
+    def _forget_tenant(pipe: redis.asyncio.client.Pipeline, session_id: str, tenant_id: str | None) -> None:
+        if tenant_id is not None:
+            pipe.zrem(TENANT_INDEX.format(tenant_id), session_id)
+        pipe.hdel(SESSION_TENANTS, session_id)
+
+
+def _tenant_of(recorded: bytes | None, payload: bytes | None) -> str | None:
+    """A session's tenant id: as recorded at creation, else (a session opened before it was
+    recorded) from its state; None when neither is left."""
+    if recorded is not None:
+        return recorded.decode()
+    if payload is not None:
+        return str(orjson.loads(payload)["tenant_id"])
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,38 +272,67 @@ class ActiveSession:
         return self.state.id.split(".", 1)[0]
 
 
-def session_list(
-    client: redis.Redis, *, tenant_id: int, offset: int = 0, limit: int = 50, idle_index: str = IDLE_INDEX,
+def session_id_list(
+    client: redis.Redis, *, tenant_id: int, ttl_seconds: int, idle_index: str = IDLE_INDEX,
     clock: Callable[[], float] = time.time,
-) -> tuple[list[ActiveSession], int]:
-    """One page of a tenant's sessions, newest first, and how many it has: two round trips
-    whatever the page size (the index page, then each session's state, backends and last use).
-    Entries whose state is gone are left off and removed from the index."""
+) -> list[tuple[str, float]]:
+    """A tenant's usable sessions — those the idle index holds within their idle expiry, as
+    `load` serves them — newest first, each with the time of its last use. Two round trips, and
+    the whole tenant index is read: an exact count needs every entry's last use.
+
+    An entry the idle index no longer holds, of a session opened more than an expiry ago, was left
+    by a sweep that died half-way; it is removed."""
     index = TENANT_INDEX.format(tenant_id)
+    opened = client.zrevrange(index, 0, -1, withscores=True)
+    if not opened:
+        return []
+    ids = [raw.decode() if isinstance(raw, bytes) else raw for raw, _ in opened]
+    cutoff = clock() - ttl_seconds
+    usable: list[tuple[str, float]] = []
+    stale: list[str] = []
+    for session_id, (_, opened_at), used in zip(ids, opened, client.zmscore(idle_index, ids), strict=True):
+        if used is not None and used >= cutoff:
+            usable.append((session_id, used))
+        elif used is None and opened_at < cutoff:
+            stale.append(session_id)
+    if stale:
+        client.zrem(index, *stale)
+    return usable
+
+
+def session_read(
+    client: redis.Redis, usable: list[tuple[str, float]], *, tenant_id: int, clock: Callable[[], float] = time.time
+) -> list[ActiveSession]:
+    """The sessions of `usable` (a page of `session_id_list`), in its order: one round trip. One whose
+    state is gone meanwhile (deleted, or evicted) is left off and out of the tenant index."""
+    if not usable:
+        return []
     with client.pipeline(transaction=False) as pipe:
-        pipe.zrevrange(index, offset, offset + limit - 1)
-        pipe.zcard(index)
-        raw_ids, total = pipe.execute()
-    ids = [raw.decode() if isinstance(raw, bytes) else raw for raw in raw_ids]
-    if not ids:
-        return [], total
-    with client.pipeline(transaction=False) as pipe:
-        for session_id in ids:
+        for session_id, _ in usable:
             pipe.get(_KEY.format(session_id))
             pipe.hgetall(_BACKENDS.format(session_id))
-        pipe.zmscore(idle_index, ids)
-        *found, last_used = pipe.execute()
+        found = pipe.execute()
     now = clock()
     sessions: list[ActiveSession] = []
     gone: list[str] = []
-    for i, session_id in enumerate(ids):
+    for i, (session_id, used) in enumerate(usable):
         payload, backends = found[2 * i], found[2 * i + 1]
         if payload is None:
             gone.append(session_id)
             continue
-        used = last_used[i]
-        state = RedisSessionStore._decode(payload, backends)
-        sessions.append(ActiveSession(state, max(0.0, now - used) if used is not None else float("inf")))
+        sessions.append(ActiveSession(RedisSessionStore._decode(payload, backends), max(0.0, now - used)))
     if gone:
-        client.zrem(index, *gone)
-    return sessions, max(0, total - len(gone))
+        client.zrem(TENANT_INDEX.format(tenant_id), *gone)
+    return sessions
+
+
+def session_list(
+    client: redis.Redis, *, tenant_id: int, ttl_seconds: int, offset: int = 0, limit: int = 50,
+    idle_index: str = IDLE_INDEX, clock: Callable[[], float] = time.time,
+) -> tuple[list[ActiveSession], int]:
+    """One page of a tenant's usable sessions, newest first, and how many it has (`session_id_list`,
+    then `session_read` of the page): three round trips."""
+    usable = session_id_list(client, tenant_id=tenant_id, ttl_seconds=ttl_seconds, idle_index=idle_index, clock=clock)
+    page = usable[offset : offset + limit]
+    sessions = session_read(client, page, tenant_id=tenant_id, clock=clock)
+    return sessions, len(usable) - (len(page) - len(sessions))

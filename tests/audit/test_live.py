@@ -1,4 +1,5 @@
-"""Publishing written batches to the live tails: bounded, and never raising."""
+"""Publishing written batches to the live tails: only for watched tenants, bounded, and never
+raising."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from apps.audit import live
+from apps.common.redis import redis_client
 from apps.tenants.models import Tenant
 from tests.audit.factories import audit_entry
 
@@ -25,6 +27,12 @@ class Layer:
         self.sent.append((group, message))
 
 
+@pytest.fixture(autouse=True)
+def _nobody_watching() -> None:
+    for key in redis_client().scan_iter("gw:audit-live-watched:*"):
+        redis_client().delete(key)
+
+
 async def _settle() -> None:
     await asyncio.wait_for(live._publishing[id(asyncio.get_running_loop())], 5)
 
@@ -33,6 +41,8 @@ async def test_each_tenant_gets_its_newest_rows_in_one_message(monkeypatch: pyte
     layer = Layer()
     monkeypatch.setattr(live, "get_channel_layer", lambda: layer)
     a, b = Tenant(pk=1, slug="a"), Tenant(pk=2, slug="b")
+    await live.audit_live_watch(tenant_id=1)
+    await live.audit_live_watch(tenant_id=2)
     batch = [audit_entry(tenant=a, exposed_name=f"t{i}") for i in range(live.MAX_ROWS + 20)]
     batch.append(audit_entry(tenant=b, exposed_name="only"))
     live.audit_batch_publish(batch)
@@ -47,6 +57,7 @@ async def test_each_tenant_gets_its_newest_rows_in_one_message(monkeypatch: pyte
 async def test_a_failing_or_slow_layer_costs_a_log_line(monkeypatch: pytest.MonkeyPatch,
                                                         caplog: pytest.LogCaptureFixture) -> None:
     tenant = Tenant(pk=1, slug="a")
+    await live.audit_live_watch(tenant_id=1)
     monkeypatch.setattr(live, "get_channel_layer", lambda: Layer(fail=True))
     live.audit_batch_publish([audit_entry(tenant=tenant)])  # returns at once
     with caplog.at_level(logging.WARNING, logger="apps.audit.live"):
@@ -59,3 +70,17 @@ async def test_a_failing_or_slow_layer_costs_a_log_line(monkeypatch: pytest.Monk
     live.audit_batch_publish([audit_entry(tenant=tenant, exposed_name="second")])
     await _settle()
     assert [m["rows"][0]["exposed_name"] for _, m in slow.sent] == ["first"]
+
+
+async def test_only_watched_tenants_rows_are_published(monkeypatch: pytest.MonkeyPatch) -> None:
+    layer = Layer()
+    monkeypatch.setattr(live, "get_channel_layer", lambda: layer)
+    a, b = Tenant(pk=1, slug="a"), Tenant(pk=2, slug="b")
+    live.audit_batch_publish([audit_entry(tenant=a), audit_entry(tenant=b)])
+    await _settle()
+    assert layer.sent == []  # nobody watches: nothing is sent
+    await live.audit_live_watch(tenant_id=2)
+    live.audit_batch_publish([audit_entry(tenant=a), audit_entry(tenant=b, exposed_name="watched")])
+    await _settle()
+    assert [(group, m["rows"][0]["exposed_name"]) for group, m in layer.sent] == [("audit-live.2", "watched")]
+    assert 0 < redis_client().pttl("gw:audit-live-watched:2") <= live.WATCH_TTL_SECONDS * 1000

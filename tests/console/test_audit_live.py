@@ -4,6 +4,7 @@ other tenant's; tails of tenants the user may not see, anonymous ones and other 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -12,8 +13,10 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from apps.audit import live
 from apps.audit.models import AuditRecord
 from apps.audit.writer import AuditWriter
+from apps.common.redis import redis_client
 from apps.tenants.services import membership_set
 from gatewaysite.asgi import application
 from tests.audit.factories import audit_entry
@@ -89,3 +92,20 @@ async def test_unseen_tenants_anonymous_visitors_and_other_sites_are_refused() -
         connected, _ = await tail.connect()
         assert not connected
         await tail.disconnect()
+
+
+async def test_an_open_tail_keeps_its_tenant_watched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mark is there once the tail's connect returns (so no batch written after it is skipped),
+    renewed while the tail is open, and left to expire after it closes."""
+    monkeypatch.setattr(live, "WATCH_TTL_SECONDS", 0.5)
+    monkeypatch.setattr(live, "WATCH_REFRESH_SECONDS", 0.1)
+    data = await _setup()
+    key = f"gw:audit-live-watched:{data['a'].pk}"
+    tail = _tail("/console/t/live-a/audit/live", data["cookies"]["both"])
+    connected, _ = await tail.connect()
+    assert connected and redis_client().exists(key)
+    await asyncio.sleep(1.0)  # twice the mark's lifetime
+    assert redis_client().exists(key)
+    await tail.disconnect()
+    await asyncio.sleep(0.7)
+    assert not redis_client().exists(key)

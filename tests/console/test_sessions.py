@@ -5,6 +5,7 @@ sessions and idle time."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,6 +22,9 @@ from tests.factories import api_key_factory, tenant_factory
 pytestmark = pytest.mark.django_db
 
 
+TTL = 3600
+
+
 class Clock:
     now = 2_000_000_000.0
 
@@ -28,14 +32,14 @@ class Clock:
         return self.now
 
 
-def _run(work: Any) -> Any:
+def _run(work: Any, *, clock: Callable[[], float] | None = None) -> Any:
     """Runs `work(store)` on a store with a client of its own loop."""
 
     async def go() -> Any:
         client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
         try:
-            store = RedisSessionStore(client, secret=settings.SECRET_KEY, instance="gw-2", ttl_seconds=3600,
-                                      cache_seconds=0, clock=Clock())
+            store = RedisSessionStore(client, secret=settings.SECRET_KEY, instance="gw-2", ttl_seconds=TTL,
+                                      cache_seconds=0, clock=clock or Clock())
             return await work(store)
         finally:
             await client.aclose()
@@ -69,28 +73,47 @@ def _clean() -> None:
 def test_the_store_keeps_each_tenants_sessions_indexed() -> None:
     a = _open(101, 3, backends=True)
     b = _open(102, 1)
-    sessions, total = session_list(redis_client(), tenant_id=101, clock=Clock())
+    sessions, total = session_list(redis_client(), tenant_id=101, ttl_seconds=TTL, clock=Clock())
     assert total == 3
     assert {s.state.id for s in sessions} == set(a) and b[0] not in {s.state.id for s in sessions}
     first = sessions[0]
     assert first.instance == "gw-2" and first.state.transport == "sse" and first.idle_seconds == 0
     assert first.state.backends["demo"].replica == "http://r1/mcp"
-    # A deleted session leaves the index; one swept (idle index only) still shows, as expiring.
+    # A deleted session leaves the index; one a sweep took (out of the idle index) is no longer
+    # listed, as no client can use it.
     _run(lambda store: store.delete(a[0]))
     redis_client().zrem(IDLE_INDEX, a[1])
-    sessions, total = session_list(redis_client(), tenant_id=101, clock=Clock())
-    assert total == 2 and {s.state.id for s in sessions} == {a[1], a[2]}
-    assert {s.state.id: s.idle_seconds for s in sessions}[a[1]] == float("inf")
-    # A session whose state Redis dropped is left off and removed from the index.
+    sessions, total = session_list(redis_client(), tenant_id=101, ttl_seconds=TTL, clock=Clock())
+    assert [s.state.id for s in sessions] == [a[2]] and total == 1
+    # A session whose state is gone (evicted) is left off and removed from the index.
     redis_client().delete(f"gw:session:{a[2]}")
-    sessions, total = session_list(redis_client(), tenant_id=101, clock=Clock())
-    assert [s.state.id for s in sessions] == [a[1]] and total == 1
-    assert redis_client().zcard(TENANT_INDEX.format(101)) == 1
+    sessions, total = session_list(redis_client(), tenant_id=101, ttl_seconds=TTL, clock=Clock())
+    assert sessions == [] and total == 0
+    assert redis_client().zscore(TENANT_INDEX.format(101), a[2]) is None
+    # An entry a sweep left behind when it died half-way goes once its session is past its expiry.
+    later = Clock.now + TTL + 1
+    assert session_list(redis_client(), tenant_id=101, ttl_seconds=TTL, clock=lambda: later) == ([], 0)
+    assert redis_client().zcard(TENANT_INDEX.format(101)) == 0
+
+
+def test_only_sessions_still_usable_are_listed_and_counted() -> None:
+    """A session idle past its expiry is unusable at once, before any sweep takes it: it is neither
+    listed nor counted, on any page."""
+    ids = _open(104, 4)
+    half_hour = Clock.now + TTL / 2
+    _run(lambda store: asyncio.gather(store.load(ids[0]), store.load(ids[2])), clock=lambda: half_hour)
+    past_the_others = Clock.now + TTL + 60
+    pages = [session_list(redis_client(), tenant_id=104, ttl_seconds=TTL, offset=offset, limit=1,
+                          clock=lambda: past_the_others) for offset in (0, 1, 2)]
+    assert [total for _, total in pages] == [2, 2, 2]
+    assert [len(page) for page, _ in pages] == [1, 1, 0]
+    assert {page[0].state.id for page, _ in pages[:2]} == {ids[0], ids[2]}
+    assert pages[0][0][0].idle_seconds == TTL / 2 + 60
 
 
 def test_a_listing_reads_one_page() -> None:
     ids = _open(103, 7)
-    page, total = session_list(redis_client(), tenant_id=103, offset=5, limit=5)
+    page, total = session_list(redis_client(), tenant_id=103, ttl_seconds=TTL, offset=5, limit=5, clock=Clock())
     assert total == 7 and len(page) == 2 and {s.state.id for s in page} <= set(ids)
 
 

@@ -8,7 +8,7 @@ from django.conf import settings
 
 from apps.common.redis import async_redis_client
 from apps.gateway.pipeline.values import BackendSession, SessionState
-from apps.gateway.sessions import RedisSessionStore
+from apps.gateway.sessions import SESSION_TENANTS, TENANT_INDEX, RedisSessionStore
 
 
 class Clock:
@@ -25,8 +25,8 @@ def _store(ttl: int = 60, instance: str = "gw-a", clock: Clock | None = None) ->
                              ttl_seconds=ttl, cache_seconds=0, clock=clock or Clock(), idle_index="test:session-idle")
 
 
-def _state(store: RedisSessionStore) -> SessionState:
-    return SessionState(id=store.new_id(), tenant_id=1, vhost="main", key_id=7, protocol_version="2025-11-25",
+def _state(store: RedisSessionStore, tenant_id: int = 1) -> SessionState:
+    return SessionState(id=store.new_id(), tenant_id=tenant_id, vhost="main", key_id=7, protocol_version="2025-11-25",
                         client_capabilities={"sampling": {}}, client_info={"name": "c"}, tenant_slug="acme")
 
 
@@ -65,6 +65,7 @@ async def test_a_session_idle_past_its_expiry_is_gone_and_handed_to_one_sweeper(
     assert busy.id not in taken
     [swept] = [s for s in first + second if s.id == idle.id]
     assert swept.backends["demo"].session_id == "b-1"  # what the sweep needs to close it
+    assert await store.load(idle.id) is None  # nor does a client get it back while it is being closed
     await store.delete(idle.id)
     assert idle.id not in [s.id for s in await sweepers[0].take_expired()]
 
@@ -98,3 +99,31 @@ async def test_a_backend_session_of_an_ended_session_is_not_recorded() -> None:
     await store.delete(state.id)
     assert not await store.save_backend(state.id, "demo", DEMO)
     assert await store.load(state.id) is None
+
+
+async def test_a_sweep_forgets_a_session_whose_state_redis_already_dropped() -> None:
+    """No instance swept while its state lived (state TTL = expiry + grace): the sweep still takes
+    it out of its tenant's index, though it has nothing to close."""
+    clock = Clock()
+    store = _store(ttl=60, clock=clock)
+    state = _state(store, tenant_id=9001)
+    assert await store.save(state, create=True)
+    client = async_redis_client()
+    await client.delete(f"gw:session:{state.id}", f"gw:session-backends:{state.id}")  # as Redis does
+    clock.now += 61
+    assert state.id not in [s.id for s in await store.take_expired()]
+    assert await client.zscore(TENANT_INDEX.format(9001), state.id) is None
+    assert not await client.hexists(SESSION_TENANTS, state.id)
+
+
+async def test_deleting_a_session_takes_it_out_of_its_tenants_index_even_without_its_state() -> None:
+    store = _store()
+    client = async_redis_client()
+    for drop_state in (False, True):
+        state = _state(store, tenant_id=9002)
+        assert await store.save(state, create=True)
+        if drop_state:
+            await client.delete(f"gw:session:{state.id}")
+        await store.delete(state.id)
+        assert await client.zscore(TENANT_INDEX.format(9002), state.id) is None
+        assert not await client.hexists(SESSION_TENANTS, state.id)
