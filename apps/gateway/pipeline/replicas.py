@@ -89,8 +89,13 @@ class ReplicaHealth:
 
     def apply(self, state: ReplicaState) -> None:
         """What another instance found (or a record read at start): taken as if found here, not
-        shared again. A replica already down keeps the state it went down with."""
+        shared again. A replica already down keeps the state it went down with; one this instance
+        found down itself stays down until its own check answers, so instances that see a replica
+        differently (a partition) do not flip each other every check."""
         if state.up:
+            current = self._down.get(state.url)
+            if current is not None and current.instance == "" and self._check_seconds is not None:
+                return
             if self._down.pop(state.url, None) is not None:
                 log.info("replica %s is up again (found by %s)", state.url, state.instance)
         elif state.url not in self._down:

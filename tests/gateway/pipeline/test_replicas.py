@@ -178,3 +178,18 @@ async def test_periodic_checks_confirm_the_replicas_still_down() -> None:
     await asyncio.sleep(0.1)
     assert feed.confirmed and all(urls == (URLS[1],) for urls in feed.confirmed)
     assert health.down() == (URLS[1],) and feed.published == []
+
+
+async def test_a_replica_found_down_here_stays_down_until_its_own_check_answers() -> None:
+    upstream, feed = Replicas(), Feed()
+    health = ReplicaHealth(upstream, check_seconds=60, clock=lambda: 9.0, feed=feed)
+    health.pick(_backend(), "s")
+    upstream.down.add(URLS[0])  # unreachable from here, reachable from another instance
+    with pytest.raises(ReplicaUnreachable):
+        await health.send(_backend(), URLS[0], "POST", [], timeout=1)
+    health.apply(ReplicaState(URLS[0], True, 10.0, "gw-b"))
+    assert not health.is_up(URLS[0])
+    upstream.down.clear()
+    await health.check(URLS[0])
+    assert health.is_up(URLS[0])
+    assert feed.published == [ReplicaState(URLS[0], False, 9.0), ReplicaState(URLS[0], True, 9.0)]
