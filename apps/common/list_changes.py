@@ -14,7 +14,7 @@ import orjson
 import redis
 from django.db import transaction
 
-from apps.common.redis import redis_client
+from apps.common.redis import message_object, redis_client
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +27,8 @@ def list_change_payload(*, backend_id: int, notification: str, origin: str) -> b
 
 def list_change_parse(data: bytes) -> tuple[int, str, str] | None:
     """(backend id, notification, origin instance) of a message; None for anything malformed."""
-    try:
-        message = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(message, dict):
+    message = message_object(data)
+    if message is None:
         return None
     backend, notification, origin = message.get("backend"), message.get("notification"), message.get("origin")
     if not isinstance(backend, int) or not isinstance(notification, str) or not isinstance(origin, str):

@@ -1,9 +1,12 @@
-"""The one place that opens Redis connections, synchronous and asynchronous."""
+"""The one place that opens Redis connections, synchronous and asynchronous, and reads the messages
+instances send each other through it."""
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
+import orjson
 import redis
 import redis.asyncio
 from django.conf import settings
@@ -27,3 +30,13 @@ def async_redis_client() -> redis.asyncio.Redis:
         client = redis.asyncio.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
         _async_clients[id(loop)] = client
     return client
+
+
+def message_object(data: bytes | str) -> dict[str, Any] | None:
+    """A message the gateway instances send each other (pub/sub, a hash entry) as a JSON object;
+    None for anything else: a malformed message is dropped, never raised."""
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return message if isinstance(message, dict) else None

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 import orjson
 
-from apps.common.redis import redis_client
+from apps.common.redis import message_object, redis_client
 
 REPLICA_HEALTH_KEY = "gw:replica-health"
 REPLICA_HEALTH_CHANNEL = "gw:replica-health-changes"
@@ -51,11 +51,8 @@ def replica_down_record(*, since: float, instance: str, checked: float) -> bytes
 
 def replica_down_parse(url: str | bytes, data: bytes | str) -> ReplicaDown | None:
     """The entry of one replica; None for anything malformed."""
-    try:
-        record = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(record, dict):
+    record = message_object(data)
+    if record is None:
         return None
     since, instance, checked = record.get("since"), record.get("instance"), record.get("checked")
     if not isinstance(since, int | float) or not isinstance(checked, int | float) or not isinstance(instance, str):
@@ -75,11 +72,8 @@ def replica_change_payload(*, url: str, up: bool, since: float, instance: str, o
 
 def replica_change_parse(data: bytes) -> tuple[str, bool, float, str, str] | None:
     """(url, up, since, instance, origin) of a message; None for anything malformed."""
-    try:
-        message = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(message, dict):
+    message = message_object(data)
+    if message is None:
         return None
     url, up, since = message.get("url"), message.get("up"), message.get("since")
     instance, origin = message.get("instance"), message.get("origin")

@@ -35,7 +35,10 @@ def _tool(host: Host, session: str, name: str, request_id: int) -> dict[str, Any
     return json.loads(message["result"]["content"][0]["text"])
 
 
-def test_sessions_stick_to_their_replica_and_move_when_it_dies(transactional_db: None, gateway_url: str) -> None:
+@contextlib.contextmanager
+def _two_replicas() -> Iterator[tuple[list[Any], list[int], list[str], Any, Any, Any]]:
+    """Two replica processes of one backend, mounted alone on a host of a new tenant: (the
+    processes, their ports and URLs, an issued key, the tenant, the host)."""
     ports = [free_port(), free_port()]
     urls = [f"http://127.0.0.1:{port}/mcp" for port in ports]
     with contextlib.ExitStack() as stack:
@@ -46,8 +49,13 @@ def test_sessions_stick_to_their_replica_and_move_when_it_dies(transactional_db:
         ]
         tenant = factories.tenant_factory()
         issued = factories.api_key_factory(tenant=tenant)
-        backend = factories.backend_factory(tenant=tenant, urls=urls)  # two replicas of one backend
+        backend = factories.backend_factory(tenant=tenant, urls=urls)
         vhost = factories.virtual_host_factory(tenant=tenant, mounts={"counter": backend})
+        yield replicas, ports, urls, issued, tenant, vhost
+
+
+def test_sessions_stick_to_their_replica_and_move_when_it_dies(transactional_db: None, gateway_url: str) -> None:
+    with _two_replicas() as (replicas, ports, urls, issued, tenant, vhost):
         host = Host(f"{gateway_url}/mcp/{tenant.slug}/{vhost.slug}", issued.secret, tenant.slug, vhost.slug)
         expected = ReplicaHealth(upstream=None, check_seconds=None)  # type: ignore[arg-type]
         view = BackendView(id=0, name="b", transport="streamable-http", urls=tuple(urls), timeout=5, allow_private=True)
@@ -103,19 +111,8 @@ def _session_on(host: Host, view: BackendView, replica: str) -> str:
 def test_a_replica_one_instance_finds_down_is_down_for_every_instance(
     transactional_db: None, gateway_url: str, second_gateway_url: str
 ) -> None:
-    ports = [free_port(), free_port()]
-    urls = [f"http://127.0.0.1:{port}/mcp" for port in ports]
-    view = BackendView(id=0, name="b", transport="streamable-http", urls=tuple(urls), timeout=5, allow_private=True)
-    with contextlib.ExitStack() as stack:
-        replicas = [
-            stack.enter_context(running([*backend_argv("tests.backends.replica_server", port), "--replica", f"r{i}"],
-                                        port, log_name=f"replica-r{i}"))
-            for i, port in enumerate(ports)
-        ]
-        tenant = factories.tenant_factory()
-        issued = factories.api_key_factory(tenant=tenant)
-        backend = factories.backend_factory(tenant=tenant, urls=urls)
-        vhost = factories.virtual_host_factory(tenant=tenant, mounts={"counter": backend})
+    with _two_replicas() as (replicas, ports, urls, issued, tenant, vhost):
+        view = BackendView(id=0, name="b", transport="streamable-http", urls=tuple(urls), timeout=5, allow_private=True)
         path = f"/mcp/{tenant.slug}/{vhost.slug}"
         on_a = Host(f"{gateway_url}{path}", issued.secret, tenant.slug, vhost.slug)
         on_b = Host(f"{second_gateway_url}{path}", issued.secret, tenant.slug, vhost.slug)
@@ -134,8 +131,8 @@ def test_a_replica_one_instance_finds_down_is_down_for_every_instance(
         assert entry is not None and entry.instance == "gw-test"  # kept for the console and new instances
 
         # r0 comes back broken: whoever sends it a request fails. B was told: it never does.
-        stack.enter_context(_hanging_up(ports[0]))
-        time.sleep(0.2)  # the news reaches B well within this
-        for n in range(4):
-            moved = _session_on(on_b, view, urls[0])
-            assert _tool(on_b, moved, "increment", 1) == {"replica": "r1", "count": 1}, n
+        with _hanging_up(ports[0]):
+            time.sleep(0.2)  # the news reaches B well within this
+            for n in range(4):
+                moved = _session_on(on_b, view, urls[0])
+                assert _tool(on_b, moved, "increment", 1) == {"replica": "r1", "count": 1}, n
