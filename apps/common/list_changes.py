@@ -14,7 +14,7 @@ import orjson
 import redis
 from django.db import transaction
 
-from apps.common.redis import message_object, redis_client
+from apps.common.redis import message_object, pubsub_channel, redis_client
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,8 @@ def list_changed_announce(*, backend_id: int, notification: str) -> None:
     def publish() -> None:
         payload = list_change_payload(backend_id=backend_id, notification=notification, origin="control-plane")
         try:
-            redis_client().publish(LIST_CHANGES_CHANNEL, payload)
+            client = redis_client()
+            client.publish(pubsub_channel(client, LIST_CHANGES_CHANNEL), payload)
         except (redis.RedisError, OSError) as exc:
             log.warning("could not announce a list change of backend %s: %s", backend_id, exc)
 

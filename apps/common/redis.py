@@ -40,3 +40,10 @@ def message_object(data: bytes | str) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:
         return None
     return message if isinstance(message, dict) else None
+
+
+def pubsub_channel(client: redis.Redis | redis.asyncio.Redis, name: str) -> str:
+    """`name` as a pub/sub channel of the deployment that `client`'s database belongs to. Redis
+    pub/sub is server-wide, not per database: without the number, two deployments sharing a Redis
+    server on different databases would hear each other's news."""
+    return f"{name}@{client.connection_pool.connection_kwargs.get('db', 0)}"

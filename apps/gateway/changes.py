@@ -12,6 +12,7 @@ import redis
 import redis.asyncio
 
 from apps.common.list_changes import LIST_CHANGES_CHANNEL, list_change_parse, list_change_payload
+from apps.common.redis import pubsub_channel
 from apps.gateway.pubsub import RedisSubscription
 from apps.gateway.reindex import ToolReindex
 
@@ -24,6 +25,7 @@ class RedisChangeFeed:
         subscription: RedisSubscription | None = None,
     ) -> None:
         self._redis = client
+        self._channel = pubsub_channel(client, LIST_CHANGES_CHANNEL)
         self._instance = instance
         self._reindex = reindex
         # One subscription per gateway for every feed (given); its own otherwise.
@@ -41,7 +43,7 @@ class RedisChangeFeed:
     async def _publish(self, backend_id: int, notification: str) -> None:
         payload = list_change_payload(backend_id=backend_id, notification=notification, origin=self._instance)
         try:
-            await self._redis.publish(LIST_CHANGES_CHANNEL, payload)
+            await self._redis.publish(self._channel, payload)
         except (redis.RedisError, OSError) as exc:
             log.warning("could not share a list change of backend %s: %s", backend_id, exc)
         if self._reindex is not None:
@@ -55,4 +57,4 @@ class RedisChangeFeed:
             if parsed is not None and parsed[2] != self._instance:
                 on_change(parsed[0], parsed[1])
 
-        self._subscription.listen(LIST_CHANGES_CHANNEL, heard)
+        self._subscription.listen(self._channel, heard)

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import redis
 import redis.asyncio
 
+from apps.common.redis import pubsub_channel
 from apps.common.replica_health import (
     REPLICA_HEALTH_CHANNEL,
     REPLICA_HEALTH_KEY,
@@ -35,6 +36,7 @@ class RedisHealthFeed:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._redis = client
+        self._channel = pubsub_channel(client, REPLICA_HEALTH_CHANNEL)
         self._subscription = subscription
         self._instance = instance
         self._name = name
@@ -56,7 +58,7 @@ class RedisHealthFeed:
                 else:
                     record = replica_down_record(since=state.since, instance=instance, checked=self._clock())
                     pipe.hset(REPLICA_HEALTH_KEY, state.url, record)
-                pipe.publish(REPLICA_HEALTH_CHANNEL, payload)
+                pipe.publish(self._channel, payload)
                 await pipe.execute()
 
         self._run(f"share that replica {state.url} is {'up' if state.up else 'down'}", send)
@@ -84,7 +86,7 @@ class RedisHealthFeed:
                 url, up, since, instance, _ = parsed
                 on_state(ReplicaState(url, up, since, instance))
 
-        self._subscription.listen(REPLICA_HEALTH_CHANNEL, heard)
+        self._subscription.listen(self._channel, heard)
 
         async def read() -> None:
             records = await self._redis.hgetall(REPLICA_HEALTH_KEY)

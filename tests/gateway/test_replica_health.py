@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+import redis.asyncio
 
 from apps.common.redis import async_redis_client
 from apps.common.replica_health import REPLICA_HEALTH_KEY, STALE_SECONDS, replica_down_record, replicas_down_read
@@ -30,7 +31,7 @@ async def clean() -> AsyncIterator[None]:
 
 
 def _ours(heard: list[ReplicaState]) -> Callable[[ReplicaState], None]:
-    """Pub/sub channels span Redis databases: other test runs' gateways may be heard too."""
+    """Other tests' gateways on this database may be heard too."""
     return lambda state: heard.append(state) if state.url in {GONE, BACK, OLD} else None
 
 
@@ -105,3 +106,22 @@ async def test_list_changes_and_replica_health_share_one_subscription(clean: Non
     await _until(lambda: heard_changes and heard_health)
     assert heard_changes == [(-7, "notifications/tools/list_changed")]
     assert heard_health == [ReplicaState(GONE, False, 5.0, "gw-e")]
+
+
+async def test_deployments_on_other_databases_of_the_same_redis_server_are_not_heard(clean: None) -> None:
+    """Redis pub/sub is server-wide: the channel names carry the database number."""
+    ours = async_redis_client().connection_pool.connection_kwargs
+    other = redis.asyncio.Redis(host=ours["host"], port=ours["port"], db=(ours.get("db", 0) + 1) % 16)
+    heard_ours: list[ReplicaState] = []
+    heard_other: list[ReplicaState] = []
+    listening, _ = _feed("gw-f")
+    listening.start(_ours(heard_ours))
+    elsewhere = RedisHealthFeed(other, RedisSubscription(other, retry_seconds=0.1), instance="gw-g:1", name="gw-g")
+    elsewhere.start(_ours(heard_other))
+    await asyncio.sleep(0.3)
+    publisher, _ = _feed("gw-h")
+    publisher.publish(ReplicaState(GONE, False, 7.0))
+    await _until(lambda: heard_ours)
+    await asyncio.sleep(0.2)
+    assert heard_ours == [ReplicaState(GONE, False, 7.0, "gw-h")]
+    assert heard_other == []
