@@ -1,5 +1,5 @@
 """The tenant's active MCP sessions as the console and the API list them: the sessions the store
-still serves (`apps.gateway.sessions.session_id_list`, read from Redis), with each key's name."""
+still serves (`apps.gateway.sessions.session_list`, read from Redis), with each key's name."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from apps.common.redis import redis_client
-from apps.gateway.sessions import ActiveSession, session_id_list, session_read
+from apps.gateway.sessions import ActiveSession, session_count, session_list
 from apps.tenants.models import ApiKey, Tenant
 
 
@@ -39,10 +39,6 @@ class SessionRow:
         return f"{instance}.{rest[:8]}…"
 
 
-def _usable(*, tenant: Tenant) -> list[tuple[str, float]]:
-    return session_id_list(redis_client(), tenant_id=tenant.pk, ttl_seconds=settings.GATEWAY_SESSION_TTL_SECONDS)
-
-
 def session_rows(*, tenant: Tenant, sessions: list[ActiveSession]) -> list[SessionRow]:
     """The sessions as rows, with their keys' names: one query."""
     key_ids = {s.state.key_id for s in sessions}
@@ -61,33 +57,24 @@ def session_rows(*, tenant: Tenant, sessions: list[ActiveSession]) -> list[Sessi
     ]
 
 
-def session_count(*, tenant: Tenant) -> int:
-    """How many sessions the tenant has that the store still serves."""
-    return len(_usable(tenant=tenant))
-
-
 class SessionSequence:
-    """The tenant's sessions as a sequence a Paginator (or DRF's LimitOffsetPagination) pages
-    through: `len` counts them, a slice reads that page only. The usable ids are read once (two
-    Redis round trips), a page's states with one more."""
+    """The tenant's usable sessions, most recently used first, as a sequence a Paginator (or DRF's
+    LimitOffsetPagination) pages through: `len` counts them (one Redis round trip), a slice reads
+    that page only (two, whatever the tenant's number of sessions) and its keys' names (one query)."""
 
     def __init__(self, *, tenant: Tenant) -> None:
         self._tenant = tenant
-        self._ids: list[tuple[str, float]] | None = None
-
-    def _usable(self) -> list[tuple[str, float]]:
-        if self._ids is None:
-            self._ids = _usable(tenant=self._tenant)
-        return self._ids
+        self._ttl = settings.GATEWAY_SESSION_TTL_SECONDS
 
     def __len__(self) -> int:
-        return len(self._usable())
+        return session_count(redis_client(), tenant_id=self._tenant.pk, ttl_seconds=self._ttl)
 
     def __getitem__(self, index: slice) -> list[SessionRow]:
         if not isinstance(index, slice) or index.step not in (None, 1):
             raise TypeError("sessions are read a page (a slice) at a time")
         start = index.start or 0
         stop = index.stop if index.stop is not None else start + 50
-        page = self._usable()[start:max(start, stop)]
-        sessions = session_read(redis_client(), page, tenant_id=self._tenant.pk)
+        sessions, _ = session_list(
+            redis_client(), tenant_id=self._tenant.pk, ttl_seconds=self._ttl, offset=start, limit=max(0, stop - start)
+        )
         return session_rows(tenant=self._tenant, sessions=sessions)

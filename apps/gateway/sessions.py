@@ -31,9 +31,10 @@ _BACKENDS = "gw:session-backends:{}"
 _CLAIM = "gw:session-claim:{}:{}"
 #: Sessions by the time of their last use: what an idle expiry sweep reads.
 IDLE_INDEX = "gw:session-idle"
-#: Each tenant's sessions by the time they were opened: what the console lists, joined with the idle
-#: index (only sessions used within their idle expiry are listed). Added on create; removed by
-#: `delete` and by the sweep when it takes a session, even one whose state Redis already dropped.
+#: Each tenant's sessions by the time of their last use, beside the idle index: what the console
+#: lists and counts, a page at a time (only those used within their idle expiry). Added on create,
+#: moved on by every read that renews the session; removed by `delete` and by the sweep when it takes
+#: a session, even one whose state Redis already dropped.
 TENANT_INDEX = "gw:session-tenant:{}"
 #: Each session's tenant (session id -> tenant id) until a sweep takes it or it is deleted: how the
 #: sweep finds a session's tenant index entry when Redis has already dropped its state.
@@ -43,14 +44,17 @@ SESSION_TENANTS = "gw:session-tenants"
 _GRACE_SECONDS = 600
 #: Read a session and push its idle expiry forward, in one round trip; nothing for a session idle
 #: past its expiry or already taken by a sweep (out of the idle index: being closed), so a session
-#: is usable exactly while the idle index holds it within its expiry — what the console lists.
-#: KEYS: state, backends, idle index; ARGV: id, now, ttl, key ttl.
+#: is usable exactly while the idle index holds it within its expiry — what the console lists. The
+#: tenant index named is the caller's tenant's: it is moved on only if it holds the session (XX),
+#: so an id presented under another tenant never enters that tenant's index.
+#: KEYS: state, backends, idle index, tenant index; ARGV: id, now, ttl, key ttl.
 _TOUCH = """
 local score = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if not score or tonumber(score) < tonumber(ARGV[2]) - tonumber(ARGV[3]) then return false end
 local payload = redis.call('GETEX', KEYS[1], 'EX', ARGV[4])
 if not payload then return false end
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+redis.call('ZADD', KEYS[4], 'XX', ARGV[2], ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[4])
 return {payload, redis.call('HGETALL', KEYS[2])}
 """
@@ -113,9 +117,10 @@ class RedisSessionStore:
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.set(_KEY.format(state.id), payload, ex=self._ttl + _GRACE_SECONDS, nx=create, xx=not create)
-                pipe.zadd(self._idle, {state.id: self._clock()}, xx=not create)
+                now = self._clock()
+                pipe.zadd(self._idle, {state.id: now}, xx=not create)
+                pipe.zadd(TENANT_INDEX.format(state.tenant_id), {state.id: now}, xx=not create)
                 if create:
-                    pipe.zadd(TENANT_INDEX.format(state.tenant_id), {state.id: self._clock()}, nx=True)
                     pipe.hset(SESSION_TENANTS, state.id, state.tenant_id)
                 stored, *_ = await pipe.execute()
         except (redis.RedisError, OSError) as exc:
@@ -126,7 +131,7 @@ class RedisSessionStore:
         self._cache[state.id] = (state, time.monotonic())
         return True
 
-    async def load(self, session_id: str, *, fresh: bool = False) -> SessionState | None:
+    async def load(self, session_id: str, *, tenant_id: int, fresh: bool = False) -> SessionState | None:
         cached = self._cache.get(session_id)
         now = time.monotonic()
         if cached is not None and not fresh and now - cached[1] < self._cache_seconds:
@@ -135,7 +140,7 @@ class RedisSessionStore:
         self._counters.increment("cache", cache="session", result="miss")
         try:
             found = await self._touch(
-                keys=[_KEY.format(session_id), _BACKENDS.format(session_id), self._idle],
+                keys=[_KEY.format(session_id), _BACKENDS.format(session_id), self._idle, TENANT_INDEX.format(tenant_id)],
                 args=[session_id, self._clock(), self._ttl, self._ttl + _GRACE_SECONDS],
             )
         except (redis.RedisError, OSError) as exc:
@@ -272,67 +277,47 @@ class ActiveSession:
         return self.state.id.split(".", 1)[0]
 
 
-def session_id_list(
-    client: redis.Redis, *, tenant_id: int, ttl_seconds: int, idle_index: str = IDLE_INDEX,
+def session_count(
+    client: redis.Redis, *, tenant_id: int, ttl_seconds: int, clock: Callable[[], float] = time.time
+) -> int:
+    """How many sessions of the tenant are usable (used within their idle expiry): one round trip."""
+    return int(client.zcount(TENANT_INDEX.format(tenant_id), clock() - ttl_seconds, "+inf"))
+
+
+def session_list(
+    client: redis.Redis, *, tenant_id: int, ttl_seconds: int, offset: int = 0, limit: int = 50,
     clock: Callable[[], float] = time.time,
-) -> list[tuple[str, float]]:
-    """A tenant's usable sessions — those the idle index holds within their idle expiry, as
-    `load` serves them — newest first, each with the time of its last use. Two round trips, and
-    the whole tenant index is read: an exact count needs every entry's last use.
-
-    An entry the idle index no longer holds, of a session opened more than an expiry ago, was left
-    by a sweep that died half-way; it is removed."""
+) -> tuple[list[ActiveSession], int]:
+    """One page of a tenant's usable sessions (used within their idle expiry, as `load` serves
+    them), most recently used first, and how many there are: two round trips, whatever the
+    tenant's number of sessions (the page and the count from the tenant index, then the page's
+    states). A session whose state is gone meanwhile (deleted, or evicted) is left off its page
+    and out of the index; entries long past their expiry (left by a sweep that died half-way) are
+    trimmed, with a margin for instances whose clocks run behind."""
     index = TENANT_INDEX.format(tenant_id)
-    opened = client.zrevrange(index, 0, -1, withscores=True)
-    if not opened:
-        return []
-    ids = [raw.decode() if isinstance(raw, bytes) else raw for raw, _ in opened]
     cutoff = clock() - ttl_seconds
-    usable: list[tuple[str, float]] = []
-    stale: list[str] = []
-    for session_id, (_, opened_at), used in zip(ids, opened, client.zmscore(idle_index, ids), strict=True):
-        if used is not None and used >= cutoff:
-            usable.append((session_id, used))
-        elif used is None and opened_at < cutoff:
-            stale.append(session_id)
-    if stale:
-        client.zrem(index, *stale)
-    return usable
-
-
-def session_read(
-    client: redis.Redis, usable: list[tuple[str, float]], *, tenant_id: int, clock: Callable[[], float] = time.time
-) -> list[ActiveSession]:
-    """The sessions of `usable` (a page of `session_id_list`), in its order: one round trip. One whose
-    state is gone meanwhile (deleted, or evicted) is left off and out of the tenant index."""
-    if not usable:
-        return []
     with client.pipeline(transaction=False) as pipe:
-        for session_id, _ in usable:
+        pipe.zrevrangebyscore(index, "+inf", cutoff, start=offset, num=limit, withscores=True)
+        pipe.zcount(index, cutoff, "+inf")
+        pipe.zremrangebyscore(index, "-inf", f"({cutoff - _GRACE_SECONDS}")
+        entries, total, _ = pipe.execute()
+    if not entries:
+        return [], total
+    ids = [raw.decode() if isinstance(raw, bytes) else raw for raw, _ in entries]
+    with client.pipeline(transaction=False) as pipe:
+        for session_id in ids:
             pipe.get(_KEY.format(session_id))
             pipe.hgetall(_BACKENDS.format(session_id))
         found = pipe.execute()
     now = clock()
     sessions: list[ActiveSession] = []
     gone: list[str] = []
-    for i, (session_id, used) in enumerate(usable):
+    for i, (session_id, (_, used)) in enumerate(zip(ids, entries, strict=True)):
         payload, backends = found[2 * i], found[2 * i + 1]
         if payload is None:
             gone.append(session_id)
             continue
         sessions.append(ActiveSession(RedisSessionStore._decode(payload, backends), max(0.0, now - used)))
     if gone:
-        client.zrem(TENANT_INDEX.format(tenant_id), *gone)
-    return sessions
-
-
-def session_list(
-    client: redis.Redis, *, tenant_id: int, ttl_seconds: int, offset: int = 0, limit: int = 50,
-    idle_index: str = IDLE_INDEX, clock: Callable[[], float] = time.time,
-) -> tuple[list[ActiveSession], int]:
-    """One page of a tenant's usable sessions, newest first, and how many it has (`session_id_list`,
-    then `session_read` of the page): three round trips."""
-    usable = session_id_list(client, tenant_id=tenant_id, ttl_seconds=ttl_seconds, idle_index=idle_index, clock=clock)
-    page = usable[offset : offset + limit]
-    sessions = session_read(client, page, tenant_id=tenant_id, clock=clock)
-    return sessions, len(usable) - (len(page) - len(sessions))
+        client.zrem(index, *gone)
+    return sessions, max(0, total - len(gone))

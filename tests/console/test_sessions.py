@@ -79,21 +79,30 @@ def test_the_store_keeps_each_tenants_sessions_indexed() -> None:
     first = sessions[0]
     assert first.instance == "gw-2" and first.state.transport == "sse" and first.idle_seconds == 0
     assert first.state.backends["demo"].replica == "http://r1/mcp"
-    # A deleted session leaves the index; one a sweep took (out of the idle index) is no longer
-    # listed, as no client can use it.
+    # A deleted session leaves the index; one a sweep took leaves it too (and is no longer listed,
+    # as no client can use it).
     _run(lambda store: store.delete(a[0]))
-    redis_client().zrem(IDLE_INDEX, a[1])
-    sessions, total = session_list(redis_client(), tenant_id=101, ttl_seconds=TTL, clock=Clock())
-    assert [s.state.id for s in sessions] == [a[2]] and total == 1
-    # A session whose state is gone (evicted) is left off and removed from the index.
-    redis_client().delete(f"gw:session:{a[2]}")
-    sessions, total = session_list(redis_client(), tenant_id=101, ttl_seconds=TTL, clock=Clock())
-    assert sessions == [] and total == 0
-    assert redis_client().zscore(TENANT_INDEX.format(101), a[2]) is None
-    # An entry a sweep left behind when it died half-way goes once its session is past its expiry.
-    later = Clock.now + TTL + 1
-    assert session_list(redis_client(), tenant_id=101, ttl_seconds=TTL, clock=lambda: later) == ([], 0)
+    taken = Clock.now + TTL + 1
+    _run(lambda store: store.take_expired(), clock=lambda: taken)
     assert redis_client().zcard(TENANT_INDEX.format(101)) == 0
+    assert session_list(redis_client(), tenant_id=101, ttl_seconds=TTL, clock=Clock()) == ([], 0)
+
+
+def test_a_session_whose_state_is_gone_is_left_off_and_leftovers_are_trimmed() -> None:
+    a = _open(105, 2)
+    redis_client().delete(f"gw:session:{a[1]}")  # evicted
+    sessions, total = session_list(redis_client(), tenant_id=105, ttl_seconds=TTL, clock=Clock())
+    assert [s.state.id for s in sessions] == [a[0]] and total == 1
+    assert redis_client().zscore(TENANT_INDEX.format(105), a[1]) is None
+    # An entry a sweep left behind when it died half-way is neither listed nor counted, and goes
+    # once it is long past its expiry (a margin for instances whose clocks run behind).
+    redis_client().zrem(IDLE_INDEX, a[0])
+    past = Clock.now + TTL + 1
+    assert session_list(redis_client(), tenant_id=105, ttl_seconds=TTL, clock=lambda: past) == ([], 0)
+    assert redis_client().zcard(TENANT_INDEX.format(105)) == 1
+    long_past = Clock.now + TTL + 601
+    assert session_list(redis_client(), tenant_id=105, ttl_seconds=TTL, clock=lambda: long_past) == ([], 0)
+    assert redis_client().zcard(TENANT_INDEX.format(105)) == 0
 
 
 def test_only_sessions_still_usable_are_listed_and_counted() -> None:
@@ -101,7 +110,7 @@ def test_only_sessions_still_usable_are_listed_and_counted() -> None:
     listed nor counted, on any page."""
     ids = _open(104, 4)
     half_hour = Clock.now + TTL / 2
-    _run(lambda store: asyncio.gather(store.load(ids[0]), store.load(ids[2])), clock=lambda: half_hour)
+    _run(lambda store: asyncio.gather(store.load(ids[0], tenant_id=104), store.load(ids[2], tenant_id=104)), clock=lambda: half_hour)
     past_the_others = Clock.now + TTL + 60
     pages = [session_list(redis_client(), tenant_id=104, ttl_seconds=TTL, offset=offset, limit=1,
                           clock=lambda: past_the_others) for offset in (0, 1, 2)]

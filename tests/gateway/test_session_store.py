@@ -44,7 +44,7 @@ async def _saved(store: RedisSessionStore) -> SessionState:
 async def test_a_session_round_trips_and_ids_are_checked_without_a_lookup() -> None:
     store = _store()
     state = await _saved(store)
-    assert await store.load(state.id) == state
+    assert await store.load(state.id, tenant_id=state.tenant_id) == state
     assert store.is_well_formed(state.id)
     assert not store.is_well_formed(state.id[:-2] + "xx")  # tag does not match
     assert _store(instance="gw-b").is_well_formed(state.id)  # any instance of the deployment
@@ -55,9 +55,9 @@ async def test_a_session_idle_past_its_expiry_is_gone_and_handed_to_one_sweeper(
     store = _store(ttl=60, clock=clock)
     idle, busy = await _saved(store), await _saved(store)
     clock.now += 40
-    assert await store.load(busy.id) is not None  # used: its idle time starts again
+    assert await store.load(busy.id, tenant_id=busy.tenant_id) is not None  # used: its idle time starts again
     clock.now += 40
-    assert await store.load(idle.id) is None  # clients see it gone at once
+    assert await store.load(idle.id, tenant_id=idle.tenant_id) is None  # clients see it gone at once
     sweepers = (_store(ttl=60, clock=clock), _store(ttl=60, clock=clock, instance="gw-b"))
     first, second = await asyncio.gather(*(sweeper.take_expired() for sweeper in sweepers))
     taken = [s.id for s in first + second]
@@ -65,7 +65,7 @@ async def test_a_session_idle_past_its_expiry_is_gone_and_handed_to_one_sweeper(
     assert busy.id not in taken
     [swept] = [s for s in first + second if s.id == idle.id]
     assert swept.backends["demo"].session_id == "b-1"  # what the sweep needs to close it
-    assert await store.load(idle.id) is None  # nor does a client get it back while it is being closed
+    assert await store.load(idle.id, tenant_id=idle.tenant_id) is None  # nor does a client get it back while it is being closed
     await store.delete(idle.id)
     assert idle.id not in [s.id for s in await sweepers[0].take_expired()]
 
@@ -76,7 +76,7 @@ async def test_an_update_never_resurrects_an_ended_session() -> None:
     await store.save(state, create=True)
     await store.delete(state.id)
     assert not await store.save(state, create=False)
-    assert await store.load(state.id) is None
+    assert await store.load(state.id, tenant_id=state.tenant_id) is None
 
 
 async def test_backend_sessions_opened_at_once_by_two_instances_are_both_kept() -> None:
@@ -89,7 +89,7 @@ async def test_backend_sessions_opened_at_once_by_two_instances_are_both_kept() 
     beta = BackendSession("b-1", "2025-11-25", "http://b/mcp", "h")
     assert all(await asyncio.gather(first.save_backend(state.id, "alpha", alpha), second.save_backend(state.id, "beta", beta)))
     await first.save(state, create=False)
-    assert (await _store().load(state.id)).backends == {"alpha": alpha, "beta": beta}  # type: ignore[union-attr]
+    assert (await _store().load(state.id, tenant_id=state.tenant_id)).backends == {"alpha": alpha, "beta": beta}  # type: ignore[union-attr]
 
 
 async def test_a_backend_session_of_an_ended_session_is_not_recorded() -> None:
@@ -98,7 +98,7 @@ async def test_a_backend_session_of_an_ended_session_is_not_recorded() -> None:
     await store.save(state, create=True)
     await store.delete(state.id)
     assert not await store.save_backend(state.id, "demo", DEMO)
-    assert await store.load(state.id) is None
+    assert await store.load(state.id, tenant_id=state.tenant_id) is None
 
 
 async def test_a_sweep_forgets_a_session_whose_state_redis_already_dropped() -> None:
@@ -127,3 +127,22 @@ async def test_deleting_a_session_takes_it_out_of_its_tenants_index_even_without
         await store.delete(state.id)
         assert await client.zscore(TENANT_INDEX.format(9002), state.id) is None
         assert not await client.hexists(SESSION_TENANTS, state.id)
+
+
+async def test_each_use_moves_the_session_up_its_tenants_index_and_only_its_own_tenants() -> None:
+    """The tenant index is ordered by last use (what the console pages through); a session id
+    presented under another tenant is refused by the caller and never enters that tenant's index."""
+    clock = Clock()
+    store = _store(ttl=60, clock=clock)
+    older, newer = _state(store, tenant_id=9003), _state(store, tenant_id=9003)
+    for state in (older, newer):
+        assert await store.save(state, create=True)
+        clock.now += 1
+    client = async_redis_client()
+    assert await client.zrevrange(TENANT_INDEX.format(9003), 0, -1) == [newer.id.encode(), older.id.encode()]
+    clock.now += 10
+    assert await store.load(older.id, tenant_id=9003) is not None
+    assert await client.zrevrange(TENANT_INDEX.format(9003), 0, -1) == [older.id.encode(), newer.id.encode()]
+    assert await client.zscore(TENANT_INDEX.format(9003), older.id) == clock.now
+    assert await store.load(newer.id, tenant_id=9004) is not None  # the caller refuses it (a 404)
+    assert await client.zcard(TENANT_INDEX.format(9004)) == 0

@@ -98,7 +98,7 @@ class HttpSseTransport:
                 if message is None:
                     if inbox.ended:
                         return  # the client opened the stream again, here or elsewhere
-                    if await self._sessions.load(state.id, fresh=True) is None:
+                    if await self._sessions.load(state.id, tenant_id=state.tenant_id, fresh=True) is None:
                         return  # ended (DELETE elsewhere, or expired)
                     yield b": keepalive\n\n"
                 elif message == OPEN_BACKEND_STREAMS:

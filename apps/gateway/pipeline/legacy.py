@@ -88,7 +88,9 @@ class LegacyEra:
         `initialize` has not come yet is found only with `handshake_pending`; `fresh`: not from
         this instance's short-lived cache."""
         well_formed = self._sessions.is_well_formed(session_id)
-        state = await self._sessions.load(session_id, fresh=fresh) if well_formed else None
+        state = (
+            await self._sessions.load(session_id, tenant_id=vhost.tenant_id, fresh=fresh) if well_formed else None
+        )
         if (
             state is None
             or not (state.protocol_version or handshake_pending)

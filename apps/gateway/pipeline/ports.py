@@ -134,8 +134,10 @@ class SessionStore(Protocol):
         """Store the state: a new session (`create`), or an update of one that must still exist.
         False when an update found the session gone (ended meanwhile, maybe on another instance)."""
 
-    async def load(self, session_id: str, *, fresh: bool = False) -> SessionState | None:
-        """The state, from a short-lived cache unless `fresh`."""
+    async def load(self, session_id: str, *, tenant_id: int, fresh: bool = False) -> SessionState | None:
+        """The state, from a short-lived cache unless `fresh`. `tenant_id`: the tenant the caller
+        expects it to be of (the store keeps each tenant's sessions in order of use); a session of
+        another tenant is still returned, for the caller to refuse."""
 
     async def save_backend(self, session_id: str, map_key: str, session: BackendSession) -> bool:
         """Record the session's backend session for `map_key` (replacing any), leaving the others
