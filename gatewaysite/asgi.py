@@ -25,10 +25,24 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.urls import re_path  # noqa: E402
 
 from apps.console.consumers import AuditTailConsumer  # noqa: E402
-from apps.gateway.transports import shutdown, twisted_tuning  # noqa: E402
+from apps.gateway.transports import access_log, http_guard, shutdown, twisted_tuning  # noqa: E402
 from apps.gateway.transports.routing import mcp_http_routes  # noqa: E402
+from apps.tenants.access import tenant_manager_credential_check  # noqa: E402
 
 twisted_tuning.install()
+access_log.install()  # no `?api_key=...` in Daphne's access log
+# Body limits and header/body timeouts before anything is read or spooled (docs/deploy.md, "Limits and shutdown").
+http_guard.install(
+    limits=http_guard.TransportLimits(
+        mcp_bytes=settings.GATEWAY_MAX_BODY_BYTES,
+        api_bytes=settings.GATEWAY_API_MAX_BODY_BYTES,
+        spec_bytes=settings.GATEWAY_SPEC_MAX_BYTES,
+        headers_seconds=settings.GATEWAY_HTTP_HEADERS_TIMEOUT_SECONDS,
+        body_idle_seconds=settings.GATEWAY_HTTP_BODY_IDLE_SECONDS,
+    ),
+    may_upload=lambda slug, authorization, cookie: tenant_manager_credential_check(
+        slug=slug, authorization=authorization, cookie=cookie),
+)
 # SIGTERM drains the instance instead of cutting every request (docs/deploy.md, "Limits and shutdown").
 shutdown.install(grace_seconds=settings.GATEWAY_SHUTDOWN_GRACE_SECONDS)
 

@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from apps.audit.urls import api_urls as audit_api_urls
 from apps.catalog.urls import api_urls as catalog_api_urls
 from apps.common.views import healthz, readyz
+from apps.console.auth import ThrottledAdminAuthenticationForm
 from apps.console.urls import console_urls
 from apps.gateway.views import metrics, protected_resource_metadata
 from apps.policies.urls import api_urls as policies_api_urls
@@ -21,6 +22,9 @@ tenant_api_urls = [
     path("", include(policies_api_urls)),
     path("", include(tenants_api_urls)),
 ]
+
+# The admin's sign-in shares the console's throttle: otherwise it is a second, unthrottled door.
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="console:home", permanent=False)),

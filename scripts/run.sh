@@ -24,13 +24,22 @@ cleanup() {
 trap cleanup INT TERM EXIT
 
 python scripts/demo_server.py --port "$DEMO_PORT" >var/log/demo-backend.log 2>&1 & pids+=($!)
-celery -A gatewaysite worker --beat --schedule var/celerybeat-schedule --pool=solo --loglevel=WARNING >var/log/celery.log 2>&1 & pids+=($!)
+# Two workers: spec compiles and the other jobs (queue celery) never wait behind a tool index build
+# (queue indexing), however long a backend's list.
+celery -A gatewaysite worker -Q celery --beat --schedule var/celerybeat-schedule --pool=solo --loglevel=WARNING >var/log/celery.log 2>&1 & pids+=($!)
+celery -A gatewaysite worker -Q indexing -n indexing@%h --pool=solo --loglevel=WARNING >var/log/celery-indexing.log 2>&1 & pids+=($!)
 daphne -b 127.0.0.1 -p "$PORT" gatewaysite.asgi:application >var/log/gateway.log 2>&1 & pids+=($!)
 
 for _ in $(seq 300); do
   python -c "import socket; socket.create_connection(('127.0.0.1', $PORT), 0.2)" 2>/dev/null && break
   sleep 0.1
 done
+
+# gatewaysite/settings/dev.py reads GATEWAY_DEBUG the same way (env_bool).
+case "${GATEWAY_DEBUG:-}" in
+  1|[Tt][Rr][Uu][Ee]|[Yy][Ee][Ss]|[Oo][Nn]) debug_pages="on (GATEWAY_DEBUG): tracebacks and settings for whoever reaches the port" ;;
+  *) debug_pages="off (GATEWAY_DEBUG=1 turns them on)" ;;
+esac
 
 cat <<BANNER
 
@@ -43,6 +52,7 @@ cat <<BANNER
   Console        http://127.0.0.1:$PORT/console/   user: admin   password: $(cat var/admin-password)
   Admin          http://127.0.0.1:$PORT/admin/
   Logs           var/log/
+  Debug pages    $debug_pages
 
   Try it:  .venv/bin/python scripts/try_demo.py
 

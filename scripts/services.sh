@@ -8,6 +8,9 @@ STATE_DIR=${STATE_DIR:-$PWD/var/services}
 PGDATA=$STATE_DIR/pgdata
 PGPORT=${PGPORT:-55432}
 REDIS_PORT=${REDIS_PORT:-6390}
+# Redis refuses writes past this instead of evicting anything (noeviction): evicting would silently
+# end sessions, reset rate limits and budgets, or drop queued tasks. Sizing: docs/deploy.md.
+REDIS_MAXMEMORY=${REDIS_MAXMEMORY:-512mb}
 PGDATABASE=${PGDATABASE:-gateway}
 mkdir -p "$STATE_DIR"
 
@@ -45,8 +48,13 @@ start)
   fi
   if ! redis_running; then
     "$REDIS_BIN" --daemonize yes --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \
+      --maxmemory "$REDIS_MAXMEMORY" --maxmemory-policy noeviction \
       --dir "$STATE_DIR" --pidfile "$STATE_DIR/redis.pid" --logfile "$STATE_DIR/redis.log"
     for _ in $(seq 100); do redis_running && break; sleep 0.05; done
+  else
+    # Started by an older version of this script: give it the same limit.
+    "$PY" -c "import redis; r = redis.Redis(port=$REDIS_PORT); r.config_set('maxmemory', '$REDIS_MAXMEMORY'); r.config_set('maxmemory-policy', 'noeviction')" \
+      || echo "could not set maxmemory on the redis already running on $REDIS_PORT" >&2
   fi
   redis_running || { echo "redis did not start, see $STATE_DIR/redis.log" >&2; exit 1; }
   if ! "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname='$PGDATABASE'" postgres | grep -q 1; then

@@ -12,6 +12,8 @@ the list for the names that could be configured or built by mistake."""
 
 from __future__ import annotations
 
+from apps.common.http_syntax import header_name_problem as http_header_name_problem
+
 #: Never sent from a configured or built header: the client writes or refuses them.
 DENIED = frozenset({
     "host", "content-length", "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "expect",
@@ -35,7 +37,10 @@ def header_denied(name: str) -> bool:
 
 
 def header_name_problem(name: str) -> str | None:
-    """Why a configured header name is refused, or None when it may be used."""
+    """Why a configured header name is refused, or None when it may be used (an empty name is
+    the caller's to refuse)."""
+    if name and (problem := http_header_name_problem(name)) is not None:
+        return problem  # the client would refuse to send it
     if header_denied(name):
         return (f"the header {name!r} is written by the gateway's HTTP client or belongs to one connection "
                 "(Host, Content-Length, hop-by-hop and Proxy-* headers); choose another name")

@@ -3,12 +3,16 @@ heartbeat that Celery workers write when beat schedules it.
 
 Each check runs on a worker thread under a deadline (GATEWAY_READYZ_TIMEOUT_SECONDS), so a
 dependency that hangs makes the probe answer "not ready" in about that time instead of hanging
-it; a database check still stuck from an earlier probe is not started again."""
+it; a database check still stuck from an earlier probe is not started again.
+
+The probe answers anyone (under any Host), so a failure's reason names its kind only; the error
+itself — which names hosts, ports and addresses — goes to the server log."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import math
 import socket
 import threading
@@ -21,6 +25,8 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from apps.common.redis import redis_client
+
+log = logging.getLogger(__name__)
 
 #: Unix time a Celery worker last ran `apps.common.tasks.worker_heartbeat`.
 WORKER_HEARTBEAT_KEY = "gw:worker-heartbeat"
@@ -96,13 +102,15 @@ def _redis_check() -> bytes | None:
     return beat
 
 
-def _reason(exc: BaseException, timeout: float) -> str:
+def _reason(exc: BaseException, timeout: float, dependency: str) -> str:
+    """What the probe says of a failed check; the exception's own text is logged, not answered."""
     if isinstance(exc, _Busy):
         return "no answer: the previous check has not finished"
     if isinstance(exc, TimeoutError | socket.timeout | redis.TimeoutError):
         return f"no answer within {timeout:g} s"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    log.warning("readiness: the %s check failed: %s%s", dependency, type(exc).__name__, f": {text}" if text else "")
+    return f"{type(exc).__name__} (the error is in the server log)"
 
 
 def _heartbeat_problem(beat: bytes | None, *, now: float, max_age: float) -> str | None:
@@ -126,9 +134,9 @@ async def readiness_check() -> Readiness:
     problems: dict[str, str] = {}
     warnings: dict[str, str] = {}
     if isinstance(db_result, BaseException):
-        problems["database"] = _reason(db_result, timeout)
+        problems["database"] = _reason(db_result, timeout, "database")
     if isinstance(redis_result, BaseException):
-        problems["redis"] = _reason(redis_result, timeout)
+        problems["redis"] = _reason(redis_result, timeout, "redis")
         # Unknown without Redis; said so, where the worker's state would be.
         (problems if settings.GATEWAY_READYZ_WORKER == "fail" else warnings)["worker"] = (
             "unknown: the heartbeat is kept in Redis, which cannot be read")

@@ -1,5 +1,10 @@
 """The one place that opens Redis connections, synchronous and asynchronous, and reads the messages
-instances send each other through it."""
+instances send each other through it.
+
+Every client retries a command once, at once, on a fresh connection when its pooled connection
+fails to carry it: after Redis restarts, each connection kept in a pool is broken, and without the
+retry each would fail one command (a session lost, a login not counted) long after Redis is back.
+Only connection errors are retried: after a timeout the command may have run."""
 
 from __future__ import annotations
 
@@ -9,12 +14,18 @@ from typing import Any
 import orjson
 import redis
 import redis.asyncio
+import redis.asyncio.retry
+import redis.retry
 from django.conf import settings
+from redis.backoff import NoBackoff
+
+_TIMEOUTS: dict[str, Any] = {"socket_timeout": 2, "socket_connect_timeout": 2}
 
 
 @functools.cache
 def redis_client() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    retry = redis.retry.Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
+    return redis.Redis.from_url(settings.REDIS_URL, retry=retry, **_TIMEOUTS)
 
 
 _async_clients: dict[int, redis.asyncio.Redis] = {}
@@ -27,7 +38,8 @@ def async_redis_client() -> redis.asyncio.Redis:
     loop = asyncio.get_running_loop()
     client = _async_clients.get(id(loop))
     if client is None:
-        client = redis.asyncio.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+        retry = redis.asyncio.retry.Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
+        client = redis.asyncio.Redis.from_url(settings.REDIS_URL, retry=retry, **_TIMEOUTS)
         _async_clients[id(loop)] = client
     return client
 

@@ -185,7 +185,7 @@ def demo_seed(*, backend_url: str, key_file: Path, admin_password_file: Path) ->
     The key secret and the admin password live in the two files (mode 0600): read when the file
     exists, else generated and written there, so every run serves the same working credentials.
     Nothing outside the demo tenant is touched (no prune)."""
-    key_secret = _secret_file_read_or_create(key_file, key_generate)
+    key_secret = _secret_file_read_or_create(key_file, lambda: key_generate()[0])
     admin_password = _secret_file_read_or_create(admin_password_file, lambda: secrets.token_urlsafe(18))
     document = {
         "tenants": [

@@ -192,7 +192,7 @@ class _Checker(FieldChecks):
                     self.add(f"{key_path}.secret", "must be a string (quote it)")
                     secret = None
                 elif (problem := key_secret_problem(secret)) is not None:
-                    self.add(f"{key_path}.secret", problem)
+                    self.add(f"{key_path}.secret", f"the secret of key {name!r} {problem}")
                 elif secret in secrets:
                     self.add(f"{key_path}.secret", f"same secret as {secrets[secret]}")
                 else:

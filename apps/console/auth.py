@@ -1,10 +1,13 @@
-"""Signing in and out of the console (Django's auth, with login throttling)."""
+"""Signing in and out of the console (Django's auth, with login throttling). The admin site's
+sign-in form is throttled the same way, by the same counters: a username locked at one form is
+locked at the other, and failures at either count toward one lock."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView, LogoutView
 from django.http import HttpRequest
@@ -18,6 +21,11 @@ def client_address(request: HttpRequest) -> str:
 
 
 class ThrottledAuthenticationForm(AuthenticationForm):
+    """The console's sign-in form: refuses a locked username or address before checking the
+    password, counts a wrong password, and clears the username's count on success. A right password
+    for a user the form does not let in (inactive; not staff, at the admin) is refused without
+    counting: it guesses nothing."""
+
     def clean(self) -> dict[str, Any]:
         username = self.cleaned_data.get("username") or ""
         address = client_address(self.request) if self.request is not None else "unknown"
@@ -31,10 +39,15 @@ class ThrottledAuthenticationForm(AuthenticationForm):
         try:
             cleaned = super().clean()
         except forms.ValidationError:
-            login_failure_record(username=username, address=address)
+            if self.get_user() is None:
+                login_failure_record(username=username, address=address)
             raise
         login_success_record(username=username, address=address)
         return cleaned
+
+
+class ThrottledAdminAuthenticationForm(ThrottledAuthenticationForm, AdminAuthenticationForm):
+    """The admin site's sign-in form (`admin.site.login_form`): staff only, as Django's own."""
 
 
 class ConsoleLoginView(LoginView):

@@ -6,20 +6,34 @@ tenants they may see (others are refused: closed with 4404, anonymous with 4403)
 the audit writer (`apps.audit.live`) through the tenant's channel-layer group; each is matched
 against the page's filters and sent rendered, ready to go at the top of the table. While open, a
 tail keeps its tenant marked as watched (the writer publishes only watched tenants' rows); the
-mark is set before the websocket is accepted, so the tail gets every batch written after that."""
+mark is set before the websocket is accepted, so the tail gets every batch written after that.
+
+A tail whose user may no longer see its tenant (membership removed, user deactivated or deleted)
+is closed with 4404, as a new one would be refused: the user's group hears of every such change
+(`apps.console.signals`), and a tail about to send rows checks again when its last check is older
+than `ACCESS_RECHECK_SECONDS` (see `apps.audit.live`)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.contrib.auth import get_user_model
 from django.http import Http404, QueryDict
 from django.template.loader import render_to_string
 
+from apps.audit import live
 from apps.audit.forms import AuditFilterForm
-from apps.audit.live import audit_live_group, audit_live_record, audit_live_watch, audit_live_watching
+from apps.audit.live import (
+    audit_live_group,
+    audit_live_record,
+    audit_live_user_group,
+    audit_live_watch,
+    audit_live_watching,
+)
 from apps.audit.selectors import AuditFilter
 from apps.tenants.access import access_get, tenant_get_for
 from apps.tenants.models import Tenant
@@ -37,10 +51,21 @@ def _tail_open(user: Any, slug: str, query: str) -> tuple[Tenant, AuditFilter | 
     return tenant, form.audit_filter() if form.is_valid() else None
 
 
+@database_sync_to_async
+def _tail_allowed(user_id: int, tenant_id: int) -> bool:
+    """Whether the user, as the database has them now, may still see the tenant."""
+    user = get_user_model().objects.filter(pk=user_id).first()
+    return access_get(user=user).sees(tenant_id)
+
+
 class AuditTailConsumer(AsyncWebsocketConsumer):
     group: str | None = None
+    user_group: str | None = None
     watching: asyncio.Task[None] | None = None
     filters: AuditFilter
+    user_id: int
+    tenant_id: int
+    checked_at: float = 0.0  # time.monotonic() of the last access check
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -48,31 +73,61 @@ class AuditTailConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_ANONYMOUS)
             return
         query = self.scope.get("query_string", b"").decode("latin-1")
+        # Joined before access is checked, so that a revocation committed after the check is heard.
+        self.user_group = audit_live_user_group(user_id=user.pk)
+        await self.channel_layer.group_add(self.user_group, self.channel_name)
         try:
             tenant, filters = await _tail_open(user, self.scope["url_route"]["kwargs"]["tenant"], query)
         except Http404:
-            await self.close(code=CLOSE_UNSEEN)
+            await self._refuse(CLOSE_UNSEEN)
             return
         if filters is None:
-            await self.close(code=CLOSE_BAD_FILTER)
+            await self._refuse(CLOSE_BAD_FILTER)
             return
         self.filters = filters
+        self.user_id, self.tenant_id, self.checked_at = user.pk, tenant.pk, time.monotonic()
         self.group = audit_live_group(tenant_id=tenant.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await audit_live_watch(tenant_id=tenant.pk)  # before accepting: see the module's docstring
         self.watching = asyncio.get_running_loop().create_task(audit_live_watching(tenant_id=tenant.pk))
         await self.accept()
 
+    async def _refuse(self, code: int) -> None:
+        if self.user_group is not None:
+            await self.channel_layer.group_discard(self.user_group, self.channel_name)
+            self.user_group = None
+        await self.close(code=code)
+
     async def disconnect(self, code: int) -> None:
         if self.watching is not None:
             self.watching.cancel()  # the mark expires by itself: other tails may still hold it
+        for group in (self.group, self.user_group):
+            if group is not None:
+                await self.channel_layer.group_discard(group, self.channel_name)
+        self.group = self.user_group = None
+
+    async def _still_allowed(self) -> bool:
+        """Check the user's access again; close the tail (4404) when it is gone."""
+        self.checked_at = time.monotonic()
+        if await _tail_allowed(self.user_id, self.tenant_id):
+            return True
+        await self.disconnect(CLOSE_UNSEEN)  # no more rows reach it, whatever the client does
+        await self.close(code=CLOSE_UNSEEN)
+        return False
+
+    async def audit_access(self, message: dict[str, Any]) -> None:
+        """The user's access may have shrunk (`apps.audit.live.audit_live_access_changed`)."""
         if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self._still_allowed()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The tail only sends."""
 
     async def audit_rows(self, message: dict[str, Any]) -> None:
+        if self.group is None:
+            return  # closed: a batch already on its way is dropped
+        if time.monotonic() - self.checked_at >= live.ACCESS_RECHECK_SECONDS and not await self._still_allowed():
+            return
         rows = [row for row in map(audit_live_record, message["rows"]) if self.filters.matches(row)]
         if rows:
             rows.reverse()  # newest first, as in the table

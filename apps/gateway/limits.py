@@ -10,13 +10,18 @@ spent in and what it spent in each; a new day or month starts from zero, so noth
 them, and the hash expires after its month.
 
 Every routed call under a limit or a budget makes this one round trip, so it is sent lean: all
-numbers in one argument, over connections of the limiter's own (`_Lane`)."""
+numbers in one argument, over connections of the limiter's own (`_Lane`).
+
+Limits are checked again the moment Redis answers after an outage: a kept connection that turns out
+broken (Redis restarted under it) is dropped with every other kept one and the call retried once on a
+fresh connection, and while Redis is unreachable one background probe reconnects every
+`probe_seconds`, so calls never wait for it and none is admitted unchecked once it is back."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -113,7 +118,13 @@ class _Lane:
     """Connections taken from the client's pool (so made like its others: address, database,
     password, TLS, timeouts, and closed with it) and kept by the limiter, each sending one command
     at a time — without the client's per-command path (pool bookkeeping, argument encoding,
-    retries), which costs about twice the CPU of the exchange itself (BENCHMARKS.md, policy path)."""
+    retries), which costs about twice the CPU of the exchange itself (BENCHMARKS.md, policy path).
+
+    A kept connection is not checked before use (that would be a system call per command). One that
+    fails to carry a command was most likely cut by a Redis restart, and so were the others kept
+    beside it: all of them are dropped and the command is sent once more on a connection the pool
+    checks and opens afresh. Only a connection error is retried so: after a timeout the command may
+    have run, and sending it again could charge a call twice."""
 
     _IDLE_MAX = 64
 
@@ -122,7 +133,14 @@ class _Lane:
         self._idle: list[redis.asyncio.connection.AbstractConnection] = []
 
     async def send(self, command: bytes) -> Any:
-        connection = self._idle.pop() if self._idle else await self._pool.get_connection()
+        if self._idle:
+            try:
+                return await self._exchange(self._idle.pop(), command)
+            except (redis.ConnectionError, OSError):
+                await self._drop_idle()
+        return await self._exchange(await self._pool.get_connection(), command)
+
+    async def _exchange(self, connection: redis.asyncio.connection.AbstractConnection, command: bytes) -> Any:
         try:
             await connection.send_packed_command(command, check_health=False)  # reconnects when needed
             answer: Any = await connection.read_response()
@@ -142,31 +160,46 @@ class _Lane:
             raise answer
         return answer
 
+    async def _drop_idle(self) -> None:
+        dropped, self._idle = self._idle, []
+        for connection in dropped:
+            await connection.disconnect()
+            await self._pool.release(connection)
 
-def _packed(keys: Sequence[str], argument: str) -> bytes:
-    """EVALSHA of the admission script, in the Redis protocol."""
-    parts = [b"EVALSHA", _ADMIT_SHA, str(len(keys)).encode(), *(key.encode() for key in keys), argument.encode()]
+
+_PING = b"*1\r\n$4\r\nPING\r\n"
+
+
+def _packed(keys: Sequence[str], argument: str, *, script: bytes | None = None) -> bytes:
+    """EVALSHA of the admission script, in the Redis protocol; EVAL of `script` when given."""
+    head = [b"EVALSHA", _ADMIT_SHA] if script is None else [b"EVAL", script]
+    parts = [*head, str(len(keys)).encode(), *(key.encode() for key in keys), argument.encode()]
     return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts)
 
 
 class RedisRateLimiter:
-    """`fail_open`: when Redis cannot be reached, admit (True, the default) or refuse; either way the
-    admission says it was not checked. After a failure Redis is left alone for `retry_seconds`, so
-    an outage costs calls no connection timeout each."""
+    """`fail_open`: when Redis cannot be reached, admit (True, the default) or refuse (saying to
+    retry after `retry_seconds`); either way the admission says it was not checked. While Redis is
+    unreachable calls do not try it (an outage costs them no connection timeout each): one probe
+    tries every `probe_seconds`, and the first answer puts every call back on Redis."""
 
-    def __init__(self, client: redis.asyncio.Redis, *, fail_open: bool = True, retry_seconds: float = 1.0) -> None:
+    def __init__(
+        self, client: redis.asyncio.Redis, *, fail_open: bool = True, retry_seconds: float = 1.0,
+        probe_seconds: float = 0.05,
+    ) -> None:
         self._client = client
         self._lane = _Lane(client)
         self._fail_open = fail_open
         self._retry_seconds = retry_seconds
-        self._down_until = 0.0
+        self._probe_seconds = probe_seconds
+        self._probe: asyncio.Task[None] | None = None  # running while Redis is unreachable
 
     async def admit(
         self, limits: Sequence[Limit], budgets: Sequence[Budget] = (), cost: int = 1, *, now: float | None = None
     ) -> Admission:
         """See the port. `now` (unix seconds) replaces Redis's clock: for tests that cross a day
         or a month."""
-        if time.monotonic() < self._down_until:
+        if self._probe is not None:
             return self._unchecked(limits, budgets)
         numbers = [0 if now is None else round(now * 1_000_000), len(limits), cost]
         for limit in limits:
@@ -174,20 +207,15 @@ class RedisRateLimiter:
         for budget in budgets:
             numbers += [-1 if budget.daily is None else budget.daily, -1 if budget.monthly is None else budget.monthly]
         keys = [bucket_key(limit) for limit in limits] + [budget_key(budget) for budget in budgets]
-        command = _packed(keys, ",".join(map(str, numbers)))
+        argument = ",".join(map(str, numbers))
+        command = _packed(keys, argument)
         try:
             try:
                 answer = await self._lane.send(command)
-            except redis.exceptions.NoScriptError:  # a Redis restarted or flushed since: load it once more
-                await self._client.script_load(_ADMIT)
-                answer = await self._lane.send(command)
+            except redis.exceptions.NoScriptError:  # a Redis restarted or flushed since: EVAL loads it
+                answer = await self._lane.send(_packed(keys, argument, script=_ADMIT.encode()))
         except (redis.RedisError, OSError) as exc:
-            log.warning(
-                "rate limits and budgets unchecked, Redis unreachable (%s); failing %s",
-                exc,
-                "open" if self._fail_open else "closed",
-            )
-            self._down_until = time.monotonic() + self._retry_seconds
+            self._outage_begin(exc)
             return self._unchecked(limits, budgets)
         if int(answer[0]) == 1:
             return Admission()
@@ -195,6 +223,28 @@ class RedisRateLimiter:
         if index < len(limits):
             return Admission(refused_by=limits[index], retry_after=wait)
         return Admission(refused_by=budgets[index - len(limits)], retry_after=wait, period=_PERIODS[period])
+
+    def _outage_begin(self, error: BaseException) -> None:
+        if self._probe is not None:
+            return  # another call of this outage already started the probe
+        log.warning(
+            "rate limits and budgets unchecked, Redis unreachable (%s); failing %s until it answers",
+            error, "open" if self._fail_open else "closed",
+        )
+        self._probe = asyncio.get_running_loop().create_task(self._probe_until_answered())
+
+    async def _probe_until_answered(self) -> None:
+        try:
+            while True:
+                await asyncio.sleep(self._probe_seconds)
+                try:
+                    await self._lane.send(_PING)
+                except (redis.RedisError, OSError):
+                    continue
+                log.warning("rate limits and budgets checked again: Redis answers")
+                return
+        finally:
+            self._probe = None
 
     def _unchecked(self, limits: Sequence[Limit], budgets: Sequence[Budget]) -> Admission:
         if self._fail_open:

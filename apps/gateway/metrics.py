@@ -92,7 +92,10 @@ def request_observe(counters: Counters, note: RequestNote, *, http_method: str, 
 @functools.cache
 def metric_label_caps() -> dict[str, LabelCap]:
     """The label caps of this process, shared by all its gateways (GATEWAY_METRICS_MAX_*)."""
-    return {"tool": LabelCap(settings.GATEWAY_METRICS_MAX_TOOLS), "backend": LabelCap(settings.GATEWAY_METRICS_MAX_BACKENDS)}
+    return {
+        "tool": LabelCap(settings.GATEWAY_METRICS_MAX_TOOLS, per_group=settings.GATEWAY_METRICS_MAX_TOOLS_PER_TENANT),
+        "backend": LabelCap(settings.GATEWAY_METRICS_MAX_BACKENDS),
+    }
 
 
 #: Pipeline histograms: Prometheus name, help, label names.
@@ -123,8 +126,9 @@ _COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
                          "the stream) or relayed (sent to the owning instance through Redis)", ("route",)),
     "sse_streams": ("sse_streams", "HTTP+SSE (2024-11-05) streams opened, by whether they resumed a session",
                     ("resumed",)),
-    "list_backend_omitted": ("list_backend_omitted", "Backends left out of a merged list (no answer in time, or an "
-                             "error), by list method and backend", ("method", "backend")),
+    "list_backend_omitted": ("list_backend_omitted", "Backends left out of a merged list, by list method, backend "
+                             "and reason (timeout | too_large: over GATEWAY_BACKEND_MAX_TOOLS or "
+                             "GATEWAY_BACKEND_MAX_LIST_BYTES | error)", ("method", "backend", "reason")),
 }
 
 

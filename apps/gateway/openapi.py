@@ -38,7 +38,7 @@ from apps.gateway.egress import EgressPlan
 from apps.gateway.pipeline.ports import UpstreamUnavailable
 from apps.gateway.pipeline.values import BackendInfo, Principal
 from apps.gateway.protocol.versions import LATEST_LEGACY, MODERN_VERSIONS
-from apps.gateway.upstream.http import BodyTooLarge, HttpPool, Target, UpstreamHttpError
+from apps.gateway.upstream.http import BodyTooLarge, HttpPool, RequestRefused, Target, UpstreamHttpError
 
 log = logging.getLogger(__name__)
 
@@ -285,6 +285,12 @@ class OpenApiServer:
                 f"The service's response is larger than {self._max_response:,} bytes, the gateway's limit; "
                 "narrow the request (filters, page size)."
             )
+        except RequestRefused as exc:
+            # Strings of the spec (a tool stored before the compiler refused them) that would add
+            # header lines or a second request: a defect of the tool, not of the service.
+            log.warning("backend %s: tool %s: %s", self._name, name, exc)
+            return _tool_result(f"This tool's request cannot be sent: {exc}. Nothing was sent; the backend's "
+                                "spec needs fixing.")
         except UpstreamHttpError as exc:
             raise UpstreamUnavailable(str(exc)) from None
         result = shape_result(response.status, response.headers.get("content-type", ""), body)

@@ -21,7 +21,7 @@ import redis
 import redis.asyncio
 
 from apps.gateway.pipeline.metrics import Counters
-from apps.gateway.pipeline.ports import StoreUnavailable
+from apps.gateway.pipeline.ports import SessionLimitReached, StoreUnavailable
 from apps.gateway.pipeline.values import BackendSession, SessionState
 
 _KEY = "gw:session:{}"
@@ -36,6 +36,11 @@ IDLE_INDEX = "gw:session-idle"
 #: moved on by every read that renews the session; removed by `delete` and by the sweep when it takes
 #: a session, even one whose state Redis already dropped.
 TENANT_INDEX = "gw:session-tenant:{}"
+#: Each key's sessions by the time of their last use (tenant id, key id), moved on with the idle
+#: index: what the per-key cap counts when a session is created. Entries idle past the expiry are
+#: dropped there before counting, so a session frees its slot the moment clients can no longer
+#: use it, whether or not a sweep has taken it yet.
+KEY_INDEX = "gw:session-key:{}:{}"
 #: Each session's tenant (session id -> tenant id) until a sweep takes it or it is deleted: how the
 #: sweep finds a session's tenant index entry when Redis has already dropped its state.
 SESSION_TENANTS = "gw:session-tenants"
@@ -47,7 +52,8 @@ _GRACE_SECONDS = 600
 #: is usable exactly while the idle index holds it within its expiry — what the console lists. The
 #: tenant index named is the caller's tenant's: it is moved on only if it holds the session (XX),
 #: so an id presented under another tenant never enters that tenant's index.
-#: KEYS: state, backends, idle index, tenant index; ARGV: id, now, ttl, key ttl.
+#: The key index named (when one is) is moved on the same way.
+#: KEYS: state, backends, idle index, tenant index[, key index]; ARGV: id, now, ttl, key ttl.
 _TOUCH = """
 local score = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if not score or tonumber(score) < tonumber(ARGV[2]) - tonumber(ARGV[3]) then return false end
@@ -55,8 +61,29 @@ local payload = redis.call('GETEX', KEYS[1], 'EX', ARGV[4])
 if not payload then return false end
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
 redis.call('ZADD', KEYS[4], 'XX', ARGV[2], ARGV[1])
+if KEYS[5] then
+  redis.call('ZADD', KEYS[5], 'XX', ARGV[2], ARGV[1])
+  redis.call('EXPIRE', KEYS[5], ARGV[4])
+end
 redis.call('EXPIRE', KEYS[2], ARGV[4])
 return {payload, redis.call('HGETALL', KEYS[2])}
+"""
+#: Create a session unless its key already holds `cap` usable ones (0: no cap): the count and the
+#: creation are one step, so instances creating sessions of one key at once never overshoot.
+#: Returns 1 when created, 0 when the id exists, -1 when the key is at its cap.
+#: KEYS: state, idle index, tenant index, session tenants, key index; ARGV: id, now, ttl, key ttl,
+#: payload, cap, tenant id.
+_CREATE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. (tonumber(ARGV[2]) - tonumber(ARGV[3])))
+local cap = tonumber(ARGV[6])
+if cap > 0 and redis.call('ZCARD', KEYS[5]) >= cap then return -1 end
+if not redis.call('SET', KEYS[1], ARGV[5], 'EX', ARGV[4], 'NX') then return 0 end
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[7])
+redis.call('ZADD', KEYS[5], ARGV[2], ARGV[1])
+redis.call('EXPIRE', KEYS[5], ARGV[4])
+return 1
 """
 #: Record one backend session of a session that still exists. KEYS: state, backends; ARGV: map
 #: key, backend session, key ttl.
@@ -85,8 +112,12 @@ class RedisSessionStore:
         clock: Callable[[], float] = time.time,
         idle_index: str = IDLE_INDEX,
         counters: Counters | None = None,
+        max_sessions_per_key: int = 0,
     ) -> None:
+        """`max_sessions_per_key`: how many usable sessions one key (of one tenant) may hold at
+        once, across every instance; 0: no cap."""
         self._counters = counters or Counters()
+        self._max_per_key = max(0, max_sessions_per_key)
         self._redis = client
         self._key = hashlib.sha256(b"mcp-gateway session ids|" + secret.encode()).digest()
         self._instance = _INSTANCE_SAFE.sub("-", instance)[:32] or "gw"
@@ -95,6 +126,7 @@ class RedisSessionStore:
         self._cache: dict[str, tuple[SessionState, float]] = {}
         self._touch = client.register_script(_TOUCH)
         self._save_backend = client.register_script(_SAVE_BACKEND)
+        self._create = client.register_script(_CREATE)
         self._clock = clock  # wall time: instances compare each other's idle times
         self._idle = idle_index
 
@@ -112,17 +144,29 @@ class RedisSessionStore:
         return bool(body) and hmac.compare_digest(tag, self._tag(body))
 
     async def save(self, state: SessionState, *, create: bool) -> bool:
+        """Raises SessionLimitReached when `create` finds the state's key at its session cap."""
         # Backend sessions are stored one by one (`save_backend`), never with the state.
         payload = orjson.dumps({**dataclasses.asdict(state), "backends": {}})
+        key_index = KEY_INDEX.format(state.tenant_id, state.key_id)
+        now = self._clock()
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.set(_KEY.format(state.id), payload, ex=self._ttl + _GRACE_SECONDS, nx=create, xx=not create)
-                now = self._clock()
-                pipe.zadd(self._idle, {state.id: now}, xx=not create)
-                pipe.zadd(TENANT_INDEX.format(state.tenant_id), {state.id: now}, xx=not create)
-                if create:
-                    pipe.hset(SESSION_TENANTS, state.id, state.tenant_id)
-                stored, *_ = await pipe.execute()
+            if create:
+                created = await self._create(
+                    keys=[_KEY.format(state.id), self._idle, TENANT_INDEX.format(state.tenant_id), SESSION_TENANTS,
+                          key_index],
+                    args=[state.id, now, self._ttl, self._ttl + _GRACE_SECONDS, payload, self._max_per_key,
+                          state.tenant_id],
+                )
+                if created == -1:
+                    raise SessionLimitReached(self._max_per_key)
+                stored = created == 1
+            else:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    pipe.set(_KEY.format(state.id), payload, ex=self._ttl + _GRACE_SECONDS, xx=True)
+                    pipe.zadd(self._idle, {state.id: now}, xx=True)
+                    pipe.zadd(TENANT_INDEX.format(state.tenant_id), {state.id: now}, xx=True)
+                    pipe.zadd(key_index, {state.id: now}, xx=True)
+                    stored, *_ = await pipe.execute()
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
         if not stored:
@@ -131,7 +175,9 @@ class RedisSessionStore:
         self._cache[state.id] = (state, time.monotonic())
         return True
 
-    async def load(self, session_id: str, *, tenant_id: int, fresh: bool = False) -> SessionState | None:
+    async def load(
+        self, session_id: str, *, tenant_id: int, key_id: int | None = None, fresh: bool = False
+    ) -> SessionState | None:
         cached = self._cache.get(session_id)
         now = time.monotonic()
         if cached is not None and not fresh and now - cached[1] < self._cache_seconds:
@@ -139,8 +185,11 @@ class RedisSessionStore:
             return cached[0]
         self._counters.increment("cache", cache="session", result="miss")
         try:
+            keys = [_KEY.format(session_id), _BACKENDS.format(session_id), self._idle, TENANT_INDEX.format(tenant_id)]
+            if key_id is not None:
+                keys.append(KEY_INDEX.format(tenant_id, key_id))
             found = await self._touch(
-                keys=[_KEY.format(session_id), _BACKENDS.format(session_id), self._idle, TENANT_INDEX.format(tenant_id)],
+                keys=keys,
                 args=[session_id, self._clock(), self._ttl, self._ttl + _GRACE_SECONDS],
             )
         except (redis.RedisError, OSError) as exc:
@@ -205,6 +254,7 @@ class RedisSessionStore:
                 pipe.delete(_BACKENDS.format(session_id))
                 pipe.zrem(self._idle, session_id)
                 self._forget_tenant(pipe, session_id, _tenant_of(recorded, payload))
+                self._forget_key(pipe, session_id, payload)
                 await pipe.execute()
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
@@ -238,6 +288,7 @@ class RedisSessionStore:
                     payload, backends, recorded = found[3 * i : 3 * i + 3]
                     self._cache.pop(session_id, None)
                     self._forget_tenant(pipe, session_id, _tenant_of(recorded, payload))
+                    self._forget_key(pipe, session_id, payload)
                     if payload is None:
                         pipe.delete(_BACKENDS.format(session_id))
                     else:
@@ -252,6 +303,14 @@ class RedisSessionStore:
         if tenant_id is not None:
             pipe.zrem(TENANT_INDEX.format(tenant_id), session_id)
         pipe.hdel(SESSION_TENANTS, session_id)
+
+    @staticmethod
+    def _forget_key(pipe: redis.asyncio.client.Pipeline, session_id: str, payload: bytes | None) -> None:
+        # Without its state the session is long past its expiry: the next creation of its key
+        # drops the entry by its age anyway.
+        if payload is not None:
+            data = orjson.loads(payload)
+            pipe.zrem(KEY_INDEX.format(data["tenant_id"], data["key_id"]), session_id)
 
 
 def _tenant_of(recorded: bytes | None, payload: bytes | None) -> str | None:

@@ -22,6 +22,20 @@ _LEEWAY_SECONDS = 10  # clock skew between the issuer and this instance
 _VERIFIED_MAX = 10_000  # tokens remembered as verified (oldest forgotten first)
 
 
+def _claims_check(claims: Mapping[str, Any], issuer: TokenIssuerView) -> None:
+    """Refuse what PyJWT lets through but the principal cannot stand on. The subject is the
+    caller's identity (its budget, its audit rows, its per-identity credential): tokens without one
+    would all be the same caller. RFC 7519 dates are JSON numbers; PyJWT converts strings with
+    `int()`, so `"exp": "99999999999"` would pass and the verified-token cache would trust it."""
+    subject = claims.get(issuer.subject_claim)
+    if not isinstance(subject, str) or not subject:
+        raise InvalidToken(f"the token has no subject: its {issuer.subject_claim!r} claim must be a non-empty string")
+    for name in ("exp", "nbf", "iat"):
+        value = claims.get(name)
+        if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise InvalidToken(f"the token's {name!r} claim must be a number (seconds since 1970), not {value!r:.40}")
+
+
 class JwtVerifier:
     def __init__(self, *, jwks_seconds: float = 600.0, refetch_seconds: float = 30.0, timeout: float = 5.0) -> None:
         self._jwks_seconds = jwks_seconds
@@ -75,6 +89,7 @@ class JwtVerifier:
             raise InvalidToken(f"the token is invalid: {exc}") from None
         except (TypeError, ValueError):  # the key does not fit the algorithm the header names
             raise InvalidToken("the token's algorithm does not fit the issuer's key") from None
+        _claims_check(claims, issuer)
         return issuer, claims
 
     async def _key(self, issuer: TokenIssuerView, kid: object) -> Any:

@@ -21,6 +21,7 @@ from apps.gateway.openapi import OpenApiHttp
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import ListSettings
 from apps.gateway.pipeline.metrics import Counters
+from apps.gateway.pipeline.streams import StreamCaps
 from apps.gateway.pubsub import RedisSubscription
 from apps.gateway.reindex import ToolReindex, tool_reindex_enqueue
 from apps.gateway.relay import ChannelMailbox
@@ -30,6 +31,7 @@ from apps.gateway.sessions import RedisSessionStore
 from apps.gateway.snapshots import SnapshotDirectory
 from apps.gateway.telemetry import gateway_tracing
 from apps.gateway.tokens import JwtVerifier
+from apps.gateway.tool_lists import backend_list_caps
 from apps.gateway.upstream.client import HttpUpstream, http_upstream
 
 _gateways: dict[int, Gateway] = {}
@@ -51,10 +53,20 @@ def gateway_settings() -> GatewaySettings:
         audit_hash_key=derived_key(settings.SECRET_KEY, b"mcp-gateway audit argument hashes v1"),
         session_sweep_seconds=settings.GATEWAY_SESSION_SWEEP_SECONDS,
         backend_queue_seconds=settings.GATEWAY_BACKEND_QUEUE_SECONDS,
+        stream_caps=StreamCaps(
+            max_messages=settings.GATEWAY_CALL_MAX_BACKEND_MESSAGES or None,
+            max_bytes=settings.GATEWAY_CALL_MAX_STREAM_BYTES or None,
+            max_seconds=settings.GATEWAY_CALL_MAX_STREAM_SECONDS or None,
+        ),
+        request_state_secret=derived_key(settings.SECRET_KEY, b"mcp-gateway request states v1"),
+        max_batch_items=settings.GATEWAY_MAX_BATCH_ITEMS,
+        batch_concurrency=settings.GATEWAY_BATCH_CONCURRENCY,
+        max_client_metadata_bytes=settings.GATEWAY_MAX_CLIENT_METADATA_BYTES,
         lists=ListSettings(
             page_size=settings.GATEWAY_LIST_PAGE_SIZE,
             timeout=settings.GATEWAY_LIST_TIMEOUT_SECONDS,
             cache_seconds=settings.GATEWAY_LIST_CACHE_SECONDS,
+            caps=backend_list_caps(),
         ),
     )
 
@@ -108,6 +120,7 @@ def gateway() -> Gateway:
                 instance=settings.GATEWAY_INSTANCE_ID,
                 ttl_seconds=settings.GATEWAY_SESSION_TTL_SECONDS,
                 counters=counters,
+                max_sessions_per_key=settings.GATEWAY_MAX_SESSIONS_PER_KEY,
             ),
             upstream=_upstream_for(loop_id, layer, mailbox),
             audit=audit_writer(),

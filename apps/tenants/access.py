@@ -11,13 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user
 from django.core.exceptions import PermissionDenied
+from django.db import connections
 from django.db.models import QuerySet
-from django.http import Http404
+from django.http import Http404, HttpRequest
+from django.http.cookie import parse_cookie
 
+from apps.tenants.keys import ADMIN_TOKEN_PREFIX
 from apps.tenants.models import ApiKey, Membership, Tenant
+from apps.tenants.services import admin_token_authenticate
 
 ADMIN = Membership.Role.ADMIN
 MEMBER = Membership.Role.MEMBER
@@ -93,3 +100,28 @@ def platform_admin_check(*, access: Access) -> None:
     """PermissionDenied unless the user is a platform admin."""
     if not access.platform_admin:
         raise PermissionDenied("Only platform admins may do this.")
+
+
+def tenant_manager_credential_check(*, slug: str, authorization: str, cookie: str) -> bool:
+    """Whether the request headers `authorization` (an admin token, `Bearer gwa_…`) or `cookie`
+    (a console session) name a user who may change tenant `slug`, as the view behind them would
+    decide it. For the HTTP transport, which asks before it reads a large upload's body; it runs on
+    a server thread outside any request, so it closes the database connections it opened."""
+    try:
+        user: Any = None
+        scheme, _, secret = authorization.strip().partition(" ")
+        secret = secret.strip()
+        if scheme.lower() == "bearer" and secret.startswith(ADMIN_TOKEN_PREFIX):
+            token = admin_token_authenticate(secret=secret)
+            user = token.user if token is not None else None
+        elif session_key := parse_cookie(cookie).get(settings.SESSION_COOKIE_NAME):
+            request = HttpRequest()
+            request.session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+            user = get_user(request)
+        access = access_get(user=user)
+        if not access.signed_in:
+            return False
+        tenant_id = Tenant.objects.filter(slug=slug).values_list("pk", flat=True).first()
+        return tenant_id is not None and access.manages(tenant_id)
+    finally:
+        connections.close_all()

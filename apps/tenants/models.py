@@ -80,13 +80,17 @@ class Team(TimeStampedModel):
 
 
 class ApiKey(TimeStampedModel):
-    """An API key. Only a display prefix and the SHA-256 of the whole key are stored: keys are
-    high-entropy secrets, so a fast hash is enough and verification costs microseconds."""
+    """An API key. Only a label and a keyed hash of the secret are stored (`apps.tenants.keys`):
+    keys are high-entropy secrets, so a fast hash is enough and verification costs microseconds."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
     team = models.ForeignKey(Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="api_keys")
     name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=16, help_text="The first characters of the key, for recognising it.")
+    prefix = models.CharField(
+        max_length=16,
+        help_text="A label for recognising the key, never part of its secret: a generated key's public id "
+        "(mgw_<id>), else part of its keyed hash (#<hex>).",
+    )
     secret_hash = models.CharField(max_length=64, unique=True, editable=False)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -150,7 +154,7 @@ class Membership(TimeStampedModel):
 
 class AdminToken(TimeStampedModel):
     """A token for the REST API, acting as its user with that user's roles. As for API keys, only
-    a display prefix and the SHA-256 of the token are stored."""
+    a label (its public id, gwa_<id>) and a keyed hash of the token are stored."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="admin_tokens")
     name = models.CharField(max_length=100)

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from apps.common.config_version import config_version_bump
 from apps.common.url_guard import url_address_validate
-from apps.tenants.keys import admin_token_generate, key_display_prefix, key_generate, key_hash, key_secret_problem
+from apps.tenants.keys import admin_token_generate, key_generate, key_hash, key_label_of_hash, key_secret_problem
 from apps.tenants.models import AdminToken, ApiKey, Membership, Plan, Team, Tenant, TokenIssuer
 
 
@@ -168,6 +168,15 @@ def _check_secret(secret: str, *, exclude_pk: int | None = None) -> None:
         raise ValidationError({"secret": "another key already uses this secret"})
 
 
+def _new_secret(secret: str | None, *, exclude_pk: int | None = None) -> tuple[str, str]:
+    """A supplied secret, checked, with no label (its label comes from its hash); or a generated
+    one with its public label."""
+    if secret is None:
+        return key_generate()
+    _check_secret(secret, exclude_pk=exclude_pk)
+    return secret, ""
+
+
 def api_key_issue(
     *,
     tenant: Tenant,
@@ -184,16 +193,14 @@ def api_key_issue(
     `owner`: the console user issuing it (tenant members manage only their own keys)."""
     _check_team(tenant=tenant, team=team)
     _check_scopes(scopes)
-    if secret is None:
-        secret = key_generate()
-    else:
-        _check_secret(secret)
+    secret, prefix = _new_secret(secret)
+    secret_hash = key_hash(secret)
     api_key = ApiKey(
         tenant=tenant,
         team=team,
         name=name,
-        prefix=key_display_prefix(secret),
-        secret_hash=key_hash(secret),
+        prefix=prefix or key_label_of_hash(secret_hash),
+        secret_hash=secret_hash,
         expires_at=expires_at,
         scopes=sorted(set(scopes)),
         owner=owner,
@@ -226,12 +233,9 @@ def api_key_reissue(*, api_key: ApiKey, secret: str | None = None) -> IssuedKey:
     so policies and virtual hosts that point at it stay valid. The old secret stops working."""
     if api_key.revoked_at is not None:
         raise ValidationError("a revoked key cannot be re-issued; issue a new key instead")
-    if secret is None:
-        secret = key_generate()
-    else:
-        _check_secret(secret, exclude_pk=api_key.pk)
-    api_key.prefix = key_display_prefix(secret)
+    secret, prefix = _new_secret(secret, exclude_pk=api_key.pk)
     api_key.secret_hash = key_hash(secret)
+    api_key.prefix = prefix or key_label_of_hash(api_key.secret_hash)
     api_key.save(update_fields=["prefix", "secret_hash", "updated_at"])
     config_version_bump(tenant_id=api_key.tenant_id)
     return IssuedKey(api_key=api_key, secret=secret)
@@ -365,9 +369,8 @@ def admin_token_issue(*, user: Any, name: str, expires_at: datetime | None = Non
     """A REST API token acting as `user`; the plaintext is returned once, never stored."""
     if AdminToken.objects.filter(user=user, name=name).exists():
         raise ValidationError(f"you already have a token named {name!r}")
-    secret = admin_token_generate()
-    token = AdminToken(user=user, name=name, prefix=key_display_prefix(secret), secret_hash=key_hash(secret),
-                       expires_at=expires_at)
+    secret, prefix = admin_token_generate()
+    token = AdminToken(user=user, name=name, prefix=prefix, secret_hash=key_hash(secret), expires_at=expires_at)
     token.full_clean()
     token.save()
     return IssuedAdminToken(admin_token=token, secret=secret)

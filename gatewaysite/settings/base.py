@@ -122,6 +122,10 @@ CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Tool index builds (a backend's whole list, embedded) have a queue of their own, so no tenant's
+# backend keeps another's spec compile waiting: run workers for both queues (docs/deploy.md).
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_ROUTES = {"apps.retrieval.tasks.*": {"queue": "indexing"}}
 CELERY_BEAT_SCHEDULE = {
     # Spec uploads whose compilation was never queued (broker down) or whose worker died.
     "spec-compile-requeue": {"task": "apps.catalog.tasks.spec_compile_requeue", "schedule": 60.0},
@@ -177,16 +181,38 @@ CONSOLE_LOGIN_LOCKOUT_SECONDS = int(os.environ.get("CONSOLE_LOGIN_LOCKOUT_SECOND
 # --- The MCP gateway -------------------------------------------------------------------------------
 # Largest accepted request body on the MCP endpoint; larger bodies get HTTP 413.
 GATEWAY_MAX_BODY_BYTES = int(os.environ.get("GATEWAY_MAX_BODY_BYTES", str(4 * 1024 * 1024)))
+# Largest request body anywhere else (REST API, console, admin), refused with 413 by the HTTP server
+# before it is read; OpenAPI uploads by a tenant's admins may reach GATEWAY_SPEC_MAX_BYTES.
+GATEWAY_API_MAX_BODY_BYTES = int(os.environ.get("GATEWAY_API_MAX_BODY_BYTES", str(1024 * 1024)))
+# A request's line and headers must arrive within this time of its first byte; a body that stalls
+# for GATEWAY_HTTP_BODY_IDLE_SECONDS is cut. Both answer 408; a request fully received is not timed.
+GATEWAY_HTTP_HEADERS_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_HTTP_HEADERS_TIMEOUT_SECONDS", "10"))
+GATEWAY_HTTP_BODY_IDLE_SECONDS = float(os.environ.get("GATEWAY_HTTP_BODY_IDLE_SECONDS", "10"))
 # Origins allowed besides loopback and the request's own host (DNS-rebinding protection).
 GATEWAY_ALLOWED_ORIGINS = env_list("GATEWAY_ALLOWED_ORIGINS")
 # Idle lifetime of a downstream legacy session.
 GATEWAY_SESSION_TTL_SECONDS = int(os.environ.get("GATEWAY_SESSION_TTL_SECONDS", "3600"))
 # How often each instance ends sessions idle past that time and closes their backend sessions.
 GATEWAY_SESSION_SWEEP_SECONDS = float(os.environ.get("GATEWAY_SESSION_SWEEP_SECONDS", "30"))
+# Usable sessions one key may hold at once, across all instances (0: no cap); an anonymous host's
+# callers share its configured key's. Past it, initialize gets -32005 until one ends or expires.
+GATEWAY_MAX_SESSIONS_PER_KEY = int(os.environ.get("GATEWAY_MAX_SESSIONS_PER_KEY", "1000"))
+# Largest `capabilities` and `clientInfo` (each, as JSON) an initialize may send: both are kept
+# with the session in Redis. Larger is -32602 naming the field.
+GATEWAY_MAX_CLIENT_METADATA_BYTES = int(os.environ.get("GATEWAY_MAX_CLIENT_METADATA_BYTES", "8192"))
+# Most messages in one JSON-RPC batch (2025-03-26 sessions); longer batches are refused whole. At
+# most GATEWAY_BATCH_CONCURRENCY of a batch's messages are handled at once.
+GATEWAY_MAX_BATCH_ITEMS = int(os.environ.get("GATEWAY_MAX_BATCH_ITEMS", "50"))
+GATEWAY_BATCH_CONCURRENCY = int(os.environ.get("GATEWAY_BATCH_CONCURRENCY", "8"))
 # Lists of virtual hosts with several backends (docs/config.md, "Virtual hosts with several backends").
 GATEWAY_LIST_PAGE_SIZE = int(os.environ.get("GATEWAY_LIST_PAGE_SIZE", "1000"))
 GATEWAY_LIST_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_LIST_TIMEOUT_SECONDS", "5"))
 GATEWAY_LIST_CACHE_SECONDS = float(os.environ.get("GATEWAY_LIST_CACHE_SECONDS", "60"))
+# The most of one MCP backend's list the gateway takes in (merged lists, lists it filters, the tool
+# index): entries, and bytes of responses across its pages. A backend over either is left out of the
+# list (logged, counted in list_backend_omitted with reason "too_large") and not indexed.
+GATEWAY_BACKEND_MAX_TOOLS = int(os.environ.get("GATEWAY_BACKEND_MAX_TOOLS", "10000"))
+GATEWAY_BACKEND_MAX_LIST_BYTES = int(os.environ.get("GATEWAY_BACKEND_MAX_LIST_BYTES", str(8 * 1024 * 1024)))
 # When Redis cannot be reached, admit calls that rate limits would check (the audit row says
 # "unchecked"); false refuses them instead.
 GATEWAY_RATE_LIMIT_FAIL_OPEN = env_bool("GATEWAY_RATE_LIMIT_FAIL_OPEN", True)
@@ -207,6 +233,12 @@ GATEWAY_UPSTREAM_MAX_RESPONSE_BYTES = int(os.environ.get("GATEWAY_UPSTREAM_MAX_R
 # their own (0: no limit); calls over it wait up to GATEWAY_BACKEND_QUEUE_SECONDS, then get -32004.
 GATEWAY_BACKEND_MAX_CONCURRENCY = int(os.environ.get("GATEWAY_BACKEND_MAX_CONCURRENCY", "0"))
 GATEWAY_BACKEND_QUEUE_SECONDS = float(os.environ.get("GATEWAY_BACKEND_QUEUE_SECONDS", "5"))
+# What a backend's event stream answering one request may bring (0: no cap): requests and
+# notifications it sends the client during the call, bytes of events, and seconds since the call
+# began. Past one, the call ends with -32004 and the backend request is cancelled.
+GATEWAY_CALL_MAX_BACKEND_MESSAGES = int(os.environ.get("GATEWAY_CALL_MAX_BACKEND_MESSAGES", "1000"))
+GATEWAY_CALL_MAX_STREAM_BYTES = int(os.environ.get("GATEWAY_CALL_MAX_STREAM_BYTES", str(64 * 1024 * 1024)))
+GATEWAY_CALL_MAX_STREAM_SECONDS = float(os.environ.get("GATEWAY_CALL_MAX_STREAM_SECONDS", "3600"))
 # On SIGTERM, how long calls in flight may still run before the instance cuts them and exits
 # (keep it below the orchestrator's kill timeout: Kubernetes waits 30 s by default).
 GATEWAY_SHUTDOWN_GRACE_SECONDS = float(os.environ.get("GATEWAY_SHUTDOWN_GRACE_SECONDS", "25"))
@@ -234,6 +266,9 @@ SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 # Fernet keys for secrets at rest (egress credentials), newest first; empty: derived from the secret key.
 GATEWAY_ENCRYPTION_KEYS = env_list("GATEWAY_ENCRYPTION_KEYS")
+# The server key of API key and admin token hashes (HMAC-SHA256); empty: derived from the secret
+# key. Set it to rotate GATEWAY_SECRET_KEY without invalidating every key; changing it invalidates them.
+GATEWAY_KEY_HASH_SECRET = os.environ.get("GATEWAY_KEY_HASH_SECRET", "")
 # Largest OpenAPI document accepted for upload, in bytes.
 GATEWAY_SPEC_MAX_BYTES = int(os.environ.get("GATEWAY_SPEC_MAX_BYTES", str(50 * 1024 * 1024)))
 # Largest response body read from an OpenAPI service; larger ones are a tool error.
@@ -242,8 +277,10 @@ GATEWAY_OPENAPI_MAX_RESPONSE_BYTES = int(os.environ.get("GATEWAY_OPENAPI_MAX_RES
 # --- Metrics and health (docs/observability.md) ---
 # Bearer token a scraper must send to /metrics; empty: /metrics answers anyone who reaches it.
 GATEWAY_METRICS_TOKEN = os.environ.get("GATEWAY_METRICS_TOKEN", "")
-# Distinct tool and backend label values per process; later ones are counted as "other".
-GATEWAY_METRICS_MAX_TOOLS = int(os.environ.get("GATEWAY_METRICS_MAX_TOOLS", "200"))
+# Distinct tool and backend label values per process; later ones are counted as "other". Tool
+# names also have a cap per tenant, so one tenant's names never push another's into "other".
+GATEWAY_METRICS_MAX_TOOLS = int(os.environ.get("GATEWAY_METRICS_MAX_TOOLS", "1000"))
+GATEWAY_METRICS_MAX_TOOLS_PER_TENANT = int(os.environ.get("GATEWAY_METRICS_MAX_TOOLS_PER_TENANT", "200"))
 GATEWAY_METRICS_MAX_BACKENDS = int(os.environ.get("GATEWAY_METRICS_MAX_BACKENDS", "200"))
 # How long /readyz waits for the database and for Redis (each) before calling it unreachable.
 GATEWAY_READYZ_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_READYZ_TIMEOUT_SECONDS", "1"))
@@ -285,7 +322,9 @@ LOGGING = {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {"()": "apps.gateway.logs.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": log_format("plain")}},
+    # Credentials in query strings (`?api_key=...`) never reach a log line (apps/common/log_redaction.py).
+    "filters": {"redact": {"()": "apps.gateway.logs.RedactCredentials"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": log_format("plain"), "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("GATEWAY_LOG_LEVEL", "INFO")},
     "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
 }

@@ -5,7 +5,9 @@ import secrets
 from .base import *  # noqa: F403
 from .base import SECRET_KEY, VAR_DIR, env_bool
 
-DEBUG = env_bool("GATEWAY_DEBUG", True)
+# Django's debug pages show settings, tracebacks and their locals to whoever reaches the port:
+# only when asked for (GATEWAY_DEBUG=1).
+DEBUG = env_bool("GATEWAY_DEBUG", False)
 GATEWAY_SERVE_STATIC = env_bool("GATEWAY_SERVE_STATIC", True)
 # The demo backends of `make run` listen on loopback.
 GATEWAY_ALLOW_PRIVATE_NETWORKS = env_bool("GATEWAY_ALLOW_PRIVATE_NETWORKS", True)

@@ -70,13 +70,15 @@ def test_empty_document_is_an_empty_configuration() -> None:
         ("tenants:\n  - {slug: a, name: A, keys: [{name: k, team: t}]}\n", "tenants[0].keys[0].team: unknown team 't'"),
         ("tenants:\n  - {slug: a, name: A, keys: [{name: k}, {name: k}]}\n", "tenants[0].keys[1].name: duplicate key 'k'"),
         ("tenants:\n  - {slug: a, name: A}\n  - {slug: b, name: B, keys: [{name: k, secret: short}]}\n",
-         "tenants[1].keys[0].secret: must be at least 16 characters"),
+         "tenants[1].keys[0].secret: the secret of key 'k' is too weak: it uses fewer than 10 different characters"),
+        ("tenants:\n  - {slug: a, name: A, keys: [{name: k, secret: '0123456789abcdefg'}]}\n",
+         "tenants[0].keys[0].secret: the secret of key 'k' is too weak: it carries at most 87 bits, and a key needs 128"),
         ("tenants:\n  - {slug: a, name: A, keys: [{name: k, secret: 1234567890123456789}]}\n",
          "tenants[0].keys[0].secret: must be a string"),
         ("tenants:\n  - {slug: a, name: A, keys: [{name: k, secret: 'has a space 0123456789'}]}\n",
-         "tenants[0].keys[0].secret: must not contain whitespace"),
-        ("tenants:\n  - {slug: a, name: A, keys: [{name: k, secret: '0123456789abcdefg'}]}\n"
-         "  - {slug: b, name: B, keys: [{name: k, secret: '0123456789abcdefg'}]}\n",
+         "tenants[0].keys[0].secret: the secret of key 'k' must not contain whitespace"),
+        ("tenants:\n  - {slug: a, name: A, keys: [{name: k, secret: 'Xq3-vT9_pL2mZ8rW4kN7bY6'}]}\n"
+         "  - {slug: b, name: B, keys: [{name: k, secret: 'Xq3-vT9_pL2mZ8rW4kN7bY6'}]}\n",
          "tenants[1].keys[0].secret: same secret as tenants[0].keys[0]"),
         ("tenants:\n  - {slug: a, name: A, keys: [{name: k, expires_at: 2030-01-01}]}\n",
          "tenants[0].keys[0].expires_at: must be an ISO 8601 timestamp"),
@@ -129,7 +131,7 @@ def test_every_problem_is_reported_together() -> None:
         "extra: unknown top-level key",
         "tenants[0].plan: unknown plan 'gold' (add it under plans)",
         "tenants[0].keys[0].team: unknown team 'nope'",
-        "tenants[0].keys[0].secret: must be at least 16 characters",
+        "tenants[0].keys[0].secret: the secret of key 'agent' is too weak",
         "virtual_hosts[0].backends.x: unknown backend 'nope'",
         "virtual_hosts[0].tool_aliases.find: map key 'y' is not mounted",
     ):

@@ -23,7 +23,7 @@ from tests.deploy.helpers import (
 )
 from tests.processes import ROOT
 
-APP_SERVICES = {"migrate", "gateway-1", "gateway-2", "worker", "beat"}
+APP_SERVICES = {"migrate", "gateway-1", "gateway-2", "worker", "indexer", "beat"}
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,8 @@ def test_an_empty_secret_is_refused_too(docker: str) -> None:
 
 
 def test_the_services_of_a_deployment(services: dict[str, dict]) -> None:
-    assert set(services) == {"postgres", "redis", "migrate", "gateway-1", "gateway-2", "nginx", "worker", "beat"}
+    assert set(services) == {"postgres", "redis", "migrate", "gateway-1", "gateway-2", "nginx", "worker", "indexer",
+                             "beat"}
     assert _gateways(services) == {"gateway-1", "gateway-2"}
     # Nothing but the load balancer is reachable from outside the compose network.
     assert {name for name, s in services.items() if s.get("ports")} == {"nginx"}
@@ -100,6 +101,10 @@ def test_worker_and_a_single_beat(services: dict[str, dict]) -> None:
     assert worker[:4] == ["celery", "-A", "gatewaysite", "worker"]
     assert beat[:4] == ["celery", "-A", "gatewaysite", "beat"]
     assert "celery" in " ".join(services["worker"]["healthcheck"]["test"])
+    # Spec compiles and index builds on separate queues, each consumed by a worker of its own.
+    indexer = services["indexer"]["command"]
+    assert indexer[:4] == ["celery", "-A", "gatewaysite", "worker"]
+    assert worker[worker.index("-Q") + 1] == "celery" and indexer[indexer.index("-Q") + 1] == "indexing"
     # Two beats would queue every periodic job twice.
     assert services["beat"].get("deploy", {}).get("replicas", 1) == 1
     assert sum(1 for s in services.values() if "beat" in (s.get("command") or [])) == 1

@@ -7,6 +7,7 @@ import asyncio
 from django.conf import settings
 
 from apps.common.redis import async_redis_client
+from apps.gateway.pipeline.ports import SessionLimitReached
 from apps.gateway.pipeline.values import BackendSession, SessionState
 from apps.gateway.sessions import SESSION_TENANTS, TENANT_INDEX, RedisSessionStore
 
@@ -146,3 +147,29 @@ async def test_each_use_moves_the_session_up_its_tenants_index_and_only_its_own_
     assert await client.zscore(TENANT_INDEX.format(9003), older.id) == clock.now
     assert await store.load(newer.id, tenant_id=9004) is not None  # the caller refuses it (a 404)
     assert await client.zcard(TENANT_INDEX.format(9004)) == 0
+
+
+async def test_a_key_holds_at_most_its_cap_of_usable_sessions() -> None:
+    clock = Clock()
+    store = RedisSessionStore(async_redis_client(), secret=settings.SECRET_KEY, instance="gw-a", ttl_seconds=60,
+                              cache_seconds=0, clock=clock, idle_index="test:session-idle", max_sessions_per_key=2)
+
+    async def create() -> SessionState | None:
+        state = _state(store, tenant_id=9101)
+        try:
+            await store.save(state, create=True)
+        except SessionLimitReached as reached:
+            assert reached.limit == 2
+            return None
+        return state
+
+    created = [s for s in await asyncio.gather(*(create() for _ in range(10))) if s is not None]
+    assert len(created) == 2  # counted and created in one step: ten at once never overshoot
+    used, idle = created
+    clock.now += 50
+    assert await store.load(used.id, tenant_id=9101, key_id=used.key_id) is not None  # renews its slot too
+    clock.now += 50
+    assert await create() is not None  # `idle` expired and freed its slot; `used` still holds one
+    assert await create() is None
+    await store.delete(used.id)
+    assert await create() is not None

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from apps.common.http_syntax import target_problem, text_problem
+
 from .diagnostics import Diagnostics, join
 from .loader import detect_version, load_document
 from .model import CompiledTool, CompileOptions, CompileResult, ToolBinding
@@ -16,7 +18,7 @@ from .names import NameAllocator, fallback_base, sanitize
 from .params import Body, Context, build_input, gather, is_json, parameters_to_args, pick_media_type
 from .refs import RefResolver
 from .schemas import SchemaBudgetExceeded, SchemaConverter, is_object_schema
-from .security import security_schemes
+from .security import security_names_check, security_schemes
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 _SERVER_VARIABLE = re.compile(r"{([^{}]+)}")
@@ -47,6 +49,7 @@ def compile_spec(data: bytes | str, *, options: CompileOptions = _DEFAULT_OPTION
     schemas = SchemaConverter(refs, diag, version=spec_version, max_depth=options.max_schema_depth,
                               max_nodes=options.max_schema_nodes)
     ctx = Context(spec_version, refs, schemas, diag)
+    security_names_check(doc, diag)
     tools: list[CompiledTool] = []
     try:
         tools = _compile_paths(ctx, doc, options)
@@ -75,7 +78,7 @@ def _compile_paths(ctx: Context, doc: dict[str, Any], options: CompileOptions) -
         ctx.diag.error("/paths", "'paths' must be an object")
         return []
     root_servers = _root_servers(ctx, doc)
-    global_consumes = doc.get("consumes") if isinstance(doc.get("consumes"), list) else []
+    global_consumes = _consumes(ctx, doc.get("consumes"), "/consumes") or []
     global_produces = doc.get("produces") if isinstance(doc.get("produces"), list) else None
     names = NameAllocator(options.max_name_length)
     first_seen: dict[str, str] = {}
@@ -83,6 +86,9 @@ def _compile_paths(ctx: Context, doc: dict[str, Any], options: CompileOptions) -
     for path, raw_item in paths.items():
         item_ptr = join("/paths", path)
         if path.startswith("x-"):
+            continue
+        if (problem := target_problem(path, "the path")) is not None:
+            ctx.diag.error(item_ptr, problem)  # it is written into the request line as it stands
             continue
         if not path.startswith("/"):
             ctx.diag.warning(item_ptr, "path does not start with '/'")
@@ -121,7 +127,8 @@ def _compile_paths(ctx: Context, doc: dict[str, Any], options: CompileOptions) -
                     first_seen[operation_id] = op_ptr
             params = gather(ctx, item.get("parameters"), join(item_ptr, "parameters"),
                             op.get("parameters"), join(op_ptr, "parameters"))
-            consumes = op.get("consumes") if isinstance(op.get("consumes"), list) else global_consumes
+            consumes = _consumes(ctx, op.get("consumes"), join(op_ptr, "consumes"))
+            consumes = global_consumes if consumes is None else consumes
             args, body = parameters_to_args(ctx, params, path, item_ptr, consumes)
             if ctx.version != "2.0" and "requestBody" in op:
                 body = _request_body(ctx, op["requestBody"], join(op_ptr, "requestBody"))
@@ -156,6 +163,9 @@ def _request_body(ctx: Context, raw: Any, ptr: str) -> Body | None:
     content_type = pick_media_type(list(content))
     media = content[content_type]
     media_ptr = join(rptr, "content", content_type)
+    if (problem := text_problem(content_type, "the media type")) is not None:
+        ctx.diag.error(media_ptr, problem)  # it is sent as the Content-Type header
+        return None
     schema: Any = {}
     if isinstance(media, dict) and "schema" in media:
         schema = ctx.schemas.convert(media["schema"], join(media_ptr, "schema"))
@@ -223,6 +233,9 @@ def _root_servers(ctx: Context, doc: dict[str, Any]) -> tuple[str, ...]:
         return _servers(ctx, doc.get("servers"), "/servers") or ("",)
     base_path = doc.get("basePath") if isinstance(doc.get("basePath"), str) else ""
     host = doc.get("host") if isinstance(doc.get("host"), str) else ""
+    for field, text in (("host", host), ("basePath", base_path)):
+        if (problem := target_problem(text, f"the {field}")) is not None:
+            ctx.diag.error(join("", field), problem)
     if not host:
         return (base_path.rstrip("/"),)
     schemes = [s for s in doc.get("schemes") or ["https"] if s in ("http", "https")] or ["https"]
@@ -244,6 +257,7 @@ def _servers(ctx: Context, servers: Any, ptr: str) -> tuple[str, ...]:
             ctx.diag.warning(join(ptr, index), "server needs a string 'url'; ignored")
             continue
         variables = server.get("variables") if isinstance(server.get("variables"), dict) else {}
+        _check_server(ctx, server["url"], variables, join(ptr, index))
 
         def substitute(match: re.Match[str], variables: dict = variables, where: str = join(ptr, index)) -> str:
             variable = variables.get(match.group(1))
@@ -254,3 +268,30 @@ def _servers(ctx: Context, servers: Any, ptr: str) -> tuple[str, ...]:
 
         urls.append(_SERVER_VARIABLE.sub(substitute, server["url"]).rstrip("/"))
     return tuple(urls)
+
+
+def _consumes(ctx: Context, consumes: Any, ptr: str) -> list[str] | None:
+    """A Swagger 2.0 ``consumes`` list (None when absent or not a list); any of its media types
+    may be sent as the Content-Type header, so one with control characters is an error."""
+    if not isinstance(consumes, list):
+        return None
+    for index, media_type in enumerate(consumes):
+        if isinstance(media_type, str) and (problem := text_problem(media_type, "the media type")) is not None:
+            ctx.diag.error(join(ptr, index), problem)
+    return consumes
+
+
+def _check_server(ctx: Context, url: str, variables: dict[str, Any], ptr: str) -> None:
+    """Errors for a server URL, or a value of its variables, that could not stand in a request
+    line: the substituted URL is written into it (enum values are what a default may be)."""
+    if (problem := target_problem(url, "the server URL")) is not None:
+        ctx.diag.error(join(ptr, "url"), problem)
+    for name, variable in variables.items():
+        if not isinstance(variable, dict):
+            continue
+        values = [(join(ptr, "variables", name, "default"), variable.get("default"))]
+        if isinstance(variable.get("enum"), list):
+            values += [(join(ptr, "variables", name, "enum", i), value) for i, value in enumerate(variable["enum"])]
+        for where, value in values:
+            if value is not None and (problem := target_problem(str(value), "the server variable's value")):
+                ctx.diag.error(where, problem)

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from apps.common.http_syntax import header_name_problem, text_problem
+
 from .diagnostics import Diagnostics, join
 from .model import ArgumentBinding, BodyMode, Location
 from .names import argument_name, cap
@@ -129,6 +131,9 @@ def gather(ctx: Context, path_level: Any, path_ptr: str, op_level: Any, op_ptr: 
                 valid = False
             if not valid:
                 continue
+            if (problem := _name_problem(name, loc)) is not None:
+                ctx.diag.error(join(pptr, "name"), problem)
+                continue
             key = (loc, name.lower() if loc == "header" else name)
             if key in seen:
                 ctx.diag.warning(site, f"duplicate {loc} parameter {name!r}; the first definition wins")
@@ -136,6 +141,17 @@ def gather(ctx: Context, path_level: Any, path_ptr: str, op_level: Any, op_ptr: 
             seen.add(key)
             merged[key] = (pptr, param)
     return list(merged.values())
+
+
+def _name_problem(name: str, location: str) -> str | None:
+    """Why a parameter's name cannot stand where it is sent: a header's is the header name (an HTTP
+    token); query, cookie and form names are percent-encoded, path names are matched against the
+    path template, and none may hold control characters. A body parameter's name is not sent."""
+    if location == "header":
+        return header_name_problem(name)
+    if location == "body":
+        return None
+    return text_problem(name, f"the {location} parameter name")
 
 
 def _describe(schema: Any, param: dict) -> Any:

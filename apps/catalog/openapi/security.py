@@ -8,7 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from apps.common.http_syntax import header_name_problem, text_problem
+
 from .calls import CredentialKind
+from .diagnostics import Diagnostics, join
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +45,46 @@ def _kind(scheme: dict[str, Any]) -> tuple[CredentialKind, str] | None:
     return None
 
 
-def security_schemes(doc: dict[str, Any]) -> tuple[SecurityScheme, ...]:
-    """The document's supported schemes, those its top-level ``security`` names first."""
+def _defined(doc: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The pointer and object of the document's scheme definitions, if it has them."""
     components = doc.get("components")
     defined = components.get("securitySchemes") if isinstance(components, dict) else None
-    if defined is None:
-        defined = doc.get("securityDefinitions")  # Swagger 2.0
-    if not isinstance(defined, dict):
+    if defined is not None:
+        return ("/components/securitySchemes", defined) if isinstance(defined, dict) else None
+    defined = doc.get("securityDefinitions")  # Swagger 2.0
+    return ("/securityDefinitions", defined) if isinstance(defined, dict) else None
+
+
+def security_names_check(doc: dict[str, Any], diag: Diagnostics) -> None:
+    """An error for each API key scheme whose ``name`` could not stand where the key is sent: a
+    header name must be an HTTP token; query and cookie names (percent-encoded) hold no control
+    characters. The credential is written under that name into every request."""
+    found = _defined(doc)
+    if found is None:
+        return
+    ptr, defined = found
+    for key, scheme in defined.items():
+        if not isinstance(scheme, dict) or scheme.get("type") != "apiKey" or not isinstance(scheme.get("name"), str):
+            continue
+        name, where = scheme["name"], scheme.get("in")
+        if not name:  # not a supported scheme (see `_kind`): nothing is sent under it
+            continue
+        if where == "header":
+            problem = header_name_problem(name)
+        elif where in ("query", "cookie"):
+            problem = text_problem(name, f"the {where} parameter name")
+        else:
+            continue
+        if problem is not None:
+            diag.error(join(ptr, key, "name"), problem)
+
+
+def security_schemes(doc: dict[str, Any]) -> tuple[SecurityScheme, ...]:
+    """The document's supported schemes, those its top-level ``security`` names first."""
+    found = _defined(doc)
+    if found is None:
         return ()
+    defined = found[1]
     required: list[str] = []
     security = doc.get("security")
     if isinstance(security, list):

@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
-from apps.gateway.pipeline.ports import Upstream, UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.ports import ResponseTooLarge, Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replicas import ROUTING_HASH_HEADER, ReplicaHealth, routing_hash
 from apps.gateway.pipeline.singleflight import SingleFlight
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, Principal
@@ -46,10 +46,21 @@ async def egress_headers(backend: BackendView, principal: Principal | None) -> t
 
 async def first_response(reply: UpstreamReply) -> dict[str, Any]:
     """The JSON-RPC response carried by a reply, JSON or SSE. Notifications before it are dropped:
-    only the gateway's own requests (probes, initialize) come through here."""
+    only the gateway's own requests (probes, initialize, list pages) come through here."""
+    return (await sized_response(reply))[0]
+
+
+async def sized_response(reply: UpstreamReply, limit: int | None = None) -> tuple[dict[str, Any], int]:
+    """`first_response`, and how many bytes the answer took (a stream: the data of its events up
+    to the response). With `limit`, an answer over that many bytes raises ResponseTooLarge as soon
+    as it is known, before the rest is read."""
+    size = 0
     try:
         if reply.content_type == "text/event-stream":
             async for event in reply.events():
+                size += len(event.data)
+                if limit is not None and size > limit:
+                    raise ResponseTooLarge(f"response over {limit:,} bytes, the gateway's limit", limit)
                 if not event.data:
                     continue
                 try:
@@ -57,9 +68,9 @@ async def first_response(reply: UpstreamReply) -> dict[str, Any]:
                 except ValueError:
                     raise BackendRefused("the stream carries an event that is not JSON") from None
                 if isinstance(message, dict) and ("result" in message or "error" in message):
-                    return message
+                    return message, size
             raise BackendRefused("the stream ended without a response")
-        body = await reply.read()
+        body = await (reply.read() if limit is None else reply.read(limit))
     finally:
         reply.close()
     if reply.status >= 300 and not body.startswith(b"{"):
@@ -70,7 +81,7 @@ async def first_response(reply: UpstreamReply) -> dict[str, Any]:
         raise BackendRefused(f"HTTP {reply.status} with a body that is not JSON") from None
     if not isinstance(message, dict):
         raise BackendRefused("the response is not a JSON object")
-    return message
+    return message, len(body)
 
 
 async def open_session(

@@ -23,6 +23,7 @@ from apps.gateway.pipeline.backends import (
     first_response,
     open_session,
     session_headers,
+    sized_response,
 )
 from apps.gateway.pipeline.ports import ReplicaUnreachable, Upstream
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView
@@ -81,6 +82,13 @@ class BackendClient:
     async def request(self, backend: BackendView, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """The result of `method`; raises RemoteError for a JSON-RPC error, BackendRefused for an
         answer that is not one, UpstreamUnavailable or TimeoutError when there is no answer."""
+        return (await self.sized_request(backend, method, params))[0]
+
+    async def sized_request(
+        self, backend: BackendView, method: str, params: dict[str, Any], *, max_bytes: int | None = None
+    ) -> tuple[dict[str, Any], int]:
+        """`request`, and how many bytes the answer took; an answer over `max_bytes` raises
+        ResponseTooLarge before it is read whole (a list page: `listing.collect_all_pages`)."""
         info = await self._backends.info(backend)
         if info.modern_versions:
             version = next(v for v in reversed(MODERN_VERSIONS) if v in info.modern_versions)
@@ -93,7 +101,7 @@ class BackendClient:
                 backend, self._backends.replicas.pick(backend, None), "POST", headers, jsonrpc.dumps(body),
                 timeout=backend.timeout,
             )
-            return _result(method, await first_response(reply))
+            return _sized_result(method, await sized_response(reply, max_bytes))
         body = {"jsonrpc": "2.0", "id": f"gw-own-{next(_ids)}", "method": method, "params": params}
         for _ in range(2):
             session = await self._session(backend)
@@ -109,7 +117,7 @@ class BackendClient:
                 reply.close()  # the backend forgot the session (restarted, idle expiry): open another
                 self._sessions.forget((backend.id, backend.urls))
                 continue
-            return _result(method, await first_response(reply))
+            return _sized_result(method, await sized_response(reply, max_bytes))
         raise BackendRefused("the backend keeps losing the gateway's session")
 
     async def listen(
@@ -178,3 +186,7 @@ def _result(method: str, message: dict[str, Any]) -> dict[str, Any]:
     if isinstance(result, dict):
         return result
     raise RemoteError(method, message.get("error"))
+
+
+def _sized_result(method: str, answer: tuple[dict[str, Any], int]) -> tuple[dict[str, Any], int]:
+    return _result(method, answer[0]), answer[1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -40,6 +41,7 @@ from apps.gateway.pipeline.propagation import TracedUpstream
 from apps.gateway.pipeline.relay import Relay
 from apps.gateway.pipeline.replies import Reply, error_reply, http_error_reply
 from apps.gateway.pipeline.search import ToolSearch
+from apps.gateway.pipeline.streams import StreamCaps
 from apps.gateway.pipeline.tracing import RequestTrace, Tracer, Tracing
 from apps.gateway.pipeline.values import HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol.envelope import is_modern_message
@@ -71,6 +73,23 @@ class GatewaySettings:
     session_sweep_seconds: float | None = None
     #: How long a call waits for a free slot of a backend at its concurrency limit before -32004.
     backend_queue_seconds: float = 5.0
+    #: What a backend's event stream answering one request may bring before the call ends.
+    stream_caps: StreamCaps = StreamCaps()
+    #: Tags the requestStates of calls waiting for a stateless client's input (MRTR), binding each
+    #: to its caller; every instance of a deployment must have the same (empty: this instance's own).
+    request_state_secret: bytes = field(repr=False, default=b"")
+    #: Most messages in one JSON-RPC batch; a longer batch is refused whole, nothing forwarded.
+    max_batch_items: int = 50
+    #: Most messages of one batch handled at once; the others wait their turn.
+    batch_concurrency: int = 8
+    #: Largest `capabilities` and `clientInfo` (each, encoded as JSON) a client's `initialize` may
+    #: send: the gateway keeps both for the session's lifetime.
+    max_client_metadata_bytes: int = 8192
+
+
+#: Django's syntax of a Host header (django.http.request.host_validation_re), on the lower-cased
+#: value: a name or a bracketed IPv6 address, then at most a numeric port.
+_HOST_SYNTAX = re.compile(r"([a-z0-9.-]+|\[[a-f0-9]*:[a-f0-9.:]+\])(:[0-9]+)?")
 
 
 def _host_of(value: str) -> str:
@@ -132,7 +151,7 @@ class Gateway:
         self.backends.replicas.feed = health  # ... and what one instance notices, every instance knows
         self.counters = counters or Counters()
         relay = Relay(upstream, audit, limiter, self.counters, hash_key=settings.audit_hash_key, tracer=self.tracer,
-                      gates=BackendGates(queue_seconds=settings.backend_queue_seconds))
+                      gates=BackendGates(queue_seconds=settings.backend_queue_seconds), stream_caps=settings.stream_caps)
         # Without a shared secret, cursors are valid on this instance only.
         codec = CursorCodec(settings.cursor_secret or secrets.token_bytes(32))
         client = BackendClient(upstream, self.backends)
@@ -145,11 +164,12 @@ class Gateway:
             lists.share = changes.publish
         listen = ComposedListen(client, lists, self.backends, timeout=settings.lists.timeout)
         self.legacy = LegacyEra(
-            sessions=sessions, upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists
+            sessions=sessions, upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists,
+            max_client_metadata_bytes=settings.max_client_metadata_bytes,
         )
         self.modern = ModernEra(
             upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists, listen=listen,
-            inputs=None if mailbox is None else InputRequests(mailbox),
+            inputs=None if mailbox is None else InputRequests(mailbox, secret=settings.request_state_secret or None),
         )
         self.http_sse = None if mailbox is None else HttpSseTransport(
             legacy=self.legacy, sessions=sessions, mailbox=mailbox, counters=self.counters
@@ -218,6 +238,10 @@ class Gateway:
     def check_origin(self, request: HttpRequest) -> None:
         """DNS-rebinding protection: a browser page from another origin must not reach us."""
         host = request.headers.get("host", "")
+        if host and _HOST_SYNTAX.fullmatch(host.lower()) is None:
+            # `127.0.0.1:evil.example` would pass as 127.0.0.1 below and then name another site.
+            raise HttpError(400, f"Bad Request: the Host header {host[:100]!r} is not a host name or address "
+                            "with an optional numeric port", code=-32600)
         if self.settings.allowed_hosts and not _host_allowed(_host_of(host).lower(), self.settings.allowed_hosts):
             raise HttpError(403, f"Forbidden: host {host!r} is not served here", code=-32600)
         origin = request.headers.get("origin")
@@ -262,9 +286,13 @@ class Gateway:
     def _challenge(self, request: HttpRequest, tenant: TenantDirectory | None, invalid: bool) -> tuple[tuple[str, str], ...]:
         parts = ['Bearer realm="mcp-gateway"']
         if tenant is not None and tenant.issuers:
+            # Nothing of the request goes into the header unchecked: the host as check_origin
+            # validated it, the scheme one of two (a proxy's X-Forwarded-Proto is free text).
             host = request.headers.get("host", "")
-            url = f"{request.scheme}://{host}{PROTECTED_RESOURCE_PATH}/mcp/{request.tenant}/{request.vhost}"
-            parts.append(f'resource_metadata="{url}"')
+            scheme = "https" if request.scheme == "https" else "http"
+            if _HOST_SYNTAX.fullmatch(host.lower()) is not None:
+                url = f"{scheme}://{host.lower()}{PROTECTED_RESOURCE_PATH}/mcp/{request.tenant}/{request.vhost}"
+                parts.append(f'resource_metadata="{url}"')
         if invalid:
             parts.append('error="invalid_token"')
         return (("www-authenticate", ", ".join(parts)),)
@@ -347,7 +375,14 @@ class Gateway:
         batch: list[Message | InvalidRequest],
     ) -> Reply:
         """A JSON-RPC batch: part of protocol revision 2025-03-26 only (later ones removed it). Each
-        message is handled as if posted alone; the responses come back as one JSON array."""
+        message is handled as if posted alone (authorized, limited and audited on its own), at most
+        `batch_concurrency` at once; the responses come back as one JSON array. A batch of more than
+        `max_batch_items` is refused whole before anything is looked up or forwarded."""
+        limit = self.settings.max_batch_items
+        if len(batch) > limit:
+            return error_reply(None, InvalidRequest(
+                f"Invalid Request: a batch may hold at most {limit} messages, this one holds {len(batch)}; "
+                "send them in smaller batches", data={"max_batch_items": limit}))
         if not session_id:
             return error_reply(None, InvalidRequest("Invalid Request: a batch can only be sent in a session"))
         state = await self.legacy.session_for(session_id, principal, vhost)
@@ -355,7 +390,13 @@ class Gateway:
             return error_reply(None, InvalidRequest(
                 f"Invalid Request: protocol version {state.protocol_version} does not allow batches"))
 
+        turns = asyncio.Semaphore(max(1, self.settings.batch_concurrency))
+
         async def one(item: Message | InvalidRequest) -> object | None:
+            async with turns:
+                return await handled(item)
+
+        async def handled(item: Message | InvalidRequest) -> object | None:
             if isinstance(item, InvalidRequest):
                 return error_message(None, item.to_error())
             if item.method == "initialize":

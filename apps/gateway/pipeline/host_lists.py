@@ -32,11 +32,15 @@ from apps.gateway.pipeline.cursors import CursorCodec
 from apps.gateway.pipeline.list_changes import ListChanges
 from apps.gateway.pipeline.listing import (
     LIST_METHODS,
+    ListCaps,
+    ListTooLarge,
     MergedList,
+    Page,
     collect_all_pages,
     list_result,
     list_version,
     merge_lists,
+    without,
 )
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.names import Naming
@@ -96,6 +100,8 @@ class ListSettings:
     timeout: float = 5.0  # per backend, and never longer than the backend's own timeout
     cache_seconds: float = 60.0
     retry_seconds: float = 5.0
+    #: How much of each backend's list is taken in; a backend over it is left out.
+    caps: ListCaps = ListCaps()
 
 
 class HostLists:
@@ -255,6 +261,13 @@ class HostLists:
         for duplicate in merged.dropped:
             log.log(level, "%s of %s/%s: from %s: %s", method, vhost.tenant_slug, vhost.slug, duplicate.map_key,
                     duplicate.reason)
+        search = vhost.tool_search if method == "tools/list" else None
+        if search is not None and (shown := without(merged, search.name)) is not merged:
+            # One name, one tool: the host's own `tool_search` answers calls of that name, so a
+            # backend's tool of the same name could never be called; it is not listed either.
+            log.log(level, "tools/list of %s/%s: the tool %r of backend %s is hidden by the host's own %r", vhost.tenant_slug,
+                    vhost.slug, search.name, merged.origins[merged.identities.index(search.name)], search.name)
+            merged = shown
         expires = min((part.expires for part in parts), default=now + self._settings.cache_seconds)
         current = self._merged.setdefault(naming, {})[method] = _Merged(tuple(parts), merged, expires)
         return current
@@ -279,7 +292,8 @@ class HostLists:
             reason = f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError) else (
                 f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             log.warning("%s: backend %s left out: %s", method, backend.name, reason)
-            self._counters.increment("list_backend_omitted", method=method, backend=backend.name)
+            cause = "timeout" if isinstance(exc, TimeoutError) else "too_large" if isinstance(exc, ListTooLarge) else "error"
+            self._counters.increment("list_backend_omitted", method=method, backend=backend.name, reason=cause)
             entry = BackendList((), started + self._settings.retry_seconds, reason, backend.server)
         else:
             lifetime = self._settings.cache_seconds if ttl_ms is None else min(self._settings.cache_seconds, ttl_ms / 1000)
@@ -298,15 +312,17 @@ class HostLists:
         watched = announces_changes(info) and await self._watch(backend)
         ttl_ms: int | None = None
 
-        async def fetch_page(cursor: str | None) -> Mapping[str, Any]:
+        async def fetch_page(cursor: str | None, allowance: int | None) -> Page:
             nonlocal ttl_ms
-            result = await self._client.request(backend, method, {"cursor": cursor} if cursor else {})
+            result, size = await self._client.sized_request(
+                backend, method, {"cursor": cursor} if cursor else {}, max_bytes=allowance
+            )
             hint = result.get("ttlMs")
             if isinstance(hint, int) and not isinstance(hint, bool) and hint >= 0:
                 ttl_ms = hint if ttl_ms is None else min(ttl_ms, hint)
-            return result
+            return result, size
 
-        return await collect_all_pages(fetch_page, kind), (None if watched else ttl_ms)
+        return await collect_all_pages(fetch_page, kind, self._settings.caps), (None if watched else ttl_ms)
 
     async def _watch(self, backend: BackendView) -> bool:
         """Whether the gateway holds an acknowledged subscription to the backend's list changes;

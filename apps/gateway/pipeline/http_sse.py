@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from urllib.parse import parse_qs
 
-from apps.gateway.pipeline.legacy import LegacyEra
+from apps.gateway.pipeline.legacy import LegacyEra, session_limit_error
 from apps.gateway.pipeline.metrics import Counters
-from apps.gateway.pipeline.ports import Inbox, Mailbox, SessionStore, StoreUnavailable
+from apps.gateway.pipeline.ports import Inbox, Mailbox, SessionLimitReached, SessionStore, StoreUnavailable
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream
 from apps.gateway.pipeline.tracing import continue_trace, note_session
 from apps.gateway.pipeline.values import HttpRequest, Principal, SessionState, VirtualHostView
@@ -77,7 +77,11 @@ class HttpSseTransport:
                 protocol_version="", client_capabilities={}, client_info={}, transport="sse",
                 tenant_slug=vhost.tenant_slug,
             )
-            await self._sessions.save(state, create=True)
+            try:
+                await self._sessions.save(state, create=True)
+            except SessionLimitReached as reached:
+                error = session_limit_error(reached.limit)
+                raise HttpError(429, error.message, code=error.code) from None
         inbox = await self._mailbox.open(state.id, replace=True)
         endpoint = f"/mcp/{request.tenant}/{request.vhost}/messages?session_id={state.id}"
         self._counters.increment("sse_streams", resumed="yes" if resumed else "no")
@@ -98,7 +102,9 @@ class HttpSseTransport:
                 if message is None:
                     if inbox.ended:
                         return  # the client opened the stream again, here or elsewhere
-                    if await self._sessions.load(state.id, tenant_id=state.tenant_id, fresh=True) is None:
+                    alive = await self._sessions.load(
+                        state.id, tenant_id=state.tenant_id, key_id=state.key_id, fresh=True)
+                    if alive is None:
                         return  # ended (DELETE elsewhere, or expired)
                     yield b": keepalive\n\n"
                 elif message == OPEN_BACKEND_STREAMS:

@@ -6,12 +6,17 @@ of the call.
 
 The waiting call stays on the instance that made it (`_Parked`); the retry may land on any
 instance. They meet in the `Mailbox`: the retry posts the client's answers to `in:<key>` and reads
-what follows from `out:<key>`. `requestState` is `gw-input.<key>`, 128 random bits: knowing it is
-what lets a retry continue the call, and the caller must be the one who made it."""
+what follows from `out:<key>`. `requestState` is `gw-input.<key>`, the key 128 random bits and a
+tag binding them to the caller that made the call — tenant, virtual host and principal (`caller`)
+— under a secret every instance shares: knowing it is what lets a retry continue the call, and a
+retry by anyone else, or on another virtual host, is refused before it reaches any instance."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -38,6 +43,16 @@ class UnknownRequestState(Exception):
     """No instance holds a call for this requestState (never made, answered, or given up)."""
 
 
+class ForeignRequestState(UnknownRequestState):
+    """The requestState was not issued to this caller on this virtual host (or not by a gateway
+    of this deployment at all): its tag does not match."""
+
+
+def caller_of(tenant_id: int, vhost: str, key_id: int) -> str:
+    """Who made a call, as its requestState is bound to: the principal, on one tenant's virtual host."""
+    return f"{tenant_id}/{vhost}/{key_id}"
+
+
 def request_key(params: Mapping[str, Any]) -> str | None:
     """The key of a retry's `requestState`, if it is one the gateway issued."""
     state = params.get("requestState")
@@ -57,23 +72,45 @@ def _required(request_id: Any, key: str, request: dict[str, Any]) -> bytes:
 
 
 class InputRequests:
-    def __init__(self, mailbox: Mailbox, *, wait_seconds: float = 300.0) -> None:
+    def __init__(self, mailbox: Mailbox, *, secret: bytes | None = None, wait_seconds: float = 300.0) -> None:
+        """`secret` tags request states; every instance of a deployment needs the same one (None: a
+        random one, so retries must come back to this instance)."""
         self._mailbox = mailbox
+        self._secret = hashlib.sha256(b"mcp-gateway request states|" + (secret or secrets.token_bytes(32))).digest()
         self._wait_seconds = wait_seconds
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def intercept(self, reply: UpstreamReply, *, upstream_id: str, caller: int, respond: Respond) -> UpstreamReply:
+    def _tag(self, nonce: str, caller: str) -> str:
+        digest = hmac.new(self._secret, f"{nonce}|{caller}".encode(), hashlib.sha256).digest()[:12]
+        return base64.urlsafe_b64encode(digest).decode("ascii")
+
+    def new_key(self, caller: str) -> str:
+        """A fresh key for one backend request of `caller`'s call: random, tagged for that caller."""
+        nonce = secrets.token_urlsafe(16)
+        return f"{nonce}.{self._tag(nonce, caller)}"
+
+    def _check(self, key: str, caller: str) -> None:
+        nonce, _, tag = key.rpartition(".")
+        if not nonce or not hmac.compare_digest(tag.encode(), self._tag(nonce, caller).encode()):
+            raise ForeignRequestState(key)
+
+    def intercept(self, reply: UpstreamReply, *, upstream_id: str, caller: str, respond: Respond) -> UpstreamReply:
         """The reply of a call as the stateless client may see it: up to the first backend request
         it can only answer by retrying, which then ends it as an `InputRequiredResult`."""
         return _Intercepted(self, reply, upstream_id, caller, respond)
 
-    async def resume(self, key: str, *, caller: int, responses: Any, upstream_id: str, timeout: float) -> UpstreamReply:
+    async def resume(self, key: str, *, caller: str, responses: Any, upstream_id: str, timeout: float) -> UpstreamReply:
         """The rest of the call `key` names, once the client's `responses` reached the backend;
-        its response carries `upstream_id` (the retry's). Raises UnknownRequestState."""
+        its response carries `upstream_id` (the retry's). Raises ForeignRequestState when `key`
+        was not issued to `caller` (nothing is sent anywhere), UnknownRequestState when no
+        instance holds its call."""
+        self._check(key, caller)
+        # Only the answer to this key travels: the rest of `inputResponses` is nobody's business.
+        answer = responses.get(key) if isinstance(responses, dict) else None
         inbox = await self._mailbox.open(f"out:{key}")
         try:
             await self._mailbox.post(f"in:{key}", [jsonrpc.dumps(
-                {"caller": caller, "responses": responses, "upstream_id": upstream_id})])
+                {"caller": caller, "responses": {key: answer}, "upstream_id": upstream_id})])
             if await inbox.get(_ACK_SECONDS) != _ACK:
                 raise UnknownRequestState(key)
         except BaseException:
@@ -95,7 +132,7 @@ class InputRequests:
         return _Events(messages(), inbox.close)
 
     def park(self, key: str, events: AsyncIterator[SseEvent], reply: UpstreamReply, *,
-             request_id: Any, upstream_id: str, caller: int, respond: Respond) -> Awaitable[None]:
+             request_id: Any, upstream_id: str, caller: str, respond: Respond) -> Awaitable[None]:
         """Keep a backend call waiting for the client's answer to its request `request_id`."""
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         task = asyncio.ensure_future(self._wait(key, events, reply, request_id, upstream_id, caller, respond, ready))
@@ -105,7 +142,7 @@ class InputRequests:
 
     async def _wait(
         self, key: str, events: AsyncIterator[SseEvent], reply: UpstreamReply, request_id: Any,
-        upstream_id: str, caller: int, respond: Respond, ready: asyncio.Future[None],
+        upstream_id: str, caller: str, respond: Respond, ready: asyncio.Future[None],
     ) -> None:
         """Wait for a retry, hand its answer to the backend, relay what follows to the retry; again
         for each further backend request. The backend knows the call by `upstream_id` throughout;
@@ -135,7 +172,7 @@ class InputRequests:
                     if not isinstance(message, dict):
                         continue
                     if _input_request(message):
-                        key, request_id = secrets.token_urlsafe(16), message["id"]
+                        key, request_id = self.new_key(caller), message["id"]
                         inbox = await self._mailbox.open(f"in:{key}")  # before the client can retry
                         await self._mailbox.post(out, [_required(retried, key, message)])
                         break
@@ -159,7 +196,7 @@ class InputRequests:
 
 
 class _Intercepted:
-    def __init__(self, owner: InputRequests, reply: UpstreamReply, upstream_id: str, caller: int, respond: Respond) -> None:
+    def __init__(self, owner: InputRequests, reply: UpstreamReply, upstream_id: str, caller: str, respond: Respond) -> None:
         self._owner = owner
         self._reply = reply
         self._upstream_id = upstream_id
@@ -186,7 +223,7 @@ class _Intercepted:
                 except ValueError:
                     message = None
             if isinstance(message, dict) and _input_request(message):
-                key = secrets.token_urlsafe(16)
+                key = self._owner.new_key(self._caller)
                 self._parked = True
                 await self._owner.park(key, events, self._reply, request_id=message["id"],
                                        upstream_id=self._upstream_id, caller=self._caller, respond=self._respond)

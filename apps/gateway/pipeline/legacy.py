@@ -23,6 +23,7 @@ from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
 from apps.gateway.pipeline.ports import (
     ReplicaUnreachable,
+    SessionLimitReached,
     SessionStore,
     Upstream,
     UpstreamReply,
@@ -44,7 +45,7 @@ from apps.gateway.pipeline.values import (
     VirtualHostView,
 )
 from apps.gateway.protocol.envelope import NAME_BEARING, check_initialize_params, encode_header_value
-from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidParams, InvalidRequest
+from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidParams, InvalidRequest, RateLimited
 from apps.gateway.protocol.jsonrpc import Kind, Message, dumps
 from apps.gateway.protocol.sse import encode_event
 from apps.gateway.protocol.versions import (
@@ -59,6 +60,14 @@ from apps.gateway.protocol.versions import (
 log = logging.getLogger(__name__)
 
 
+def session_limit_error(limit: int) -> RateLimited:
+    """The refusal of a new session to a key that holds `limit` usable sessions already."""
+    return RateLimited(
+        f"Too many sessions: this key already holds {limit} open sessions, the most it may; end one "
+        "(DELETE with its Mcp-Session-Id) or wait until one expires", data={"limit_scope": "sessions", "limit": limit},
+    )
+
+
 class LegacyEra:
     def __init__(
         self,
@@ -69,7 +78,11 @@ class LegacyEra:
         relay: Relay,
         local: LocalTools,
         lists: HostLists,
+        max_client_metadata_bytes: int = 0,
     ):
+        """`max_client_metadata_bytes`: the most an `initialize` may send as `capabilities`, and
+        as `clientInfo` (each, as JSON), both kept with the session (0: any size)."""
+        self._max_client_metadata = max_client_metadata_bytes
         self._local = local
         self._sessions = sessions
         self._upstream = upstream
@@ -89,7 +102,8 @@ class LegacyEra:
         this instance's short-lived cache."""
         well_formed = self._sessions.is_well_formed(session_id)
         state = (
-            await self._sessions.load(session_id, tenant_id=vhost.tenant_id, fresh=fresh) if well_formed else None
+            await self._sessions.load(session_id, tenant_id=vhost.tenant_id, key_id=principal.key_id, fresh=fresh)
+            if well_formed else None
         )
         if (
             state is None
@@ -116,7 +130,7 @@ class LegacyEra:
         sessions (with their state) as long as it asks for the same protocol version."""
         params = message.params
         try:
-            check_initialize_params(params)
+            check_initialize_params(params, max_value_bytes=self._max_client_metadata)
         except InvalidParams as error:
             return error_reply(message.id, error)
         version = negotiate_legacy(params.get("protocolVersion"))
@@ -142,7 +156,11 @@ class LegacyEra:
             state.protocol_version = version
             state.client_capabilities = params.get("capabilities") or {}
             state.client_info = params.get("clientInfo") or {}
-            if not await self._sessions.save(state, create=session is None):
+            try:
+                saved = await self._sessions.save(state, create=session is None)
+            except SessionLimitReached as reached:
+                return error_reply(message.id, session_limit_error(reached.limit))
+            if not saved:
                 raise HttpError(404, "Not Found: the session has ended", code=-32600)
         result: dict[str, object] = {
             "protocolVersion": version,

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from apps.gateway.pipeline.cursors import CursorCodec, ListScope
+from apps.gateway.pipeline.ports import ResponseTooLarge
 from apps.gateway.protocol.errors import InvalidParams
 
 X = TypeVar("X")
@@ -93,6 +94,18 @@ def merge_lists(kind: str, per_backend: Mapping[str, Sequence[Mapping[str, Any]]
     )
 
 
+def without(merged: MergedList, identity: str) -> MergedList:
+    """The list without the item `identity` (the same list when it holds none)."""
+    at = bisect_left(merged.identities, identity)
+    if at == len(merged.identities) or merged.identities[at] != identity:
+        return merged
+    identities = merged.identities[:at] + merged.identities[at + 1:]
+    return MergedList(
+        merged.kind, merged.items[:at] + merged.items[at + 1:], identities, merged.origins[:at] + merged.origins[at + 1:],
+        list_version(identities), merged.dropped,
+    )
+
+
 def list_version(identities: Sequence[str]) -> bytes:
     """8 bytes that change whenever an item is added, removed or renamed (not when it is edited)."""
     return hashlib.blake2b("\x00".join(identities).encode(), digest_size=8).digest()
@@ -164,20 +177,53 @@ class PaginationError(Exception):
     (a loop), or more pages than allowed. The caller logs it and omits the backend."""
 
 
+class ListTooLarge(PaginationError):
+    """A backend's list is over one of its caps (`ListCaps`); reading stopped there, and what was
+    read of it is dropped: a backend is left out rather than listed in part."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListCaps:
+    """How much of one backend's list the gateway takes in: at most `max_items` entries and
+    `max_bytes` bytes of responses across all its pages (None: no cap), in `max_pages` pages."""
+
+    max_items: int | None = None
+    max_bytes: int | None = None
+    max_pages: int = 100
+
+
+#: One fetched page: its result, and how many bytes its response took.
+Page = tuple[Mapping[str, Any], int]
+
+
 async def collect_all_pages(
-    fetch_page: Callable[[str | None], Awaitable[Mapping[str, Any]]], key: str, max_pages: int = 100
+    fetch_page: Callable[[str | None, int | None], Awaitable[Page]], key: str, caps: ListCaps = ListCaps()
 ) -> list[Any]:
-    """Every item of an upstream list: `fetch_page(None)`, then `fetch_page(nextCursor)` while a
-    page carries a non-empty `nextCursor`. `key` is the result's list field (`tools`, ...).
-    Raises PaginationError (and whatever `fetch_page` raises)."""
+    """Every item of an upstream list: `fetch_page(None, allowance)`, then `fetch_page(nextCursor,
+    allowance)` while a page carries a non-empty `nextCursor`. `allowance` is how many bytes the
+    page may still take (None: no cap); a fetch whose response is over it raises ResponseTooLarge
+    before reading it all. `key` is the result's list field (`tools`, ...). Raises ListTooLarge past
+    a cap, PaginationError for a list that cannot be followed (and whatever `fetch_page` raises)."""
     items: list[Any] = []
     seen: set[str] = set()
     cursor: str | None = None
-    for number in range(1, max_pages + 1):
-        result = await fetch_page(cursor)
+    used = 0
+    for number in range(1, caps.max_pages + 1):
+        allowance = None if caps.max_bytes is None else caps.max_bytes - used
+        try:
+            result, size = await fetch_page(cursor, allowance)
+        except ResponseTooLarge as exc:
+            if allowance is None or exc.limit < allowance:
+                raise  # over the cap of any one response, not this list's
+            raise ListTooLarge(f"the {key} list is over {caps.max_bytes:,} bytes, the gateway's limit per backend "
+                               f"(reached on page {number})") from None
+        used += size
         entries = result.get(key) if isinstance(result, Mapping) else None
         if not isinstance(entries, list):
             raise PaginationError(f"page {number} has no {key!r} list")
+        if caps.max_items is not None and len(items) + len(entries) > caps.max_items:
+            raise ListTooLarge(f"the {key} list has more than {caps.max_items:,} entries, the gateway's limit per "
+                               f"backend (reached on page {number})")
         items.extend(entries)
         next_cursor = result.get("nextCursor")
         # Absent, null and "" all end the list, as in the official SDKs' `while (cursor)` loops.
@@ -189,7 +235,7 @@ async def collect_all_pages(
             raise PaginationError(f"page {number} repeats an earlier cursor (a pagination loop)")
         seen.add(next_cursor)
         cursor = next_cursor
-    raise PaginationError(f"list has more than {max_pages} pages")
+    raise PaginationError(f"list has more than {caps.max_pages} pages")
 
 
 async def fan_out(

@@ -25,22 +25,34 @@ OTHER = "other"
 
 class LabelCap:
     """At most `limit` distinct values of one label (say, tool names: a catalog holds thousands);
-    values first seen after that are reported as `other`. Share one between the `Counters` of a
-    process so the cap holds per process."""
+    values first seen after that are reported as `other`. With `per_group`, each group (a tenant)
+    brings at most that many values of its own, so one group's junk cannot take the others' place.
+    Share one between the `Counters` of a process so the cap holds per process."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, per_group: int | None = None) -> None:
         self.limit = limit
+        self.per_group = per_group
         self._seen: set[str] = set()
+        self._groups: dict[str, set[str]] = {}
 
     def __len__(self) -> int:
         return len(self._seen)
 
-    def __call__(self, value: str) -> str:
-        if value in self._seen:
+    def __call__(self, value: str, group: str = "") -> str:
+        if self.per_group is None:
+            if value in self._seen:
+                return value
+            if len(self._seen) >= self.limit:
+                return OTHER
+            self._seen.add(value)  # two threads may both add past the limit: off by a few at most
             return value
-        if len(self._seen) >= self.limit:
+        own = self._groups.get(group)
+        if own is not None and value in own:
+            return value
+        if (own is not None and len(own) >= self.per_group) or (value not in self._seen and len(self._seen) >= self.limit):
             return OTHER
-        self._seen.add(value)  # two threads may both add past the limit: off by a few at most
+        self._groups.setdefault(group, set()).add(value)
+        self._seen.add(value)
         return value
 
 
@@ -51,10 +63,11 @@ class Counters:
         self._histograms: dict[tuple[str, Labels], list[float]] = {}
         self._caps = dict(caps or {})
 
-    def bounded(self, label: str, value: str) -> str:
-        """`value` as label `label` may take it: itself, or `other` past the label's cap."""
+    def bounded(self, label: str, value: str, group: str = "") -> str:
+        """`value` as label `label` may take it: itself, or `other` past the label's cap (for
+        `group`, when the cap counts per group)."""
         cap = self._caps.get(label)
-        return value if cap is None else cap(value)
+        return value if cap is None else cap(value, group)
 
     # Keys keep the labels in the caller's order (sorting them costs more than the update); the
     # readers below merge label sets that differ only in order.

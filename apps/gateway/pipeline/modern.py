@@ -23,7 +23,13 @@ from apps.gateway.pipeline.backends import (
 from apps.gateway.pipeline.calls import Call, Translate
 from apps.gateway.pipeline.compose import BackendMessages, admit, chain, route
 from apps.gateway.pipeline.host_lists import HostLists
-from apps.gateway.pipeline.input_required import InputRequests, UnknownRequestState, request_key
+from apps.gateway.pipeline.input_required import (
+    ForeignRequestState,
+    InputRequests,
+    UnknownRequestState,
+    caller_of,
+    request_key,
+)
 from apps.gateway.pipeline.listen import ComposedListen
 from apps.gateway.pipeline.listing import LIST_METHODS
 from apps.gateway.pipeline.local import LocalTools
@@ -238,12 +244,17 @@ class ModernEra:
         )
         interactive = self._inputs is not None and call.message.method in _INTERACTIVE
         key = request_key(call.message.params) if interactive else None
+        caller = caller_of(principal.tenant_id, call.virtual_host, principal.key_id)
         if self._inputs is not None and key is not None:
             try:
                 continued = await self._inputs.resume(
-                    key, caller=principal.key_id, responses=call.message.params.get("inputResponses"),
+                    key, caller=caller, responses=call.message.params.get("inputResponses"),
                     upstream_id=upstream_id, timeout=backend.timeout,
                 )
+            except ForeignRequestState:
+                return error_reply(call.message.id, InvalidParams(
+                    "Invalid params: this requestState was not issued to this caller on this virtual host; "
+                    "continue the call with the credential and on the virtual host that made it"))
             except UnknownRequestState:
                 return error_reply(call.message.id, InvalidParams("Invalid params: unknown or expired requestState"))
             return await self._relay.answer(call, continued, wants_sse)
@@ -252,7 +263,7 @@ class ModernEra:
             session = await self._held_session(backend, principal, envelope)
             headers = [CONTENT_JSON, ("accept", "application/json, text/event-stream"),
                        *session_headers(session)]
-            intercept = self._intercept(backend, session, principal, upstream_id) if interactive else None
+            intercept = self._intercept(backend, session, principal, upstream_id, caller) if interactive else None
             try:
                 return await self._relay.forward(
                     call, session.replica, headers, body, wants_sse=wants_sse,
@@ -263,7 +274,7 @@ class ModernEra:
         return self._relay.fail(call, "the backend keeps losing its session")
 
     def _intercept(
-        self, backend: BackendView, session: BackendSession, principal: Principal, upstream_id: str
+        self, backend: BackendView, session: BackendSession, principal: Principal, upstream_id: str, caller: str
     ) -> Callable[[UpstreamReply], UpstreamReply]:
         """What turns the backend's requests in this call into `InputRequiredResult`s."""
         assert self._inputs is not None
@@ -278,7 +289,7 @@ class ModernEra:
             finally:
                 reply.close()
 
-        return lambda reply: inputs.intercept(reply, upstream_id=upstream_id, caller=principal.key_id, respond=respond)
+        return lambda reply: inputs.intercept(reply, upstream_id=upstream_id, caller=caller, respond=respond)
 
     async def _held_session(self, backend: BackendView, principal: Principal, envelope: ModernEnvelope) -> BackendSession:
         key = (backend.id, principal.key_id)

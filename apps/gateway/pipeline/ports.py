@@ -25,12 +25,29 @@ class UpstreamUnavailable(Exception):
     """The backend could not be reached or broke the exchange (not: it answered with an error)."""
 
 
+class ResponseTooLarge(UpstreamUnavailable):
+    """A backend's response (or one event of its stream) is over `limit` bytes, the most the
+    gateway reads of it; the connection is dropped."""
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
 class ReplicaUnreachable(UpstreamUnavailable):
     """No connection to the replica could be made: nothing was sent, so sending elsewhere is safe."""
 
 
 class StoreUnavailable(Exception):
     """The shared session store cannot be reached; the request cannot be served right now."""
+
+
+class SessionLimitReached(Exception):
+    """The caller's key already holds `limit` usable sessions: no new one until one ends."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the key holds {limit} open sessions already")
+        self.limit = limit
 
 
 class CredentialUnavailable(UpstreamUnavailable):
@@ -132,12 +149,17 @@ class SessionStore(Protocol):
 
     async def save(self, state: SessionState, *, create: bool) -> bool:
         """Store the state: a new session (`create`), or an update of one that must still exist.
-        False when an update found the session gone (ended meanwhile, maybe on another instance)."""
+        False when an update found the session gone (ended meanwhile, maybe on another instance).
+        Raises SessionLimitReached when a new session's key holds as many as it may (counted
+        across all instances, with the creation, in one step)."""
 
-    async def load(self, session_id: str, *, tenant_id: int, fresh: bool = False) -> SessionState | None:
-        """The state, from a short-lived cache unless `fresh`. `tenant_id`: the tenant the caller
-        expects it to be of (the store keeps each tenant's sessions in order of use); a session of
-        another tenant is still returned, for the caller to refuse."""
+    async def load(
+        self, session_id: str, *, tenant_id: int, key_id: int | None = None, fresh: bool = False
+    ) -> SessionState | None:
+        """The state, from a short-lived cache unless `fresh`. `tenant_id` and `key_id`: the tenant
+        and key the caller expects it to be of (the store keeps each tenant's and each key's
+        sessions in order of use, the latter for the per-key cap: callers that know the key pass
+        it); a session of another tenant or key is still returned, for the caller to refuse."""
 
     async def save_backend(self, session_id: str, map_key: str, session: BackendSession) -> bool:
         """Record the session's backend session for `map_key` (replacing any), leaving the others

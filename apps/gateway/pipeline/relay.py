@@ -24,7 +24,16 @@ from apps.gateway.pipeline.ports import (
     UpstreamUnavailable,
 )
 from apps.gateway.pipeline.replies import JSON, SSE_HEADERS, Headers, Reply, Stream, error_reply
-from apps.gateway.pipeline.streams import chain, drain, relayed_stream, response_in, translated
+from apps.gateway.pipeline.streams import (
+    StreamCaps,
+    StreamOverCap,
+    capped,
+    chain,
+    drain,
+    relayed_stream,
+    response_in,
+    translated,
+)
 from apps.gateway.pipeline.tracing import NO_SPAN, Tracer
 from apps.gateway.pipeline.values import Budget, Limit
 from apps.gateway.protocol import jsonrpc
@@ -70,8 +79,11 @@ class Relay:
         hash_key: bytes = b"",
         gates: BackendGates | None = None,
         tracer: Tracer | None = None,
+        stream_caps: StreamCaps | None = None,
     ) -> None:
         self._hash_key = hash_key
+        #: What one call's answer stream from a backend may bring.
+        self._stream_caps = stream_caps or StreamCaps()
         self.tracer = tracer or Tracer()
         #: Per-backend concurrency limits (None: none are enforced).
         self._gates = gates
@@ -146,8 +158,9 @@ class Relay:
                 span.fail(f"{outcome}{'' if code is None else f' ({code})'}")
         seconds = time.perf_counter() - call.started
         counters = self._counters
+        tool = counters.bounded("tool", exposed, str(call.principal.tenant_id))  # capped per tenant
         counters.observe(
-            "calls", seconds, method=call.message.method or "", tool=counters.bounded("tool", exposed),
+            "calls", seconds, method=call.message.method or "", tool=tool,
             backend=counters.bounded("backend", call.backend.name), outcome=outcome,
         )
         note_error(code)
@@ -201,12 +214,12 @@ class Relay:
         call.timed_out = True
         return self.fail(call, f"timed out after {call.backend.timeout:g} s", headers, kind="timeout")
 
-    def _cancel_upstream(self, call: Call, replica: str, headers: list[tuple[str, str]]) -> None:
+    def _cancel_upstream(self, call: Call, replica: str, headers: list[tuple[str, str]], reason: str = "") -> None:
         """Tell the backend session that the gateway gave up on a request, so it stops working on it
         (MCP: a sender whose request timed out SHOULD cancel it). Sent on its own, never awaited.
         Outside a session there is nothing to send: closing the connection cancels."""
         request_id = call.message.id if call.upstream_id is None else call.upstream_id
-        reason = f"the gateway stopped waiting after {call.backend.timeout:g} s"
+        reason = reason or f"the gateway stopped waiting after {call.backend.timeout:g} s"
         body = jsonrpc.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
                               "params": {"requestId": request_id, "reason": reason}})
         task = asyncio.ensure_future(self._send_cancel(call, replica, headers, body))
@@ -309,7 +322,11 @@ class Relay:
             if reply.status == 404 and in_session:
                 reply.close()
                 raise BackendSessionGone
-            answer = await self._answer(call, intercept(reply) if intercept else reply, wants_sse, reply_headers)
+            cancel = None
+            if in_session and call.message.kind is Kind.REQUEST:
+                def cancel() -> None:
+                    self._cancel_upstream(call, replica, headers, "its answer went past the gateway's limits")
+            answer = await self._answer(call, intercept(reply) if intercept else reply, wants_sse, reply_headers, cancel)
         if call.timed_out and in_session and call.message.kind is Kind.REQUEST:
             self._cancel_upstream(call, replica, headers)
         return answer
@@ -322,12 +339,18 @@ class Relay:
             self.record(call, "cancelled", None, 0)
             raise
 
-    async def _answer(self, call: Call, reply: UpstreamReply, wants_sse: bool, reply_headers: Headers) -> Reply:
+    async def _answer(
+        self, call: Call, reply: UpstreamReply, wants_sse: bool, reply_headers: Headers,
+        cancel: Callable[[], None] | None = None,
+    ) -> Reply:
+        """Relay the backend's answer. An answer to a request that is not a JSON-RPC response to it
+        (not JSON, not one object, another id) is -32004 with the client's own id; a stream past
+        its caps (`StreamCaps`) ends with that error, and `cancel` tells the backend so."""
         if reply.status == 202:
             reply.close()
             return Reply(202, reply_headers)
         if reply.content_type == "text/event-stream":
-            events = reply.events()
+            events = capped(call, reply.events(), self._stream_caps)
             try:
                 # Like a JSON answer's head, the stream's first event must come within the timeout;
                 # after that, events show the call is alive and the stream may run as long as it needs.
@@ -335,7 +358,9 @@ class Relay:
                     first = await anext(events, None)
             except UpstreamUnavailable as exc:
                 reply.close()
-                return self.fail(call, str(exc), reply_headers)
+                if isinstance(exc, StreamOverCap) and cancel is not None:
+                    cancel()
+                return self.fail(call, str(exc), reply_headers, kind=_kind(exc))
             except TimeoutError:
                 reply.close()
                 return self.timed_out(call, reply_headers)
@@ -354,8 +379,9 @@ class Relay:
                     return self.fail(call, "the backend's stream ended without a response", reply_headers, kind="bad_reply")
                 return Reply(202, reply_headers)
             if wants_sse:
-                return Reply(reply.status, SSE_HEADERS + reply_headers, stream=relayed_stream(call, reply, first, events, self.record))
-            return await self._collect(call, reply, first, events, reply_headers)
+                stream = relayed_stream(call, reply, first, events, self.record, cancel)
+                return Reply(reply.status, SSE_HEADERS + reply_headers, stream=stream)
+            return await self._collect(call, reply, first, events, reply_headers, cancel)
         try:
             async with asyncio.timeout(call.backend.timeout):
                 payload = await reply.read()
@@ -373,20 +399,20 @@ class Relay:
             # A stateless backend's 404 means "no such method"; to a client in a session, 404
             # means "session gone, start over". The JSON-RPC error alone says what happened.
             status = 200
-        if call.audited or call.translate:
-            try:
-                response = jsonrpc.loads(payload)
-                if call.translate and isinstance(response, dict):
-                    renamed = call.translate(response)
-                    if renamed is not response and renamed is not None:
-                        payload = jsonrpc.dumps(renamed)
-                self.record(call, *outcome_of(response), len(payload))
-            except (ValueError, AttributeError):
-                self.record(call, "error", None, len(payload))
+        if call.message.kind is not Kind.REQUEST:
+            return Reply(status, (JSON, *reply_headers), payload)
+        response, problem = _response_to(call, payload)
+        if response is None:
+            return self.fail(call, f"its answer is {problem}", reply_headers, kind="bad_reply")
+        shown = call.translate(response) if call.translate else response
+        if shown is not None and (shown is not response or problem):
+            payload = jsonrpc.dumps(shown)
+        self.record(call, *outcome_of(response), len(payload))
         return Reply(status, (JSON, *reply_headers), payload)
 
     async def _collect(
-        self, call: Call, reply: UpstreamReply, first: SseEvent, events: AsyncIterator[SseEvent], reply_headers: Headers
+        self, call: Call, reply: UpstreamReply, first: SseEvent, events: AsyncIterator[SseEvent], reply_headers: Headers,
+        cancel: Callable[[], None] | None = None,
     ) -> Reply:
         """A client that takes only JSON gets the response alone; notifications are dropped."""
         try:
@@ -396,10 +422,38 @@ class Relay:
                     self.record(call, *outcome_of(response), len(body))
                     return Reply(200, (JSON, *reply_headers), body)
         except UpstreamUnavailable as exc:
-            return self.fail(call, str(exc), reply_headers)
+            if isinstance(exc, StreamOverCap) and cancel is not None:
+                cancel()
+            return self.fail(call, str(exc), reply_headers, kind=_kind(exc))
         finally:
             reply.close()
         if call.message.kind is Kind.REQUEST:
             return self.fail(call, "the backend's stream ended without a response", reply_headers, kind="bad_reply")
         return Reply(202, reply_headers)
 
+
+
+def _kind(exc: UpstreamUnavailable) -> str:
+    """What the upstream error metric counts a broken answer as."""
+    return "bad_reply" if isinstance(exc, StreamOverCap) else "unavailable"
+
+
+def _response_to(call: Call, payload: bytes) -> tuple[dict[str, Any] | None, str]:
+    """The JSON-RPC response to the call's request that `payload` is, or (None, what it is
+    instead); a response re-made from the payload comes with a note saying why."""
+    try:
+        message = jsonrpc.loads(payload)
+    except ValueError:
+        return None, "not JSON"
+    if not isinstance(message, dict):
+        return None, "not a JSON-RPC response (a JSON array or value)"
+    expected = call.message.id if call.upstream_id is None else call.upstream_id
+    if "method" in message or ("result" in message) == ("error" in message) or message.get("jsonrpc") != "2.0":
+        return None, "not a JSON-RPC response"
+    if message.get("id") is None and "error" in message:
+        # Its error to a request it could not read (JSON-RPC answers those with a null id) is still
+        # its answer: under the id the call carries.
+        return {**message, "id": expected}, "an error with a null id"
+    if message.get("id") != expected:
+        return None, "a response to another request (a wrong id)"
+    return message, ""

@@ -69,7 +69,7 @@ class SessionBackends:
         while True:
             # Another instance may have opened it since this state was cached. Checked again once
             # claimed: the opener may have saved and released between this read and the claim.
-            current = await self._sessions.load(state.id, tenant_id=state.tenant_id, fresh=True)
+            current = await self._sessions.load(state.id, tenant_id=state.tenant_id, key_id=state.key_id, fresh=True)
             if current is None:
                 if claimed:
                     await self._sessions.release(state.id, map_key)

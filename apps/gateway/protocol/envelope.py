@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.gateway.protocol.errors import HeaderMismatch, InvalidParams, UnsupportedProtocolVersion
-from apps.gateway.protocol.jsonrpc import Message
+from apps.gateway.protocol.jsonrpc import Message, dumps
 from apps.gateway.protocol.versions import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -109,13 +109,23 @@ def client_problem(capabilities: object, client_info: object, *, info_required: 
     return None
 
 
-def check_initialize_params(params: Mapping[str, Any]) -> None:
+def check_initialize_params(params: Mapping[str, Any], *, max_value_bytes: int = 0) -> None:
     """The `capabilities` and `clientInfo` of `initialize` params as the spec requires them
-    (InitializeRequestParams); InvalidParams naming the first that is missing or malformed. Any
-    `protocolVersion` is negotiated (one we do not serve gets our latest)."""
+    (InitializeRequestParams), each at most `max_value_bytes` encoded as JSON (0: any size);
+    InvalidParams naming the first that is missing, malformed or too big. Any `protocolVersion`
+    is negotiated (one we do not serve gets our latest)."""
     problem = client_problem(params.get("capabilities"), params.get("clientInfo"), info_required=True)
     if problem is not None:
         raise InvalidParams(f'Invalid params: initialize needs "{problem}", {_SHAPES[problem]}')
+    if max_value_bytes > 0:
+        for name in ("capabilities", "clientInfo"):
+            size = len(dumps(params[name]))
+            if size > max_value_bytes:
+                raise InvalidParams(
+                    f'Invalid params: initialize "{name}" is {size} bytes as JSON; the gateway keeps at most '
+                    f"{max_value_bytes} bytes of it for a session",
+                    data={"field": name, "max_bytes": max_value_bytes},
+                )
 
 
 def is_modern_message(message: Message) -> bool:

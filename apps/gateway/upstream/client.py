@@ -6,10 +6,18 @@ from collections.abc import AsyncIterator, Callable, Mapping
 
 from channels.layers import BaseChannelLayer
 
-from apps.gateway.pipeline.ports import Mailbox, ReplicaUnreachable, UpstreamUnavailable
+from apps.gateway.pipeline.ports import Mailbox, ReplicaUnreachable, ResponseTooLarge, UpstreamUnavailable
 from apps.gateway.pipeline.values import BackendView
-from apps.gateway.protocol.sse import SseEvent, SseParser
-from apps.gateway.upstream.http import MAX_BODY, ConnectFailed, HttpPool, Response, Target, UpstreamHttpError
+from apps.gateway.protocol.sse import EventTooLarge, SseEvent, SseParser
+from apps.gateway.upstream.http import (
+    MAX_BODY,
+    BodyTooLarge,
+    ConnectFailed,
+    HttpPool,
+    Response,
+    Target,
+    UpstreamHttpError,
+)
 from apps.gateway.upstream.sse import BridgeReply, SseBridge
 
 
@@ -30,8 +38,11 @@ class UpstreamReply:
         return self._response.content_type
 
     async def read(self, limit: int | None = None) -> bytes:
+        cap = self._max_bytes if limit is None else min(limit, self._max_bytes)
         try:
-            return await self._response.read(self._max_bytes if limit is None else min(limit, self._max_bytes))
+            return await self._response.read(cap)
+        except BodyTooLarge as exc:
+            raise ResponseTooLarge(str(exc), cap) from None
         except UpstreamHttpError as exc:
             raise UpstreamUnavailable(str(exc)) from None
 
@@ -43,6 +54,9 @@ class UpstreamReply:
                     yield event
         except UpstreamHttpError as exc:
             raise UpstreamUnavailable(str(exc)) from None
+        except EventTooLarge as exc:
+            self._response.aclose()
+            raise ResponseTooLarge(f"broken event stream: {exc}", self._max_bytes) from None
         except ValueError as exc:
             self._response.aclose()
             raise UpstreamUnavailable(f"broken event stream: {exc}") from None

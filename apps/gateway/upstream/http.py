@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from apps.common.egress_headers import header_denied
+from apps.common.http_syntax import bad_target_character, bad_value_character, is_token
 from apps.common.netguard import AddressRefused, resolve_checked
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,11 @@ class ConnectFailed(UpstreamHttpError):
 
 class AddressNotAllowed(ConnectFailed):
     """The upstream's address is one the gateway may not connect to (apps.common.netguard)."""
+
+
+class RequestRefused(UpstreamHttpError):
+    """The request cannot be written as HTTP/1.1 as it stands (a line break in a header, a space in
+    the target, ...): nothing was sent. Its strings came from a spec or configuration."""
 
 
 class BodyTooLarge(UpstreamHttpError):
@@ -87,14 +93,25 @@ class _Connection:
 
     @property
     def usable(self) -> bool:
-        return not self.writer.is_closing() and not self.reader.at_eof()
+        """Open, and nothing received beyond the last response: bytes a server sent after the end
+        of a response would be read as the answer to the next request, someone else's call."""
+        return not self.writer.is_closing() and not self.reader.at_eof() and not _unread(self.reader)
+
+
+def _unread(reader: asyncio.StreamReader) -> int:
+    """Bytes received on the connection and not read yet. asyncio has no public way to ask; its
+    StreamReader keeps them in `_buffer` (a bytearray, in every CPython version since 3.4)."""
+    return len(reader._buffer)
 
 
 class Response:
     """Status and headers are read; the body is read with `read()` or streamed with `iter_bytes()`.
     The connection goes back to the pool only when the body was read to its end."""
 
-    def __init__(self, pool: HttpPool, conn: _Connection, status: int, headers: dict[str, str], no_body: bool):
+    def __init__(
+        self, pool: HttpPool, conn: _Connection, status: int, headers: dict[str, str], no_body: bool,
+        *, keep_alive: bool = True,
+    ):
         #: The longest wait for the next bytes of the body (None: no limit); `HttpPool.request` sets it.
         self.idle_timeout: float | None = None
         self._pool = pool
@@ -103,11 +120,17 @@ class Response:
         self.headers = headers
         self._remaining: int | None = None
         self._chunked = False
-        self._keep_alive = headers.get("connection", "").lower() != "close"
+        self._keep_alive = keep_alive
+        codings = headers.get("transfer-encoding", "").lower()
         if no_body:
             self._remaining = 0
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
-            self._chunked = True
+        elif codings:
+            # RFC 9112 §6.3: chunked must be the final coding, else the body ends with the
+            # connection; with a Content-Length too, the framing is ambiguous (the classic
+            # smuggling message): read it as chunked, then drop the connection.
+            self._chunked = codings.rsplit(",", 1)[-1].strip() == "chunked"
+            if not self._chunked or "content-length" in headers:
+                self._keep_alive = False
         elif "content-length" in headers:
             self._remaining = _content_length(headers["content-length"])
         else:
@@ -161,6 +184,8 @@ class Response:
                             pass  # trailers
                         break
                     data = await reader.readexactly(size + 2)
+                    if data[-2:] != b"\r\n":
+                        raise ValueError("chunk not followed by CRLF")  # the framing is lost
                     if watch is not None:
                         watch.saw()
                     yield data[:-2]
@@ -287,13 +312,22 @@ class HttpPool:
         """Send one request and read the response head within `timeout` seconds (a new connection
         gets at most `timeout` too, and the pool's connect timeout); then the body may pause at most
         `idle_timeout` seconds between parts (None: as long as it likes — long-lived event streams)."""
+        if not _is_token(method):
+            raise RequestRefused(f"refusing to send the method {method[:40]!r}: it is not an HTTP token")
+        if (bad := bad_target_character(path)) is not None:
+            raise RequestRefused(f"refusing to send a request target that holds {bad}")
+        if not path.startswith("/"):
+            raise RequestRefused("refusing to send a request target that does not start with '/'")
         lines = [f"{method} {path} HTTP/1.1", f"Host: {self.target.host_header}"]
         for name, value in headers:
+            if not _is_token(name):
+                raise RequestRefused(f"refusing to send the header name {name[:80]!r}: it is not an HTTP token")
             if header_denied(name):  # written by this client, or of one connection (the second line)
                 continue
-            if "\r" in value or "\n" in value:
+            if not value.isprintable() and (bad := bad_value_character(value)) is not None:
                 # Values may come from a client or a backend: never let one add a header line.
-                raise UpstreamHttpError(f"refusing to send header {name!r} with a line break")
+                kind = "a line break" if "\r" in value or "\n" in value else bad
+                raise RequestRefused(f"refusing to send header {name!r} with {kind}")
             lines.append(f"{name}: {value}")
         if body or method in {"POST", "PUT", "PATCH"}:
             lines.append(f"Content-Length: {len(body)}")
@@ -327,12 +361,15 @@ class HttpPool:
                 if conn.writer.transport.get_write_buffer_size() > _READ_CHUNK:
                     await conn.writer.drain()
                 while True:
-                    status, headers = _parse_head(await conn.reader.readuntil(b"\r\n\r\n"))
+                    version, status, headers = _parse_head(await conn.reader.readuntil(b"\r\n\r\n"))
                     # Interim answers (100 Continue, 103 Early Hints) precede the real one.
                     if not 100 <= status < 200 or status == 101:
                         break
             no_body = method == "HEAD" or status in (204, 304)
-            return Response(self, conn, status, headers, no_body)
+            persistent = headers.get("connection", "").lower()
+            # HTTP/1.0 connections close after the response unless the server says otherwise.
+            keep_alive = persistent == "keep-alive" if version == "HTTP/1.0" else persistent != "close"
+            return Response(self, conn, status, headers, no_body, keep_alive=keep_alive)
         except TimeoutError:  # before OSError, of which it is a subclass
             conn.close()
             raise
@@ -384,6 +421,21 @@ class _IdleWatch:
             self._timer = None
 
 
+_tokens: set[str] = set()  # methods and header names that passed: the hot path sees the same few
+_TOKENS_MAX = 4096
+
+
+def _is_token(text: str) -> bool:
+    """Whether `text` is an HTTP token (remembered when it is, in a bounded set)."""
+    if text in _tokens:
+        return True
+    if not is_token(text):
+        return False
+    if len(_tokens) < _TOKENS_MAX:
+        _tokens.add(text)
+    return True
+
+
 def _content_length(value: str) -> int:
     """A Content-Length, also when a server repeated the header with the same value."""
     values = {part.strip() for part in value.split(",")}
@@ -392,7 +444,8 @@ def _content_length(value: str) -> int:
     return int(length)
 
 
-def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+def _parse_head(head: bytes) -> tuple[str, int, dict[str, str]]:
+    """The version, status and headers (names lower-cased, repeated ones joined) of a response head."""
     try:
         text = head.decode("latin-1")
         status_line, _, rest = text.partition("\r\n")
@@ -407,6 +460,6 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
             key = name.strip().lower()
             value = value.strip()
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
-        return int(status), headers
+        return version, int(status), headers
     except ValueError as exc:
         raise UpstreamHttpError(f"malformed upstream response head: {exc}") from None

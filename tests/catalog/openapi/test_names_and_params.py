@@ -15,7 +15,7 @@ def _op(operation_id=None, **extra):
 
 def test_sanitise_and_fallback():
     assert sanitize("get pets/{id}!") == "get_pets_id"
-    result = run(oas3({"/a b": {"get": _op("list pets (v2)")}, "/pets/{id}": {"get": _op(
+    result = run(oas3({"/a": {"get": _op("list pets (v2)")}, "/pets/{id}": {"get": _op(
         parameters=[{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}])},
         "/c": {"get": _op("???")}}))
     assert [t.name for t in result.tools] == ["list_pets_v2", "get_pets_id", "get_c"]

@@ -45,7 +45,9 @@ class DownSessions:
     async def save(self, state: SessionState, *, create: bool) -> bool:
         raise StoreUnavailable("ConnectionError")
 
-    async def load(self, session_id: str, *, tenant_id: int, fresh: bool = False) -> SessionState | None:
+    async def load(
+        self, session_id: str, *, tenant_id: int, key_id: int | None = None, fresh: bool = False
+    ) -> SessionState | None:
         raise StoreUnavailable("ConnectionError")
 
     async def delete(self, session_id: str) -> None:

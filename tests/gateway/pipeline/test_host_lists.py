@@ -4,7 +4,9 @@ client (what each backend lists, how it answers) and a hand-driven clock."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -12,8 +14,10 @@ import pytest
 
 from apps.gateway.pipeline.cursors import CursorCodec
 from apps.gateway.pipeline.host_lists import HostLists, ListSettings
+from apps.gateway.pipeline.listing import ListCaps
 from apps.gateway.pipeline.metrics import Counters
-from apps.gateway.pipeline.values import BackendInfo, BackendView, VirtualHostView
+from apps.gateway.pipeline.ports import ResponseTooLarge
+from apps.gateway.pipeline.values import BackendInfo, BackendView, ToolSearchConfig, VirtualHostView
 from apps.gateway.protocol.errors import InvalidParams
 from tests.gateway.pipeline.test_gateway import PRINCIPAL
 from tests.gateway.pipeline.test_local import FakeTools
@@ -61,6 +65,15 @@ class FakeClient:
         if backend.id in self.ttl_ms:
             result["ttlMs"] = self.ttl_ms[backend.id]
         return result
+
+    async def sized_request(
+        self, backend: BackendView, method: str, params: dict[str, Any], *, max_bytes: int | None = None
+    ) -> tuple[dict[str, Any], int]:
+        result = await self.request(backend, method, params)
+        size = len(json.dumps(result))
+        if max_bytes is not None and size > max_bytes:
+            raise ResponseTooLarge(f"response over {max_bytes} bytes", max_bytes)
+        return result, size
 
     async def listen(self, backend: BackendView, notifications: dict[str, Any], *,
                      on_acknowledged: Callable[[dict[str, Any]], object],
@@ -136,6 +149,30 @@ async def test_a_failing_or_slow_backend_is_left_out_counted_and_retried_later()
     client.failing, client.delay = set(), {}
     clock.now += 6
     assert await names(lists, vhost) == ["one-a", "three-c", "two-b"]
+
+
+@pytest.mark.parametrize("caps", [ListCaps(max_items=4), ListCaps(max_bytes=400)])
+async def test_a_backend_over_a_list_cap_is_left_out_with_the_reason(caps: ListCaps, caplog: Any) -> None:
+    client, clock = FakeClient(), Clock()
+    client.tools = {1: [f"t{i}" for i in range(9)], 2: ["b"]}
+    lists, counters = make(client, clock, caps=caps)
+    vhost = host({"one": backend(1), "two": backend(2)})
+    assert await names(lists, vhost) == ["two-b"]
+    assert counters.value("list_backend_omitted", backend="b1", reason="too_large") == 1
+    assert "backend b1 left out: ListTooLarge: the tools list" in caplog.text
+    assert len([r for r in client.requests if r[0] == 1]) < 5  # reading stopped at the cap, not at the end
+    assert await lists.tool_listed(vhost, PRINCIPAL, "one-t0", "one") is None  # its list could not be had
+
+
+async def test_a_backend_tool_named_like_the_hosts_tool_search_is_hidden() -> None:
+    client, clock = FakeClient(), Clock()
+    client.tools = {1: ["alpha", "tool_search", "zeta"]}
+    lists, _ = make(client, clock)
+    vhost = replace(host({"one": backend(1)}), tool_search=ToolSearchConfig())
+    result = _items((await lists.result(vhost, PRINCIPAL, "tools/list", {}, modern=False))["tools"])
+    assert [tool["name"] for tool in result] == ["tool_search", "alpha", "zeta"]
+    assert result[0]["title"] == "Find tools"  # the gateway's own, the one a call of that name reaches
+    assert await lists.tool_listed(vhost, PRINCIPAL, "alpha", "one") is True
 
 
 async def test_list_changed_invalidates_one_backend_and_reaches_subscribers() -> None:

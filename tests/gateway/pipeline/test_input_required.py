@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from apps.gateway.pipeline.input_required import InputRequests, UnknownRequestState, request_key
+from apps.gateway.pipeline.input_required import (
+    ForeignRequestState,
+    InputRequests,
+    UnknownRequestState,
+    caller_of,
+    request_key,
+)
 from apps.gateway.protocol.sse import SseEvent
 
 
@@ -82,7 +88,10 @@ class BackendCall:
 SAMPLING = {"jsonrpc": "2.0", "id": 0, "method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
 
 
-async def _first_answer(inputs: InputRequests, call: BackendCall, caller: int = 1) -> dict[str, Any]:
+ALICE_HERE = caller_of(1, "main", 1)
+
+
+async def _first_answer(inputs: InputRequests, call: BackendCall, caller: str = ALICE_HERE) -> dict[str, Any]:
     reply = inputs.intercept(call, upstream_id="gw-7", caller=caller, respond=call.respond)
     events = [json.loads(event.data) async for event in reply.events()]
     assert len(events) == 1
@@ -101,7 +110,7 @@ async def test_a_backend_request_becomes_an_input_required_result_and_the_retry_
     assert not call.closed  # the backend's call waits
 
     answer = {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
-    rest = await inputs.resume(key, caller=1, responses={key: answer}, upstream_id="gw-9", timeout=5)
+    rest = await inputs.resume(key, caller=ALICE_HERE, responses={key: answer}, upstream_id="gw-9", timeout=5)
     messages = [json.loads(event.data) async for event in rest.events()]
     assert call.answers == [{"jsonrpc": "2.0", "id": 0, "result": answer}]  # to the backend's own request id
     assert messages[0]["params"]["progressToken"] == "gw-9"  # the retry's terms
@@ -113,18 +122,25 @@ async def test_a_backend_request_becomes_an_input_required_result_and_the_retry_
 async def test_a_request_state_nobody_holds_is_refused_quickly() -> None:
     inputs = InputRequests(Box())
     with pytest.raises(UnknownRequestState):
-        await inputs.resume("no-such-key", caller=1, responses={}, upstream_id="gw-1", timeout=5)
+        await inputs.resume("no-such-key", caller=ALICE_HERE, responses={}, upstream_id="gw-1", timeout=5)
 
 
-async def test_another_caller_cannot_continue_the_call() -> None:
-    inputs = InputRequests(Box(), wait_seconds=5)
+@pytest.mark.parametrize("other", [caller_of(1, "main", 2), caller_of(1, "other-host", 1), caller_of(2, "main", 1)])
+async def test_another_caller_or_host_cannot_continue_the_call(other: str) -> None:
+    box = Box()
+    inputs = InputRequests(box, secret=b"s" * 32, wait_seconds=5)
     call = BackendCall([SAMPLING])
-    key = request_key((await _first_answer(inputs, call, caller=1))["result"])
+    key = request_key((await _first_answer(inputs, call))["result"])
     assert key is not None
-    with pytest.raises(UnknownRequestState):
-        await inputs.resume(key, caller=2, responses={key: {}}, upstream_id="gw-9", timeout=5)
+    posted = dict(box.inboxes)
+    # Refused by its tag on any instance of the deployment, before anything is posted.
+    with pytest.raises(ForeignRequestState):
+        await InputRequests(box, secret=b"s" * 32).resume(key, caller=other, responses={key: {}}, upstream_id="gw-9",
+                                                          timeout=5)
+    assert box.inboxes == posted
     assert call.answers == [] and not call.closed  # nothing reached the backend, whose call still waits
-    rest = await inputs.resume(key, caller=1, responses={key: {"action": "accept"}}, upstream_id="gw-9", timeout=5)
+    rest = await inputs.resume(key, caller=ALICE_HERE, responses={key: {"action": "accept"}}, upstream_id="gw-9",
+                               timeout=5)
     assert [json.loads(event.data) async for event in rest.events()][-1]["id"] == "gw-9"
 
 

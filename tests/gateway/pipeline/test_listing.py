@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -13,6 +14,8 @@ import pytest
 from apps.gateway.pipeline.cursors import CursorCodec
 from apps.gateway.pipeline.listing import (
     Dropped,
+    ListCaps,
+    ListTooLarge,
     MergedList,
     PaginationError,
     collect_all_pages,
@@ -22,6 +25,7 @@ from apps.gateway.pipeline.listing import (
     page,
     start_of,
 )
+from apps.gateway.pipeline.ports import ResponseTooLarge
 from apps.gateway.protocol.errors import InvalidParams
 
 CODEC = CursorCodec(b"k" * 32)
@@ -188,13 +192,16 @@ class PagedServer:
         self.size = size
         self.requests: list[str | None] = []
 
-    async def fetch(self, cursor: str | None) -> dict[str, Any]:
+    async def fetch(self, cursor: str | None, allowance: int | None) -> tuple[dict[str, Any], int]:
         self.requests.append(cursor)
         start = int(cursor.removeprefix("at-")) if cursor else 0
         result: dict[str, Any] = {"tools": self.items[start : start + self.size]}
         if start + self.size < len(self.items):
             result["nextCursor"] = f"at-{start + self.size}"
-        return result
+        size = len(json.dumps(result))
+        if allowance is not None and size > allowance:
+            raise ResponseTooLarge(f"over {allowance}", allowance)
+        return result, size
 
 
 async def test_collect_all_pages_follows_every_page() -> None:
@@ -207,15 +214,15 @@ async def test_collect_all_pages_follows_every_page() -> None:
 async def test_collect_all_pages_ends_without_a_cursor(last: dict[str, Any]) -> None:
     pages = iter([{"prompts": [1], "nextCursor": "c"}, {"prompts": [2], **last}])
 
-    async def fetch(cursor: str | None) -> dict[str, Any]:
-        return next(pages)
+    async def fetch(cursor: str | None, allowance: int | None) -> tuple[dict[str, Any], int]:
+        return next(pages), 10
 
     assert await collect_all_pages(fetch, "prompts") == [1, 2]
 
 
 async def test_collect_all_pages_detects_a_loop() -> None:
-    async def fetch(cursor: str | None) -> dict[str, Any]:
-        return {"tools": [1], "nextCursor": {None: "c1", "c1": "c2", "c2": "c1"}[cursor]}
+    async def fetch(cursor: str | None, allowance: int | None) -> tuple[dict[str, Any], int]:
+        return {"tools": [1], "nextCursor": {None: "c1", "c1": "c2", "c2": "c1"}[cursor]}, 10
 
     with pytest.raises(PaginationError, match="loop"):
         await collect_all_pages(fetch, "tools")
@@ -224,16 +231,40 @@ async def test_collect_all_pages_detects_a_loop() -> None:
 async def test_collect_all_pages_stops_after_max_pages() -> None:
     server = PagedServer(list(range(100)), size=1)
     with pytest.raises(PaginationError, match="more than 10 pages"):
-        await collect_all_pages(server.fetch, "tools", max_pages=10)
+        await collect_all_pages(server.fetch, "tools", ListCaps(max_pages=10))
     assert len(server.requests) == 10
+
+
+async def test_collect_all_pages_stops_at_the_entry_cap() -> None:
+    server = PagedServer([{"name": f"t{i}"} for i in range(50)], size=10)
+    assert len(await collect_all_pages(server.fetch, "tools", ListCaps(max_items=50))) == 50
+    server.requests.clear()
+    with pytest.raises(ListTooLarge, match="more than 25 entries"):
+        await collect_all_pages(server.fetch, "tools", ListCaps(max_items=25))
+    assert len(server.requests) == 3  # no page is asked for after the one that went over
+
+
+async def test_collect_all_pages_stops_at_the_byte_cap() -> None:
+    server = PagedServer([{"name": f"t{i}"} for i in range(50)], size=10)
+    with pytest.raises(ListTooLarge, match="over 300 bytes"):
+        await collect_all_pages(server.fetch, "tools", ListCaps(max_bytes=300))
+    assert len(server.requests) == 2  # a page of about 180 bytes fits once, not twice
+
+
+async def test_collect_all_pages_passes_on_a_response_over_the_clients_own_cap() -> None:
+    async def fetch(cursor: str | None, allowance: int | None) -> tuple[dict[str, Any], int]:
+        raise ResponseTooLarge("response body over 100 bytes", 100)
+
+    with pytest.raises(ResponseTooLarge):
+        await collect_all_pages(fetch, "tools", ListCaps(max_bytes=1000))
 
 
 @pytest.mark.parametrize(
     "result", [{}, {"tools": {"a": 1}}, {"tools": [], "nextCursor": 3}, ["not", "an", "object"]]
 )
 async def test_collect_all_pages_refuses_malformed_pages(result: Any) -> None:
-    async def fetch(cursor: str | None) -> Any:
-        return result
+    async def fetch(cursor: str | None, allowance: int | None) -> Any:
+        return result, 10
 
     with pytest.raises(PaginationError):
         await collect_all_pages(fetch, "tools")

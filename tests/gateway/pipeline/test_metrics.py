@@ -41,6 +41,17 @@ def test_a_label_cap_is_shared_and_sends_the_rest_to_other() -> None:
     assert one.bounded("backend", "anything") == "anything"  # no cap on that label
 
 
+def test_a_label_cap_per_group_keeps_each_groups_own_values() -> None:
+    cap = LabelCap(5, per_group=2)
+    counters = Counters(caps={"tool": cap})
+    junk = [counters.bounded("tool", f"junk{i}", "1") for i in range(10)]
+    assert junk == ["junk0", "junk1", *[OTHER] * 8]  # tenant 1 fills its own share only
+    assert [counters.bounded("tool", name, "2") for name in ("add", "echo", "more")] == ["add", "echo", OTHER]
+    assert counters.bounded("tool", "junk0", "3") == "junk0"  # a value another group brought costs nothing
+    assert [counters.bounded("tool", name, "3") for name in ("x", "y")] == ["x", OTHER]  # 5 in all, at most
+    assert len(cap) == 5
+
+
 def test_the_note_belongs_to_the_task_that_set_it() -> None:
     async def request(method: str, code: int | None) -> RequestNote:
         note = RequestNote()

@@ -16,7 +16,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from apps.catalog.models import VirtualHost
-from apps.tenants.keys import MIN_SECRET_LENGTH, key_hash
+from apps.tenants.keys import key_generate, key_hash
 from apps.tenants.models import ApiKey, Tenant
 from tests.configuration.documents import README_EXAMPLE, full_example
 
@@ -56,7 +56,7 @@ def test_invalid_file_exits_2_listing_every_problem(tmp_path: Path) -> None:
         call_command("gateway", "apply", "-f", _write(tmp_path, bad), stderr=err)
     assert excinfo.value.returncode == 2
     lines = err.getvalue().splitlines()
-    assert "tenants[0].keys[0].secret: must be at least 16 characters" in lines
+    assert any(line.startswith("tenants[0].keys[0].secret: the secret of key 'agent' is too weak") for line in lines)
     assert any(line.startswith("virtual_hosts[0].backends.x: unknown backend 'nope'") for line in lines)
     assert not Tenant.objects.exists()
 
@@ -137,7 +137,7 @@ def test_seed_demo_is_idempotent_and_reuses_its_files(tmp_path: Path) -> None:
 
 def test_seed_demo_uses_an_existing_key_file(tmp_path: Path) -> None:
     (tmp_path / "run").mkdir()
-    secret = "mgw_" + "x" * MIN_SECRET_LENGTH
+    secret, _ = key_generate()
     (tmp_path / "run" / "demo.key").write_text(secret + "\n")
     _seed(tmp_path)
     assert ApiKey.objects.get(name="demo-agent").secret_hash == key_hash(secret)

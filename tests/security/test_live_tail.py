@@ -1,0 +1,97 @@
+"""A live tail of the audit log outlives no revocation: when a user's membership is removed, or the
+user is deactivated or deleted, their open tails of that tenant are closed (4404) and get no more
+rows; tails the user may still see keep going."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+
+from apps.audit import live
+from apps.audit.writer import AuditWriter
+from apps.tenants.models import Membership
+from apps.tenants.services import membership_delete
+from tests.audit.factories import audit_entry
+from tests.console.test_audit_live import _setup, _tail
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def _open(path: str, cookie: str) -> WebsocketCommunicator:
+    tail = _tail(path, cookie)
+    connected, _ = await tail.connect()
+    assert connected
+    return tail
+
+
+async def _write(tenant: Any, name: str) -> None:
+    writer = AuditWriter(interval=3600)
+    writer.record(audit_entry(tenant=tenant, exposed_name=name))
+    await writer.flush()
+
+
+def _remove_from_a(data: dict[str, Any]) -> Callable[[], None]:
+    def remove() -> None:
+        membership_delete(membership=Membership.objects.get(tenant=data["a"], user__username="both"))
+    return remove
+
+
+def _deactivate() -> None:
+    user = get_user_model().objects.get(username="both")
+    user.is_active = False
+    user.save()
+
+
+def _delete_user() -> None:
+    get_user_model().objects.get(username="both").delete()
+
+
+@pytest.mark.parametrize("revoke", ["membership removed", "user deactivated", "user deleted"])
+async def test_a_revoked_users_tail_is_closed_and_gets_no_more_rows(revoke: str) -> None:
+    data = await _setup()
+    tail_a = await _open("/console/t/live-a/audit/live", data["cookies"]["both"])
+    other = await _open("/console/t/live-a/audit/live", data["cookies"]["a"])  # another member of a
+    await _write(data["a"], "before")
+    assert "before" in await tail_a.receive_from(timeout=5)
+    assert "before" in await other.receive_from(timeout=5)
+
+    change: dict[str, Callable[[], None]] = {
+        "membership removed": _remove_from_a(data), "user deactivated": _deactivate, "user deleted": _delete_user,
+    }
+    await database_sync_to_async(change[revoke])()
+    assert await tail_a.receive_output(timeout=5) == {"type": "websocket.close", "code": 4404}
+
+    await _write(data["a"], "after")
+    assert "after" in await other.receive_from(timeout=5)  # the tenant's other tails go on
+    assert await tail_a.receive_nothing(timeout=0.5)
+    await other.disconnect()
+
+
+async def test_removal_from_one_tenant_leaves_the_users_other_tails_open() -> None:
+    data = await _setup()
+    tail_a = await _open("/console/t/live-a/audit/live", data["cookies"]["both"])
+    tail_b = await _open("/console/t/live-b/audit/live", data["cookies"]["both"])
+    await database_sync_to_async(_remove_from_a(data))()
+    assert await tail_a.receive_output(timeout=5) == {"type": "websocket.close", "code": 4404}
+    await _write(data["b"], "b-row")
+    assert "b-row" in await tail_b.receive_from(timeout=5)
+    await tail_b.disconnect()
+
+
+async def test_a_revocation_nobody_announced_is_found_before_rows_are_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change made without the ORM's signals (a queryset update), or whose announcement was lost:
+    the tail checks again before sending once its last check is `ACCESS_RECHECK_SECONDS` old."""
+    monkeypatch.setattr(live, "ACCESS_RECHECK_SECONDS", 0.0)
+    data = await _setup()
+    tail_a = await _open("/console/t/live-a/audit/live", data["cookies"]["both"])
+    silent: Callable[[], Awaitable[int]] = database_sync_to_async(
+        lambda: get_user_model().objects.filter(username="both").update(is_active=False))
+    assert await silent() == 1
+    await _write(data["a"], "unseen")
+    assert await tail_a.receive_output(timeout=5) == {"type": "websocket.close", "code": 4404}
+    assert await tail_a.receive_nothing(timeout=0.5)
