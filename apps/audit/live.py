@@ -16,12 +16,10 @@ the batch's tenants, then one group_send per watched tenant), and is skipped whi
 one is still going (a slow or absent Redis costs a log line, not a queue). A tail is read by
 people: a burst sends only each tenant's newest `MAX_ROWS` rows of a batch.
 
-Revocation: a tail is also in a group of its user (`audit_live_user_group`). When the user's access
-may have shrunk — a membership removed or changed, the user deactivated, demoted or deleted —
-`audit_live_access_changed` tells that group once the change is committed, and each of the user's
-tails checks its access again and closes when it is gone. Telling is best effort too, so a tail
-also checks again before it sends rows when its last check is older than
-`ACCESS_RECHECK_SECONDS` (covering a lost message and changes made without the ORM's signals)."""
+Revocation: a tail is also in its user's group (`apps.tenants.access_changes`), told whenever that
+user's access may have shrunk; it then checks its access again and closes when it is gone. Telling
+is best effort, so a tail also checks again before it sends rows when its last check is older than
+`ACCESS_RECHECK_SECONDS` (a lost message, or a change made around the services)."""
 
 from __future__ import annotations
 
@@ -30,9 +28,7 @@ import datetime
 import logging
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import transaction
 
 from apps.audit.models import AuditRecord
 from apps.common.redis import async_redis_client
@@ -41,7 +37,6 @@ from apps.gateway.pipeline.ports import AuditEntry
 log = logging.getLogger(__name__)
 
 MESSAGE_TYPE = "audit.rows"
-ACCESS_MESSAGE_TYPE = "audit.access"
 ACCESS_RECHECK_SECONDS = 60.0
 MAX_ROWS = 100
 TIMEOUT_SECONDS = 2.0
@@ -55,27 +50,6 @@ _publishing: dict[int, asyncio.Task[None]] = {}
 def audit_live_group(*, tenant_id: int) -> str:
     """The channel-layer group of a tenant's live tails."""
     return f"audit-live.{tenant_id}"
-
-
-def audit_live_user_group(*, user_id: int) -> str:
-    """The channel-layer group of one user's live tails (of every tenant)."""
-    return f"audit-live-user.{user_id}"
-
-
-def audit_live_access_changed(*, user_id: int) -> None:
-    """Tell the user's open tails to check their access again, once the current transaction
-    commits (at once outside one). Best effort: a failure is logged, never raised. Call from
-    synchronous code (the ORM's signals)."""
-    transaction.on_commit(lambda: _access_changed_send(user_id))
-
-
-def _access_changed_send(user_id: int) -> None:
-    try:
-        async_to_sync(get_channel_layer().group_send)(
-            audit_live_user_group(user_id=user_id), {"type": ACCESS_MESSAGE_TYPE}
-        )
-    except Exception:
-        log.warning("telling user %s's live tails that their access changed failed", user_id, exc_info=True)
 
 
 def _watched_key(tenant_id: int) -> str:

@@ -10,7 +10,7 @@ mark is set before the websocket is accepted, so the tail gets every batch writt
 
 A tail whose user may no longer see its tenant (membership removed, user deactivated or deleted)
 is closed with 4404, as a new one would be refused: the user's group hears of every such change
-(`apps.console.signals`), and a tail about to send rows checks again when its last check is older
+(`apps.tenants.access_changes`), and a tail about to send rows checks again when its last check is older
 than `ACCESS_RECHECK_SECONDS` (see `apps.audit.live`)."""
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from apps.audit.forms import AuditFilterForm
 from apps.audit.live import (
     audit_live_group,
     audit_live_record,
-    audit_live_user_group,
     audit_live_watch,
     audit_live_watching,
 )
 from apps.audit.selectors import AuditFilter
 from apps.tenants.access import access_get, tenant_get_for
+from apps.tenants.access_changes import access_user_group
 from apps.tenants.models import Tenant
 
 CLOSE_ANONYMOUS = 4403
@@ -74,7 +74,7 @@ class AuditTailConsumer(AsyncWebsocketConsumer):
             return
         query = self.scope.get("query_string", b"").decode("latin-1")
         # Joined before access is checked, so that a revocation committed after the check is heard.
-        self.user_group = audit_live_user_group(user_id=user.pk)
+        self.user_group = access_user_group(user_id=user.pk)
         await self.channel_layer.group_add(self.user_group, self.channel_name)
         try:
             tenant, filters = await _tail_open(user, self.scope["url_route"]["kwargs"]["tenant"], query)
@@ -115,8 +115,8 @@ class AuditTailConsumer(AsyncWebsocketConsumer):
         await self.close(code=CLOSE_UNSEEN)
         return False
 
-    async def audit_access(self, message: dict[str, Any]) -> None:
-        """The user's access may have shrunk (`apps.audit.live.audit_live_access_changed`)."""
+    async def access_changed(self, message: dict[str, Any]) -> None:
+        """The user's access may have shrunk (`apps.tenants.access_changes`)."""
         if self.group is not None:
             await self._still_allowed()
 

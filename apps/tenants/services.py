@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from apps.common.config_version import config_version_bump
 from apps.common.url_guard import url_address_validate
+from apps.tenants.access_changes import access_changed_notify
 from apps.tenants.keys import admin_token_generate, key_generate, key_hash, key_label_of_hash, key_secret_problem
 from apps.tenants.models import AdminToken, ApiKey, Membership, Plan, Team, Tenant, TokenIssuer
 
@@ -83,9 +84,11 @@ def tenant_delete(*, tenant: Tenant) -> None:
     """Delete the tenant and everything it owns. Virtual hosts go first: their mounts PROTECT
     backends and their anonymous key PROTECTs a key, which a plain cascade would refuse."""
     tenant_id = tenant.pk
+    members = list(tenant.memberships.values_list("user_id", flat=True))
     tenant.virtual_hosts.all().delete()
     tenant.delete()
     config_version_bump(tenant_id=tenant_id)
+    access_changed_notify(user_ids=members)
 
 
 #: The largest cap a plan can have (the column is a PostgreSQL integer).
@@ -341,11 +344,13 @@ def membership_set(*, tenant: Tenant, user: Any, role: str) -> Membership:
     if role not in Membership.Role.values:
         raise ValidationError(f"unknown role {role!r}; use one of {', '.join(Membership.Role.values)}")
     membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
+    access_changed_notify(user_ids=[membership.user_id])  # a demotion shrinks what they may see
     return membership
 
 
 def membership_delete(*, membership: Membership) -> None:
     membership.delete()
+    access_changed_notify(user_ids=[membership.user_id])
 
 
 def console_user_create(*, username: str, password: str) -> Any:

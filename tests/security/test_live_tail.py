@@ -1,6 +1,6 @@
-"""A live tail of the audit log outlives no revocation: when a user's membership is removed, or the
-user is deactivated or deleted, their open tails of that tenant are closed (4404) and get no more
-rows; tails the user may still see keep going."""
+"""A live tail of the audit log outlives no revocation: when a user's membership is removed or
+lowered, the tenant deleted, or the user deactivated or deleted in the admin, their open tails of
+that tenant are closed (4404) and get no more rows; tails the user may still see keep going."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
+from django.test import Client
 
 from apps.audit import live
 from apps.audit.writer import AuditWriter
-from apps.tenants.models import Membership
-from apps.tenants.services import membership_delete
+from apps.tenants.models import Membership, Tenant
+from apps.tenants.services import membership_delete, membership_set, tenant_delete
 from tests.audit.factories import audit_entry
 from tests.console.test_audit_live import _setup, _tail
 
@@ -41,17 +42,36 @@ def _remove_from_a(data: dict[str, Any]) -> Callable[[], None]:
     return remove
 
 
-def _deactivate() -> None:
+def _platform_admin() -> Client:
+    root = get_user_model().objects.create_superuser(username="root", password="pw")
+    client = Client()
+    client.force_login(root)
+    return client
+
+
+def _deactivate_in_admin() -> None:
     user = get_user_model().objects.get(username="both")
-    user.is_active = False
-    user.save()
+    answer = _platform_admin().post(f"/admin/auth/user/{user.pk}/change/", {
+        "username": "both", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00",  # is_active unticked
+    })
+    assert answer.status_code == 302, answer.content
+    assert not get_user_model().objects.get(pk=user.pk).is_active
 
 
-def _delete_user() -> None:
-    get_user_model().objects.get(username="both").delete()
+def _delete_in_admin() -> None:
+    user = get_user_model().objects.get(username="both")
+    answer = _platform_admin().post(f"/admin/auth/user/{user.pk}/delete/", {"post": "yes"})
+    assert answer.status_code == 302, answer.content
+    assert not get_user_model().objects.filter(pk=user.pk).exists()
 
 
-@pytest.mark.parametrize("revoke", ["membership removed", "user deactivated", "user deleted"])
+def _delete_tenant(data: dict[str, Any]) -> Callable[[], None]:
+    return lambda: tenant_delete(tenant=Tenant.objects.get(pk=data["a"].pk))
+
+
+@pytest.mark.parametrize("revoke", [
+    "membership removed", "tenant deleted", "user deactivated in the admin", "user deleted in the admin",
+])
 async def test_a_revoked_users_tail_is_closed_and_gets_no_more_rows(revoke: str) -> None:
     data = await _setup()
     tail_a = await _open("/console/t/live-a/audit/live", data["cookies"]["both"])
@@ -61,15 +81,29 @@ async def test_a_revoked_users_tail_is_closed_and_gets_no_more_rows(revoke: str)
     assert "before" in await other.receive_from(timeout=5)
 
     change: dict[str, Callable[[], None]] = {
-        "membership removed": _remove_from_a(data), "user deactivated": _deactivate, "user deleted": _delete_user,
+        "membership removed": _remove_from_a(data), "tenant deleted": _delete_tenant(data),
+        "user deactivated in the admin": _deactivate_in_admin, "user deleted in the admin": _delete_in_admin,
     }
     await database_sync_to_async(change[revoke])()
     assert await tail_a.receive_output(timeout=5) == {"type": "websocket.close", "code": 4404}
-
+    if revoke == "tenant deleted":
+        assert await other.receive_output(timeout=5) == {"type": "websocket.close", "code": 4404}
+        return
     await _write(data["a"], "after")
     assert "after" in await other.receive_from(timeout=5)  # the tenant's other tails go on
     assert await tail_a.receive_nothing(timeout=0.5)
     await other.disconnect()
+
+
+async def test_a_lowered_role_that_still_sees_the_tenant_keeps_its_tail() -> None:
+    """membership_set tells the user's tails; a member made admin (or back) still sees the tenant."""
+    data = await _setup()
+    tail_a = await _open("/console/t/live-a/audit/live", data["cookies"]["both"])
+    await database_sync_to_async(lambda: membership_set(
+        tenant=data["a"], user=get_user_model().objects.get(username="both"), role="admin"))()
+    await _write(data["a"], "still")
+    assert "still" in await tail_a.receive_from(timeout=5)
+    await tail_a.disconnect()
 
 
 async def test_removal_from_one_tenant_leaves_the_users_other_tails_open() -> None:
@@ -84,7 +118,7 @@ async def test_removal_from_one_tenant_leaves_the_users_other_tails_open() -> No
 
 
 async def test_a_revocation_nobody_announced_is_found_before_rows_are_sent(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A change made without the ORM's signals (a queryset update), or whose announcement was lost:
+    """A change made around the services (a queryset update), or whose announcement was lost:
     the tail checks again before sending once its last check is `ACCESS_RECHECK_SECONDS` old."""
     monkeypatch.setattr(live, "ACCESS_RECHECK_SECONDS", 0.0)
     data = await _setup()
