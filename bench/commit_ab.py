@@ -3,7 +3,8 @@
     .venv/bin/python -m bench.commit_ab --base <commit> [--calls N] [--output FILE]
 
 Checks `--base` out into a temporary git worktree, starts its gateway and this tree's under Daphne
-(same database, same demo backend, same settings), and sends `tools/call` to each in alternating
+(same demo backend, same settings; each on a database of its own, migrated and configured by its
+own code, so commits whose schemas or stored data differ compare too), and sends `tools/call` to each in alternating
 rounds of 50 calls (the order flips every round), so drift on a noisy machine hits both alike.
 Reports p50/p99 and each gateway's CPU per call, for a 2026-07-28 call and a 2025-11-25 session."""
 
@@ -18,7 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.proxy_latency import Caller, apply_config, bench_main, cpu_seconds
+import psycopg
+from django.conf import settings
+
+from bench.proxy_latency import Caller, bench_main, cpu_seconds
 from bench.stats import percentile
 from tests.processes import ROOT, backend_argv, free_port, running, wait_for_port
 
@@ -26,8 +30,28 @@ ROUND = 50
 PARAMS = {"name": "add", "arguments": {"a": 1, "b": 2}}
 
 
-def _gateway(root: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "GATEWAY_INSTANCE_ID": f"ab-{port}", "GATEWAY_LOG_LEVEL": "WARNING", "GATEWAY_DEBUG": "0"}
+def _database(name: str) -> str:
+    """A fresh database `name` on the server of DATABASE_URL (dropped first if left over); its URL."""
+    url = settings.DATABASES["default"]
+    with psycopg.connect(host=url["HOST"], port=url["PORT"], user=url["USER"], password=url["PASSWORD"] or None,
+                         dbname="postgres", autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{name}"')
+    auth = url["USER"] + (f":{url['PASSWORD']}" if url["PASSWORD"] else "")
+    return f"postgresql://{auth}@{url['HOST']}:{url['PORT']}/{name}"
+
+
+def _prepare(root: Path, database_url: str, demo_url: str) -> None:
+    """Migrate the database and apply the benchmark's configuration with the code at `root`."""
+    env = {**os.environ, "DATABASE_URL": database_url}
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=root, env=env, check=True)
+    apply = f"from bench.proxy_latency import apply_config; apply_config({demo_url!r}, {demo_url!r})"
+    subprocess.run([sys.executable, "-c", apply], cwd=root, env=env, check=True)
+
+
+def _gateway(root: Path, port: int, database_url: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "GATEWAY_INSTANCE_ID": f"ab-{port}", "GATEWAY_LOG_LEVEL": "WARNING", "GATEWAY_DEBUG": "0",
+           "DATABASE_URL": database_url}
     argv = [sys.executable, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(port), "gatewaysite.asgi:application"]
     process = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_port(port, process)
@@ -62,16 +86,20 @@ def run(base: str, calls: int) -> str:
                            text=True, check=True).stdout.strip()
     this = f"{head}{' + uncommitted changes' if dirty else ''}"
     demo_port = free_port()
-    apply_config(f"http://127.0.0.1:{demo_port}/mcp", f"http://127.0.0.1:{free_port()}/mcp")
+    demo_url = f"http://127.0.0.1:{demo_port}/mcp"
     rows: list[str] = []
     with tempfile.TemporaryDirectory(prefix="commit-ab-") as scratch:
         worktree = Path(scratch) / "base"
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(worktree), base], cwd=ROOT, check=True)
         try:
             (worktree / ".venv").symlink_to(ROOT / ".venv")
+            roots = {base: worktree, this: ROOT}
+            databases = {base: _database("bench_ab_base"), this: _database("bench_ab_this")}
+            for name, root in roots.items():
+                _prepare(root, databases[name], demo_url)
             with running(backend_argv("scripts.demo_server", demo_port), demo_port, log_name="ab-demo"):
                 ports = {base: free_port(), this: free_port()}
-                processes = {base: _gateway(worktree, ports[base]), this: _gateway(ROOT, ports[this])}
+                processes = {name: _gateway(roots[name], ports[name], databases[name]) for name in roots}
                 try:
                     urls = {name: f"http://127.0.0.1:{port}/mcp/bench/demo" for name, port in ports.items()}
                     pids = {name: process.pid for name, process in processes.items()}

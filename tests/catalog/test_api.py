@@ -338,7 +338,7 @@ def test_a_credential_left_to_a_spec_without_schemes_is_bearer(admin_client: Cli
         ({"kind": "bearer", "secret": ""}, "the secret is empty"),
         ({"kind": "bearer"}, "the secret is empty"),
         ({"kind": "basic", "username": "a:b", "secret": "k"}, "a basic-auth username cannot contain ':'"),
-        ({"kind": "api_key_header", "name": "X-Key\r\nEvil: 1", "secret": "k"}, "without CR, LF or NUL"),
+        ({"kind": "api_key_header", "name": "X-Key\r\nEvil: 1", "secret": "k"}, "holds a carriage return (CR)"),
         ({"kind": "bearer", "secret": "line\nbreak"}, "without CR, LF or NUL"),
         ({"kind": "api_key_header", "name": "X" * 129, "secret": "k"}, "name: Ensure this field has no more than 128"),
         ({"kind": "bearer", "secret": None}, "secret: This field may not be null."),
