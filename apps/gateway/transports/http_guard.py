@@ -132,14 +132,20 @@ class GuardedChannel(http.HTTPChannel):
     def dataReceived(self, data: bytes) -> None:
         if self._refused:
             return
-        if not self._receiving and not self._handlingRequest:
-            # The first bytes of a request: all of its headers are due within one deadline, which
-            # later bytes do not push back (HTTPChannel.dataReceived would).
+        starting = not self._receiving and not self._handlingRequest
+        if starting:
             self._receiving = self._in_headers = True
-            self.setTimeout(self._limits.headers_seconds)
-        elif not self._in_headers:
-            self.resetTimeout()
         basic.LineReceiver.dataReceived(self, data)
+        if not self._receiving or self._refused or self._held is not None:
+            return  # complete, refused, or paused while a spec upload's credential is checked
+        # Only a request still incomplete after this read is timed: most arrive whole in one read,
+        # and moving the connection's timer sooner costs a reactor reschedule (measured: ~2 % of
+        # a call's CPU). All headers are due within one deadline from the first read, which later
+        # reads do not push back; a body's idle timer restarts with every read.
+        if not self._in_headers:
+            self.setTimeout(self._limits.body_idle_seconds)
+        elif starting:
+            self.setTimeout(self._limits.headers_seconds)
 
     def rawDataReceived(self, data: bytes) -> None:
         if self._refused:
@@ -155,7 +161,6 @@ class GuardedChannel(http.HTTPChannel):
         if length == 0:  # nothing to limit (most GETs)
             super().allHeadersReceived()
             return
-        self.setTimeout(self._limits.body_idle_seconds)
         route = route_limit(self._limits, self._command, self._path)
         if route.spec_tenant is not None and (length is None or length > route.limit):
             self._check_upload(route, length)
