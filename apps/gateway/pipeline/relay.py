@@ -432,7 +432,6 @@ class Relay:
         return Reply(202, reply_headers)
 
 
-
 def _kind(exc: UpstreamUnavailable) -> str:
     """What the upstream error metric counts a broken answer as."""
     return "bad_reply" if isinstance(exc, StreamOverCap) else "unavailable"
