@@ -5,7 +5,8 @@ answer what no SDK would. Each path is one backend:
 - `/calls/mcp`: lists `tool_search` and `hello` (and answers `hello`); `tools/call` of
   `truncated` answers cut-off JSON, `wrong_id` a response to another id, `array` the response in
   a JSON array, `flood` 300 `roots/list` requests on the call's event stream before its response,
-  `endless` a keep-alive comment every 50 ms and never a response.
+  `endless` a keep-alive comment every 50 ms and never a response; `resources/list` is answered in
+  a JSON array and `prompts/list` with cut-off JSON (requests no audit row reads).
 
 `GET /stats` tells how many `tools/list` pages were served and how many streams are open now.
 
@@ -63,6 +64,10 @@ class Hostile:
             await self._list(send, request_id, path, params.get("cursor"))
         elif name == "tools/call":
             await self._call(send, receive, request_id, params.get("name"))
+        elif name == "resources/list":
+            await _raw(send, json.dumps([{"jsonrpc": "2.0", "id": request_id, "result": {"resources": []}}]).encode())
+        elif name == "prompts/list":
+            await _raw(send, b'{"jsonrpc": "2.0", "id": ' + json.dumps(request_id).encode() + b', "result": {"pro')
         else:
             await _json(send, 200, {"jsonrpc": "2.0", "id": request_id,
                                     "error": {"code": -32601, "message": f"Method not found: {name}"}})

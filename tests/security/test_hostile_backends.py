@@ -139,6 +139,18 @@ def test_index_builds_and_spec_compiles_have_queues_and_workers_of_their_own() -
     assert consumed == {"celery", "indexing"} and len(workers) == 2  # a build never holds up a compile
 
 
+@pytest.mark.parametrize("method", ["resources/list", "prompts/list"])
+def test_a_malformed_answer_nobody_audits_is_an_error_too(
+    transactional_db: None, capped_gateway: tuple[str, Path], hostile_url: str, method: str
+) -> None:
+    """Lists pass through unparsed where nothing reads them; an answer that is not one JSON object
+    (an array, a body cut short) is still an error under the client's own id."""
+    url, key = _host(capped_gateway[0], {"calls": f"{hostile_url}/calls/mcp"})
+    answer = _session_request(url, key, method, {}, request_id=91)
+    assert answer["id"] == 91 and "result" not in answer
+    assert answer["error"]["code"] == -32004 and "its answer is" in answer["error"]["message"]
+
+
 @pytest.mark.parametrize("tool", ["truncated", "wrong_id", "array"])
 def test_a_malformed_answer_is_an_error_under_the_clients_own_id(
     transactional_db: None, capped_gateway: tuple[str, Path], hostile_url: str, tool: str

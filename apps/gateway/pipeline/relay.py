@@ -401,6 +401,14 @@ class Relay:
             status = 200
         if call.message.kind is not Kind.REQUEST:
             return Reply(status, (JSON, *reply_headers), payload)
+        if not (call.audited or call.translate or call.upstream_id is not None):
+            # Nothing on the way reads this answer (a pass-through list, say) and it carries the
+            # client's own id, so only its shape is checked: parsing a 500 KB list would cost
+            # more CPU than relaying it.
+            if not _object_shaped(payload):
+                return self.fail(call, "its answer is not a JSON-RPC response (not one JSON object)",
+                                 reply_headers, kind="bad_reply")
+            return Reply(status, (JSON, *reply_headers), payload)
         response, problem = _response_to(call, payload)
         if response is None:
             return self.fail(call, f"its answer is {problem}", reply_headers, kind="bad_reply")
@@ -435,6 +443,13 @@ class Relay:
 def _kind(exc: UpstreamUnavailable) -> str:
     """What the upstream error metric counts a broken answer as."""
     return "bad_reply" if isinstance(exc, StreamOverCap) else "unavailable"
+
+
+def _object_shaped(payload: bytes) -> bool:
+    """Whether `payload` opens and closes as one JSON object: what a relayed answer nobody parses
+    is held to (an array, a bare value or a body cut short is not)."""
+    body = payload.strip()
+    return body[:1] == b"{" and body[-1:] == b"}"
 
 
 def _response_to(call: Call, payload: bytes) -> tuple[dict[str, Any] | None, str]:
