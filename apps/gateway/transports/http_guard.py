@@ -27,6 +27,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import unquote
 
@@ -215,8 +216,10 @@ class GuardedChannel(http.HTTPChannel):
             return
         self._held = []
         self._networkProducer.pauseProducing()
-        self.setTimeout(None)  # the wait is ours, not the client's
+        self.setTimeout(None)  # the wait is ours, not the client's; bounded below
         checked = deferToThread(self._may_upload, route.spec_tenant, authorization, cookie)
+        # The channel's own clock (TimeoutMixin's callLater): the reactor Daphne installed.
+        checked.addTimeout(self._limits.headers_seconds, SimpleNamespace(callLater=self.callLater))
 
         def failed(failure: Any) -> bool:
             log.error("checking a spec upload's credential failed: %s", failure.getErrorMessage())
@@ -224,6 +227,13 @@ class GuardedChannel(http.HTTPChannel):
 
         checked.addErrback(failed)
         checked.addCallback(lambda allowed: self._upload_checked(bool(allowed), route, length))
+        checked.addErrback(lambda failure: log.error("a spec upload's answer failed: %s", failure.getErrorMessage()))
+
+    def resumeProducing(self) -> None:
+        # Twisted resumes reading when the client drains an earlier response; while a credential
+        # is checked nothing may be read, or the held bytes would grow without limit.
+        if self._held is None:
+            super().resumeProducing()
 
     def _upload_checked(self, allowed: bool, route: RouteLimit, length: int | None) -> None:
         if self._lost:

@@ -30,3 +30,29 @@ def test_route_limits(method: bytes, target: bytes, expected: RouteLimit) -> Non
 def test_limits_must_be_positive() -> None:
     with pytest.raises(ValueError, match="api_bytes must be positive, got 0"):
         TransportLimits(mcp_bytes=1, api_bytes=0, spec_bytes=1, headers_seconds=1, body_idle_seconds=1)
+
+
+def test_a_held_upload_reads_nothing_more_and_its_check_has_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a spec upload's credential is checked the connection reads nothing, even when Twisted
+    would resume it (the client drained an earlier response); a check that never answers is
+    refused after the header deadline."""
+    from twisted.internet import defer
+    from twisted.internet.task import Clock
+    from twisted.internet.testing import StringTransport
+
+    from apps.gateway.transports import http_guard
+
+    checks: list[defer.Deferred[bool]] = []
+    monkeypatch.setattr(http_guard, "deferToThread", lambda *args: checks.append(defer.Deferred()) or checks[-1])
+    channel = http_guard.GuardedChannel(LIMITS, lambda *args: True)
+    clock = Clock()
+    channel.callLater = clock.callLater  # type: ignore[method-assign]
+    transport = StringTransport()
+    channel.makeConnection(transport)
+    channel.dataReceived(b"POST /api/v1/tenants/acme/backends/1/spec HTTP/1.1\r\nHost: x\r\n"
+                         b"Authorization: Bearer gwa_x\r\nContent-Length: 3000\r\n\r\n" + b"z" * 100)
+    assert len(checks) == 1 and transport.producerState == "paused"
+    channel.resumeProducing()
+    assert transport.producerState == "paused"
+    clock.advance(LIMITS.headers_seconds + 0.1)
+    assert transport.value().startswith(b"HTTP/1.1 413 ")
