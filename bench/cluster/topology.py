@@ -192,6 +192,9 @@ def cluster(plan: Plan) -> Iterator[Cluster]:
         config.write_text(nginx_config(listeners=listeners, prefix=prefix, access_log=plan.access_log))
         processes.start(nginx_argv(binary, prefix, config), listen_port, "nginx")
         processes.wait_all()
+        for replica in plan.replicas:  # the server on each port is the replica meant to be there
+            if (found := replica.stats().get("replica")) != replica.name:
+                raise RuntimeError(f"port {replica.port} is served by {found!r}, not replica {replica.name!r}")
         yield Cluster(f"http://127.0.0.1:{listen_port}", plan.key, plan.tenant, gateways, plan.replicas,
                       f"http://127.0.0.1:{single_port}" if single_port else None)
     finally:
