@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from apps.gateway.pipeline.values import (
@@ -279,13 +279,24 @@ class ToolServer(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class IdNeed:
+    """An id a tool cannot work without (a required id parameter): the tool that makes one when
+    none exists yet, and the read-only tool that finds an existing one; either may be unknown."""
+
+    parameter: str  # as the tool's input schema names it; dotted for a nested member ("Placement.GroupId")
+    producer: tuple[int, str] | None
+    lookup: tuple[int, str] | None
+
+
+@dataclass(frozen=True, slots=True)
 class Found:
     """What the tool index found: the best tools, best first, as (backend id, upstream name), and
     the prerequisite chain (dependencies first) of each of them and of each tool in those chains
-    (tools with none are left out)."""
+    (tools with none are left out), with the ids each of those tools needs (`needs`, same keys)."""
 
     hits: list[tuple[int, str]]
     prerequisites: Mapping[tuple[int, str], tuple[tuple[int, str], ...]]
+    needs: Mapping[tuple[int, str], tuple[IdNeed, ...]] = field(default_factory=dict)
 
 
 class ToolFinder(Protocol):
