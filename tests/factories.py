@@ -6,6 +6,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 from apps.catalog.models import Backend, VirtualHost
+from apps.retrieval.embeddings import DIMENSIONS
+from apps.retrieval.models import IndexedTool
 from apps.catalog.services import ToolTarget, backend_create, virtual_host_create
 from apps.tenants.models import Team, Tenant
 from apps.tenants.services import IssuedKey, api_key_issue, team_create, tenant_create
@@ -67,4 +69,13 @@ def openapi_backend_factory(
     return backend_create(
         tenant=tenant or tenant_factory(), name=name or f"api-{_next()}", urls=[], kind=Backend.Kind.OPENAPI,
         base_url=base_url,
+    )
+
+
+def indexed_tool_factory(*, backend: Backend, name: str | None = None) -> IndexedTool:
+    """An entry of the search index, as indexing writes one, with a placeholder embedding (for
+    tests that count or list entries; searching wants real ones: index a spec instead)."""
+    return IndexedTool.objects.create(
+        tenant=backend.tenant, backend=backend, name=name or f"Tool{_next()}", document="", digest="x", search="",
+        embedding=[0.0] * (DIMENSIONS - 1) + [1.0],
     )

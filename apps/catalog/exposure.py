@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 
 from apps.catalog.models import Backend, Tool, VirtualHost
+from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective
 from apps.common.redis import redis_client
 from apps.gateway.pipeline.names import Naming
 
@@ -67,9 +68,11 @@ def virtual_host_exposed_tools(*, virtual_host: VirtualHost) -> ExposedTools:
     mounts = {m.map_key: m.backend for m in virtual_host.mounts.select_related("backend")}
     aliases = {a.alias: (a.map_key, a.upstream_name) for a in virtual_host.tool_aliases.all()}
     naming = Naming.build(mounts.keys(), aliases)
-    result = ExposedTools(
-        tool_search=virtual_host.tool_search_name if virtual_host.tool_search != VirtualHost.ToolSearch.OFF else ""
+    mode = tool_search_mode_effective(
+        mode=virtual_host.tool_search, backend_ids=(b.pk for b in mounts.values()),
+        indexed=indexed_tool_counts_get(tenant_id=virtual_host.tenant_id) if virtual_host.tool_search == VirtualHost.ToolSearch.AUTO else {},
     )
+    result = ExposedTools(tool_search=virtual_host.tool_search_name if mode != VirtualHost.ToolSearch.OFF else "")
     for map_key, backend in sorted(mounts.items()):
         try:
             names = backend_tool_names(backend=backend)

@@ -87,12 +87,13 @@ class VirtualHost(TimeStampedModel):
     )
 
     class ToolSearch(models.TextChoices):
+        AUTO = "auto", "Automatic (listed alone on a host with many tools, off on a small one)"
         OFF = "off", "Off"
         LISTED = "listed", "Listed with the other tools"
         ONLY = "only", "Listed alone (the other tools stay callable by name)"
 
     tool_search = models.CharField(
-        max_length=8, choices=ToolSearch.choices, default=ToolSearch.OFF,
+        max_length=8, choices=ToolSearch.choices, default=ToolSearch.AUTO,
         help_text="The gateway's own tool that finds the tools for a task among this host's.",
     )
     tool_search_name = models.CharField(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Prefetch, QuerySet
+from django.conf import settings
+from django.db.models import Count, Prefetch, QuerySet
 
 from apps.catalog.models import (
     Backend,
@@ -181,3 +183,22 @@ def mount_get(*, virtual_host: VirtualHost, mount_id: int) -> VirtualHostBackend
 
 def tool_alias_get(*, virtual_host: VirtualHost, alias_id: int) -> ToolAlias | None:
     return ToolAlias.objects.filter(virtual_host=virtual_host, pk=alias_id).select_related("virtual_host").first()
+
+
+def indexed_tool_counts_get(*, tenant_id: int) -> dict[int, int]:
+    """How many tools the search index holds for each of the tenant's backends (none: left out)."""
+    from apps.retrieval.models import IndexedTool  # the index's app reads the catalog's models
+
+    rows = IndexedTool.objects.filter(tenant_id=tenant_id).values("backend_id").annotate(tools=Count("id"))
+    return {row["backend_id"]: row["tools"] for row in rows}
+
+
+def tool_search_mode_effective(*, mode: str, backend_ids: Iterable[int], indexed: Mapping[int, int]) -> str:
+    """The mode a host's tool_search has now: `auto` is `only` when the host's backends hold more
+    than `GATEWAY_TOOL_SEARCH_AUTO_TOOLS` indexed tools together, else `off`; any other mode is
+    itself. The index counts what `tools/list` offers (both kinds of backend are indexed), and a
+    change of it moves the configuration version, so snapshots follow the count."""
+    if mode != VirtualHost.ToolSearch.AUTO:
+        return mode
+    tools = sum(indexed.get(backend_id, 0) for backend_id in set(backend_ids))
+    return VirtualHost.ToolSearch.ONLY if tools > settings.GATEWAY_TOOL_SEARCH_AUTO_TOOLS else VirtualHost.ToolSearch.OFF

@@ -161,7 +161,7 @@ def virtual_host_create(
     tool_aliases: Mapping[str, ToolTarget] | None = None,
     allow_anonymous: bool = False,
     anonymous_key: ApiKey | None = None,
-    tool_search: str = VirtualHost.ToolSearch.OFF,
+    tool_search: str = VirtualHost.ToolSearch.AUTO,
     tool_search_name: str = "tool_search",
 ) -> VirtualHost:
     """Create a virtual host mounting each backend under its map key, with the given aliases (and
@@ -176,7 +176,7 @@ def virtual_host_create(
         mount_set(virtual_host=virtual_host, map_key=map_key, backend=backend)
     for alias, target in (tool_aliases or {}).items():
         tool_alias_set(virtual_host=virtual_host, alias=alias, target=target)
-    if (tool_search, tool_search_name) != (VirtualHost.ToolSearch.OFF, "tool_search"):
+    if (tool_search, tool_search_name) != (VirtualHost.ToolSearch.AUTO, "tool_search"):
         virtual_host_tool_search_set(virtual_host=virtual_host, mode=tool_search, name=tool_search_name)
     config_version_bump(tenant_id=tenant.pk)
     return virtual_host
@@ -208,8 +208,9 @@ def virtual_host_update(
 
 @transaction.atomic
 def virtual_host_tool_search_set(*, virtual_host: VirtualHost, mode: str, name: str = "tool_search") -> VirtualHost:
-    """Give the host a `tool_search` tool (`mode` listed: beside its tools; only: alone in tools/list)
-    or take it away (off). ValidationError for an unknown mode, a name that is not a tool name, or
+    """Give the host a `tool_search` tool (`mode` listed: beside its tools; only: alone in tools/list;
+    auto: only on a host of many tools, none on a small one — docs/tool-search.md) or take it away
+    (off). ValidationError for an unknown mode, a name that is not a tool name, or
     one an alias of the host already takes; nothing changes then."""
     if mode not in VirtualHost.ToolSearch.values:
         raise ValidationError({"tool_search": f"unknown mode {mode!r}; use one of {', '.join(VirtualHost.ToolSearch.values)}"})

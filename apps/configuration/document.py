@@ -136,8 +136,10 @@ class VirtualHostSpec:
     tool_aliases: tuple[AliasSpec, ...] = ()
     allow_anonymous: bool = False
     anonymous_key: str | None = None
-    tool_search: str = "off"  # off | listed | only
-    tool_search_name: str = "tool_search"
+    #: auto | off | listed | only; None (not in the document): a new host gets auto, one that
+    #: exists keeps its mode. The same for the name (a new host's is `tool_search`).
+    tool_search: str | None = None
+    tool_search_name: str | None = None
 
 
 @dataclass(frozen=True)

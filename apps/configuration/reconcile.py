@@ -261,8 +261,8 @@ class Reconciler:
                 host = virtual_host_create(
                     tenant=tenant, slug=spec.slug, allow_anonymous=spec.allow_anonymous, anonymous_key=anonymous_key
                 )
-                if (host.tool_search, host.tool_search_name) != (spec.tool_search, spec.tool_search_name):
-                    virtual_host_tool_search_set(virtual_host=host, mode=spec.tool_search, name=spec.tool_search_name)
+                if (wanted := _tool_search(spec, host)) != (host.tool_search, host.tool_search_name):
+                    virtual_host_tool_search_set(virtual_host=host, mode=wanted[0], name=wanted[1])
                 self._record(Action.CREATED, "virtual_host", name)
             else:
                 details = []
@@ -274,8 +274,8 @@ class Reconciler:
                     virtual_host_update(
                         virtual_host=host, allow_anonymous=spec.allow_anonymous, anonymous_key=anonymous_key
                     )
-                if (host.tool_search, host.tool_search_name) != (spec.tool_search, spec.tool_search_name):
-                    virtual_host_tool_search_set(virtual_host=host, mode=spec.tool_search, name=spec.tool_search_name)
+                if (wanted := _tool_search(spec, host)) != (host.tool_search, host.tool_search_name):
+                    virtual_host_tool_search_set(virtual_host=host, mode=wanted[0], name=wanted[1])
                     details.append("tool_search")
                 self._record(Action.UPDATED if details else Action.UNCHANGED, "virtual_host", name, details)
         if host is None:
@@ -407,3 +407,8 @@ class Reconciler:
             if tenant.slug not in self._tenants:
                 tenant_delete(tenant=tenant)
                 self._record(Action.DELETED, "tenant", tenant.slug, ["with everything it owns"])
+
+
+def _tool_search(spec: VirtualHostSpec, host: VirtualHost) -> tuple[str, str]:
+    """The mode and name the document asks of `host`: what it leaves out, the host keeps."""
+    return (spec.tool_search or host.tool_search, spec.tool_search_name or host.tool_search_name)

@@ -143,7 +143,7 @@ def config_export() -> str:
                 item["allow_anonymous"] = True
             if host.anonymous_key is not None:
                 item["anonymous_key"] = host.anonymous_key.name
-            if host.tool_search != VirtualHost.ToolSearch.OFF:
+            if host.tool_search != VirtualHost.ToolSearch.AUTO:  # a new host's mode goes unsaid
                 item["tool_search"] = host.tool_search
             if host.tool_search_name != "tool_search":
                 item["tool_search_name"] = host.tool_search_name

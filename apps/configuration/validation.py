@@ -350,13 +350,17 @@ class _Checker(FieldChecks):
             anonymous_key = self.anonymous_key(fields.get("anonymous_key"), f"{path}.anonymous_key", tenants.get(tenant))
             if allow_anonymous and fields.get("anonymous_key") is None:
                 self.add(f"{path}.anonymous_key", "is required when allow_anonymous is true")
-            mode = fields.get("tool_search", "off")
-            mode = {True: "listed", False: "off"}.get(mode, mode) if isinstance(mode, bool) else mode  # YAML reads `off` as false
-            tool_search = self.choice(mode, f"{path}.tool_search", VirtualHost.ToolSearch.values)
-            search_name = self.text(fields.get("tool_search_name", "tool_search"), f"{path}.tool_search_name",
-                                    max_length=128, validator=tool_name_validator, what="tool name")
-            if tool_search != "off" and search_name in {a.alias for a in aliases}:
-                self.add(f"{path}.tool_search_name", f"{search_name!r} is also an alias of this host")
+            tool_search: str | None = None
+            if "tool_search" in fields:
+                mode = fields["tool_search"]
+                mode = {True: "listed", False: "off"}.get(mode, mode) if isinstance(mode, bool) else mode  # YAML reads `off` as false
+                tool_search = self.choice(mode, f"{path}.tool_search", VirtualHost.ToolSearch.values)
+            search_name: str | None = None
+            if "tool_search_name" in fields:
+                search_name = self.text(fields["tool_search_name"], f"{path}.tool_search_name",
+                                        max_length=128, validator=tool_name_validator, what="tool name")
+            if tool_search not in {None, "off"} and (search_name or "tool_search") in {a.alias for a in aliases}:
+                self.add(f"{path}.tool_search_name", f"{search_name or 'tool_search'!r} is also an alias of this host")
             if (tenant, slug) in hosts:
                 self.add(f"{path}.slug", f"duplicate virtual host {slug!r} in tenant {tenant!r}")
             elif tenant and slug:

@@ -19,6 +19,7 @@ from django.db.models import Prefetch
 from django.utils import timezone
 
 from apps.catalog.models import Backend, SpecVersion, VirtualHost
+from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective
 from apps.common.config_version import CONFIG_VERSION_KEY
 from apps.gateway.egress import OAuthTokens, egress_plan_build
 from apps.gateway.openapi import OpenApiHttp, openapi_server_build
@@ -210,6 +211,7 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
         "access_policy__rules",
         "tool_costs",
     )
+    indexed: dict[int, int] | None = None  # counted when a host's tool_search is `auto`
     for vhost in vhost_rows:
         mounts = {}
         for mount in vhost.mounts.all():
@@ -217,6 +219,10 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
             if view is None:
                 view = views[mount.backend_id] = _backend_view(mount.backend, http, tokens, tenant.private_networks_allowed)
             mounts[mount.map_key] = view
+        if vhost.tool_search == VirtualHost.ToolSearch.AUTO and indexed is None:
+            indexed = indexed_tool_counts_get(tenant_id=tenant.pk)
+        mode = tool_search_mode_effective(mode=vhost.tool_search, backend_ids=(v.id for v in mounts.values()),
+                                          indexed=indexed or {})
         vhosts[vhost.slug] = VirtualHostView(
             tenant_id=tenant.pk,
             tenant_slug=tenant.slug,
@@ -227,8 +233,8 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
             audit_arguments=tenant.audit_arguments,
             policy=access_policy_compiled(virtual_host=vhost),
             costs=tool_costs_compiled(virtual_host=vhost),
-            tool_search=None if vhost.tool_search == VirtualHost.ToolSearch.OFF else ToolSearchConfig(
-                vhost.tool_search_name, only=vhost.tool_search == VirtualHost.ToolSearch.ONLY),
+            tool_search=None if mode == VirtualHost.ToolSearch.OFF else ToolSearchConfig(
+                vhost.tool_search_name, only=mode == VirtualHost.ToolSearch.ONLY),
         )
     return TenantSnapshot(
         keys, hashes, vhosts, tenant=(tenant.pk, tenant.slug), issuers=issuers,

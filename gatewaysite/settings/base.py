@@ -334,7 +334,11 @@ LOGGING = {
 # whenever they change.
 GATEWAY_EMBEDDING_MODEL = os.environ.get("GATEWAY_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 GATEWAY_EMBEDDING_THREADS = int(os.environ.get("GATEWAY_EMBEDDING_THREADS", "1"))
+# Where a model run by ONNX Runtime (a name ending in "-int8") keeps the file exported from its weights.
+GATEWAY_EMBEDDING_CACHE_DIR = Path(os.environ.get("GATEWAY_EMBEDDING_CACHE_DIR", VAR_DIR / "embeddings"))
 GATEWAY_TOOL_INDEX = env_bool("GATEWAY_TOOL_INDEX", True)
+# `tool_search: auto` lists the search tool alone on a host whose backends offer more tools than this.
+GATEWAY_TOOL_SEARCH_AUTO_TOOLS = int(os.environ.get("GATEWAY_TOOL_SEARCH_AUTO_TOOLS", "64"))
 # An MCP server that announces a tools list change is indexed again this many seconds after it (changes
 # within that window are taken by the same run: apps/gateway/reindex.py).
 GATEWAY_TOOL_REINDEX_SECONDS = float(os.environ.get("GATEWAY_TOOL_REINDEX_SECONDS", "5"))

@@ -53,7 +53,7 @@ def test_refusals_are_400_and_change_nothing(admin_client: Client) -> None:
         response = admin_client.put(url, body, content_type="application/json")
         assert response.status_code == 400 and message in response.json()["detail"], response.json()
     host.refresh_from_db()
-    assert (host.allow_anonymous, host.tool_search) == (False, "off")
+    assert (host.allow_anonymous, host.tool_search) == (False, "auto")
     duplicate = admin_client.post(_api(host.tenant), {"slug": host.slug}, content_type="application/json")
     assert duplicate.status_code == 400
 
