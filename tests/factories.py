@@ -6,9 +6,9 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 from apps.catalog.models import Backend, VirtualHost
+from apps.catalog.services import ToolTarget, backend_create, virtual_host_create
 from apps.retrieval.embeddings import DIMENSIONS
 from apps.retrieval.models import IndexedTool
-from apps.catalog.services import ToolTarget, backend_create, virtual_host_create
 from apps.tenants.models import Team, Tenant
 from apps.tenants.services import IssuedKey, api_key_issue, team_create, tenant_create
 

@@ -20,7 +20,7 @@ from rest_framework.response import Response
 
 from apps.catalog import tool_selectors
 from apps.catalog.models import Backend
-from apps.retrieval.search import tool_prerequisites_list
+from apps.retrieval.chains import tool_prerequisites_list
 from apps.tenants.api_base import TenantAPIView, problem
 
 

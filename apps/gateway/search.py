@@ -12,8 +12,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, close_old_connections
 
 from apps.gateway.pipeline.ports import Found, UpstreamUnavailable
+from apps.retrieval.chains import needs_get, prerequisites_get
 from apps.retrieval.embeddings import embedder
-from apps.retrieval.search import SearchScope, prerequisites_get, tool_index_search
+from apps.retrieval.search import SearchScope, tool_index_search
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,9 @@ def _search(tenant_id: int, scope: SearchScope, query: str, k: int) -> Found:
     close_old_connections()
     try:
         hits = [(hit.backend_id, hit.name) for hit in tool_index_search(tenant_id=tenant_id, scope=scope, query=query, k=k)]
-        return Found(hits, prerequisites_get(tenant_id=tenant_id, keys=hits))
+        chains = prerequisites_get(tenant_id=tenant_id, keys=hits)
+        members = [*hits, *(key for chain in chains.values() for key in chain)]
+        return Found(hits, chains, needs_get(tenant_id=tenant_id, keys=members))
     finally:
         close_old_connections()
 

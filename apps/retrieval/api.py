@@ -14,13 +14,8 @@ from rest_framework.response import Response
 
 from apps.catalog.models import Tool, VirtualHost
 from apps.gateway.pipeline.search_tool import DEFAULT_K, MAX_K, MAX_QUERY_CHARS
-from apps.retrieval.search import (
-    QueryReading,
-    query_read,
-    rewrite_rules_list,
-    tool_prerequisites_list,
-    virtual_host_tools_search,
-)
+from apps.retrieval.chains import Prerequisite, tool_needs_list, tool_prerequisites_list
+from apps.retrieval.search import QueryReading, query_read, rewrite_rules_list, virtual_host_tools_search
 from apps.retrieval.serializers import (
     RewriteRulePageSerializer,
     ToolPrerequisitesSerializer,
@@ -78,9 +73,14 @@ class ToolSearchView(TenantAPIView):
         })
 
 
+def _ref(found: Prerequisite | None) -> dict[str, object] | None:
+    return {"id": found.tool_id, "backend": found.backend_name, "name": found.name} if found is not None else None
+
+
 class ToolPrerequisitesView(TenantAPIView):
     """`GET /api/v1/tenants/<tenant>/tools/<id>/prerequisites`: the tools that must run first to produce the ids the
-    tool needs, dependencies first (its whole chain, as tool_search reports it)."""
+    tool cannot work without, dependencies first (its whole chain, as tool_search reports it), and each of those
+    ids with the tool that makes one and the read-only tool that finds an existing one (`needs`)."""
 
     @extend_schema(responses=ToolPrerequisitesSerializer)
     def get(self, request: Request, tenant: str, tool_id: int) -> Response:
@@ -89,10 +89,9 @@ class ToolPrerequisitesView(TenantAPIView):
             raise Http404(f"no tool with id {tool_id}")
         return Response({
             "tool": {"id": tool.pk, "backend": tool.backend.name, "name": tool.name},
-            "prerequisites": [
-                {"id": found.tool_id, "backend": found.backend_name, "name": found.name}
-                for found in tool_prerequisites_list(tool=tool)
-            ],
+            "prerequisites": [_ref(found) for found in tool_prerequisites_list(tool=tool)],
+            "needs": [{"parameter": need.parameter, "producer": _ref(need.producer), "lookup": _ref(need.lookup)}
+                      for need in tool_needs_list(tool=tool)],
         })
 
 

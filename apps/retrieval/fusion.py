@@ -1,10 +1,16 @@
-"""Reciprocal Rank Fusion (Cormack, Clarke and Büttcher, SIGIR 2009). Pure.
+"""Fusing the retrieval paths' rankings (pure): Reciprocal Rank Fusion (Cormack, Clarke and
+Büttcher, SIGIR 2009), with each path's first few kept near the top.
 
 Each retrieval path ranks its candidates; a candidate's fused score is the sum over the paths of
 1 / (k + its rank there), with ranks counted from 1. The constant dampens the top ranks so that a
 candidate both paths place well beats one that only one path places first. Ties — equal scores,
 which small candidate lists make common — are broken by the best rank any path gave, then by the
-key itself, so that a search is deterministic."""
+key itself, so that a search is deterministic.
+
+RRF alone buries what only one path understands: a tool the dense path ranks 2nd and full text
+misses scores 1/32, below every tool both paths rank within their first 33 — a paraphrase's answer
+under a crowd of tools that share a word with the query. `fuse` keeps each path's first
+`PROTECTED` within the fused first `HEAD` (docs/tool-search.md, "How a search runs")."""
 
 from __future__ import annotations
 
@@ -17,7 +23,8 @@ K = TypeVar("K", bound=Hashable)
 #: Not the paper's 60: with it, a tool one path ranks first and the other misses (1/61) falls below
 #: every tool both paths rank within their first 62, and paraphrases, which only the dense path
 #: understands, lost their answer; with 30, within their first 32. 30 gained 9 and lost 1 of 2,419
-#: development queries over four query sets and pools (`BENCHMARKS.md`).
+#: development queries over four query sets and pools (`BENCHMARKS.md`); checked again on the
+#: tuning part alone, with `fuse`: 20 and 30 rank alike, 10 and 60 trade queries both ways.
 RRF_K = 30
 
 
@@ -38,3 +45,34 @@ def rrf(rankings: Mapping[str, Sequence[K]], *, k: int = RRF_K) -> list[Fused[K]
     fused = [Fused(key, sum(1.0 / (k + rank) for rank in by_path.values()), by_path) for key, by_path in ranks.items()]
     fused.sort(key=lambda f: (-f.score, min(f.ranks.values()), f.key))  # type: ignore[type-var]
     return fused
+
+
+#: Each path's first this many are kept in the fused first `HEAD`: measured on the tuning part
+#: of the development data (`BENCHMARKS.md`, retrieval), 2 and 5 gained the most at R@5 and R@15
+#: and lost the fewest (keeping only each path's first: fewer gains; its first 3: losses; within
+#: the fused first 10: no gain at R@5), and held on the validation part.
+PROTECTED = 2
+HEAD = 5
+
+
+def fuse(rankings: Mapping[str, Sequence[K]], *, k: int = RRF_K) -> list[Fused[K]]:
+    """`rrf` of `rankings`, except that every key a path ranks within its first `PROTECTED` is
+    within the fused first `HEAD` (or, when more keys are so protected, among the first of them):
+    a protected key RRF places lower takes the place of the last unprotected key of the head. The
+    head keeps RRF's order, and so does the rest."""
+    fused = rrf(rankings, k=k)
+    protected = {key for keys in rankings.values() for key in keys[:PROTECTED]}
+    late = [f for f in fused[HEAD:] if f.key in protected]
+    if not late:
+        return fused
+    head = fused[:HEAD]
+    evicted: set[K] = set()
+    for f in reversed(head):
+        if len(evicted) == len(late):
+            break
+        if f.key not in protected:
+            evicted.add(f.key)
+    order = {f.key: i for i, f in enumerate(fused)}
+    first = sorted([f for f in head if f.key not in evicted] + late, key=lambda f: order[f.key])
+    chosen = {f.key for f in first}
+    return first + [f for f in fused if f.key not in chosen]

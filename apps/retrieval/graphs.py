@@ -12,7 +12,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from apps.catalog.models import Backend, Tool
-from apps.retrieval.search import prerequisites_get
+from apps.retrieval.chains import prerequisites_get
 
 Key = tuple[int, str]
 

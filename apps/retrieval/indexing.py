@@ -21,7 +21,7 @@ from apps.common.redis import redis_client
 from apps.gateway.tool_lists import mcp_tools_fetch
 from apps.retrieval.embeddings import embedder
 from apps.retrieval.models import IndexedTool
-from apps.retrieval.prerequisites import ToolSchemas, prerequisite_closures
+from apps.retrieval.prerequisites import Chain, ToolNeed, ToolSchemas, prerequisite_chains
 from apps.retrieval.text import IndexText, ToolText, index_text, parameter_names
 from apps.tenants.models import Tenant
 
@@ -117,23 +117,28 @@ def tool_index_sync(*, backend_id: int, chains: bool = True) -> IndexChange:
     tools = {tool.name: tool for tool in listed}
     texts = {name: index_text(tool) for name, tool in tools.items()}
     parameters = {name: list(parameter_names(tool.input_schema)) for name, tool in tools.items()}
+    # An MCP tool's schema is kept for deriving chains; an OpenAPI tool's is its catalog row's.
+    schemas = {name: dict(tool.input_schema) if backend.kind == Backend.Kind.MCP else {} for name, tool in tools.items()}
     digests = {name: text.digest(model) for name, text in texts.items()}
-    stored = {name: (digest, params, description) for name, digest, params, description in
-              IndexedTool.objects.filter(backend_id=backend_id).values_list("name", "digest", "parameters", "description")}
+    stored = {name: (digest, params, description, schema) for name, digest, params, description, schema in
+              IndexedTool.objects.filter(backend_id=backend_id).values_list(
+                  "name", "digest", "parameters", "description", "input_schema")}
     stale = [name for name in texts if stored.get(name, ("",))[0] != digests[name]]
     gone = [name for name in stored if name not in texts]
-    # Entries from before these were kept: filled in without embedding anything again.
-    filled = [n for n in texts if n in stored and n not in stale and stored[n][1:] != (parameters[n], texts[n].description)]
+    # Entries from before these were kept, or whose schema changed with no text changing: filled in
+    # without embedding anything again.
+    filled = [n for n in texts if n in stored and n not in stale
+              and stored[n][1:] != (parameters[n], texts[n].description, schemas[n])]
     for name in filled:
         IndexedTool.objects.filter(backend_id=backend_id, name=name).update(
-            parameters=parameters[name], description=texts[name].description)
+            parameters=parameters[name], description=texts[name].description, input_schema=schemas[name])
     for start in range(0, len(stale), BATCH):
         names = stale[start:start + BATCH]
         vectors = embedder().encode([texts[name].document() for name in names])
         with transaction.atomic():
             if not _still_current(backend_id, seen_spec):
                 return IndexChange(start, 0, len(texts) - len(stale))
-            _upsert(backend, [(name, texts[name], digests[name], parameters[name], vector)
+            _upsert(backend, [(name, texts[name], digests[name], parameters[name], schemas[name], vector)
                               for name, vector in zip(names, vectors, strict=True)])
     with transaction.atomic():
         if gone and _still_current(backend_id, seen_spec):
@@ -152,21 +157,41 @@ def _index_changed(*, tenant_id: int) -> None:
 
 
 def prerequisites_sync(*, tenant_id: int) -> int:
-    """Derive the prerequisite chains of the tenant's indexed tools from its catalog
-    (`prerequisites.py`) and store each entry's closure; returns how many entries changed. The chains
-    span backends (an EKS cluster wants an IAM role), so they are derived for the whole tenant."""
-    rows = Tool.objects.filter(backend__tenant_id=tenant_id, backend__kind=Backend.Kind.OPENAPI).values_list(
-        "backend_id", "name", "input_schema", "output_schema")
-    closures = prerequisite_closures(
-        [ToolSchemas((b, name), b, name, inputs or {}, outputs) for b, name, inputs, outputs in rows.iterator()])
+    """Derive the prerequisite chains of the tenant's indexed tools from their schemas
+    (`prerequisites.py`) and store each entry's closure and needs; returns how many entries changed.
+    The chains span backends (an EKS cluster wants an IAM role), so they are derived for the whole
+    tenant."""
+    chains = tenant_chains_derive(tenant_id=tenant_id)
     changed = 0
     with transaction.atomic():
-        for entry in IndexedTool.objects.filter(tenant_id=tenant_id).only("pk", "backend_id", "name", "prerequisites"):
-            closure = [list(key) for key in closures.get((entry.backend_id, entry.name), ())]
-            if entry.prerequisites != closure:
-                IndexedTool.objects.filter(pk=entry.pk).update(prerequisites=closure)
+        for entry in IndexedTool.objects.filter(tenant_id=tenant_id).only(
+                "pk", "backend_id", "name", "prerequisites", "needs"):
+            chain = chains.get((entry.backend_id, entry.name))
+            closure = [list(key) for key in chain.closure] if chain is not None else []
+            needs = [_need_row(need) for need in chain.needs] if chain is not None else []
+            if entry.prerequisites != closure or entry.needs != needs:
+                IndexedTool.objects.filter(pk=entry.pk).update(prerequisites=closure, needs=needs)
                 changed += 1
     return changed
+
+
+def _need_row(need: ToolNeed) -> dict[str, object]:
+    """A need as `IndexedTool.needs` holds it (keys as [backend id, name] lists, as jsonb gives them back)."""
+    return {"parameter": need.parameter, "producer": list(need.producer) if need.producer else None,  # type: ignore[call-overload]
+            "lookup": list(need.lookup) if need.lookup else None}  # type: ignore[call-overload]
+
+
+def tenant_chains_derive(*, tenant_id: int) -> dict[tuple[int, str], Chain]:
+    """The prerequisite chains of the tenant's tools, derived from their schemas: an OpenAPI
+    backend's catalog rows (input and response schemas), an MCP server's index entries (the input
+    schema it listed). Reads, writes nothing."""
+    rows = Tool.objects.filter(backend__tenant_id=tenant_id, backend__kind=Backend.Kind.OPENAPI).values_list(
+        "backend_id", "name", "input_schema", "output_schema")
+    tools = [ToolSchemas((b, name), b, name, inputs or {}, outputs) for b, name, inputs, outputs in rows.iterator()]
+    served = IndexedTool.objects.filter(tenant_id=tenant_id, backend__kind=Backend.Kind.MCP).values_list(
+        "backend_id", "name", "input_schema")
+    tools += [ToolSchemas((b, name), b, name, inputs or {}, None) for b, name, inputs in served.iterator()]
+    return prerequisite_chains(tools)  # type: ignore[return-value]
 
 
 def _still_current(backend_id: int, seen_spec: int | None) -> bool:
@@ -178,27 +203,29 @@ def _still_current(backend_id: int, seen_spec: int | None) -> bool:
 
 _UPSERT = """
 INSERT INTO retrieval_indexedtool (tenant_id, backend_id, name, document, description, parameters, prerequisites,
-                                   digest, search, embedding, updated_at)
-VALUES (%(tenant)s, %(backend)s, %(name)s, %(document)s, %(description)s, %(parameters)s::jsonb, '[]'::jsonb, %(digest)s,
+                                   needs, input_schema, digest, search, embedding, updated_at)
+VALUES (%(tenant)s, %(backend)s, %(name)s, %(document)s, %(description)s, %(parameters)s::jsonb, '[]'::jsonb,
+        '[]'::jsonb, %(schema)s::jsonb, %(digest)s,
         setweight(to_tsvector('english', %(name_words)s), 'A')
         || setweight(to_tsvector('english', %(service)s), 'B')
         || setweight(to_tsvector('english', %(parameter_words)s), 'C')
         || setweight(to_tsvector('english', %(description)s), 'D'),
         %(embedding)s::vector, clock_timestamp())
 ON CONFLICT (backend_id, name) DO UPDATE SET
-    document = EXCLUDED.document, description = EXCLUDED.description, parameters = EXCLUDED.parameters, digest = EXCLUDED.digest, search = EXCLUDED.search,
+    document = EXCLUDED.document, description = EXCLUDED.description, parameters = EXCLUDED.parameters,
+    input_schema = EXCLUDED.input_schema, digest = EXCLUDED.digest, search = EXCLUDED.search,
     embedding = EXCLUDED.embedding, updated_at = EXCLUDED.updated_at
 """
 
 
-def _upsert(backend: Backend, entries: Sequence[tuple[str, IndexText, str, list[str], object]]) -> None:
+def _upsert(backend: Backend, entries: Sequence[tuple[str, IndexText, str, list[str], dict[str, object], object]]) -> None:
     rows = [
         {
             "tenant": backend.tenant_id, "backend": backend.pk, "name": name, "document": text.document(),
-            "parameters": json.dumps(params), "digest": digest, "name_words": text.name, "service": text.service, "parameter_words": text.parameters,
+            "parameters": json.dumps(params), "schema": json.dumps(schema), "digest": digest, "name_words": text.name, "service": text.service, "parameter_words": text.parameters,
             "description": text.description, "embedding": vector_literal(vector),
         }
-        for name, text, digest, params, vector in entries
+        for name, text, digest, params, schema, vector in entries
     ]
     with connection.cursor() as cursor:
         cursor.executemany(_UPSERT, rows)

@@ -25,6 +25,14 @@ class IndexedTool(models.Model):
     prerequisites = models.JSONField(
         default=list, help_text="[backend id, name] of the tools that must run first, dependencies first."
     )
+    needs = models.JSONField(
+        default=list, help_text="The ids the tool cannot work without: {parameter, producer, lookup}, each tool as "
+        "[backend id, name] or null (docs/tool-search.md, Prerequisite chains)."
+    )
+    input_schema = models.JSONField(
+        default=dict, blank=True, help_text="An MCP tool's input schema as its server lists it, for deriving "
+        "chains (an OpenAPI tool's is its catalog row's: empty here)."
+    )
     digest = models.CharField(max_length=32, help_text="Of the indexed text and the model: changes when either does.")
     search = SearchVectorField()
     embedding = VectorField(dimensions=DIMENSIONS)

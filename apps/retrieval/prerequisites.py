@@ -1,60 +1,73 @@
-"""Prerequisite chains (issue 6 §3). Pure: no I/O, no Django.
+"""Prerequisite chains (docs/tool-search.md, "Prerequisite chains"). Pure: no I/O, no Django.
 
 A tool that acts on a resource needs that resource's id: `AuthorizeSecurityGroupIngress` takes a
 `GroupId`, which `CreateSecurityGroup` produces, which in turn wants a `VpcId` from `CreateVpc`. An
-agent that finds `AuthorizeSecurityGroupIngress` should be told about the others too.
+agent that finds `AuthorizeSecurityGroupIngress` should be told about the others too — and, since
+the resource usually exists already, of the read-only tool that finds one (`DescribeSecurityGroups`).
 
-The chain is derived from the catalog alone:
-- a parameter is id-like when its name ends in Id, Arn, Name or Identifier (singular or plural), or
-  names a resource type outright (`Bucket`, `Subnets`); the resource type is the rest of the name,
-  read with the words of the tool's own name when they extend it (`GroupId` of
-  `AuthorizeSecurityGroupIngress` is a security group's id), else with leading words dropped until
-  a type is known (`executionRoleArn`: a role);
+The chain is derived from the catalog alone, and follows only the ids a tool cannot work without:
+- a parameter is id-like when its name ends in Id, Arn, Name or Identifier (singular or plural,
+  camel or snake case), or names a resource type outright (`Bucket`, `Subnets`); the resource type
+  is the rest of the name, read with the words of the tool's own name when they extend it
+  (`GroupId` of `AuthorizeSecurityGroupIngress` is a security group's id), else with leading words
+  dropped until a type is known (`executionRoleArn`: a role);
+- where the name gives no type a tool of the same backend makes (`VPCZoneIdentifier`,
+  `DeliverLogsPermissionArn`, `Targets.Id`), the parameter's description may: the first made type
+  it names as identified ("a comma-separated list of subnet IDs", "the ARN of the IAM role");
+- an id-like parameter is essential when the schema requires it; or, of a tool that does not only
+  read (Describe, List, Get), when its description says it must be given ("This parameter is
+  required if …", "You must specify …"), when it names the very type the tool acts on (the
+  `GroupId` of `AuthorizeSecurityGroupIngress`), or when it is one id of a type its own backend
+  makes and many tools require (`HUB_MIN_REQUIRED`: where a resource is placed, a VPC, a subnet).
+  Filters, lists of optional ids, optional names and pagination tokens never are;
 - the tools that make a type are the ones named for making it (Create, Allocate, Run, Register,
   Request, Import, Publish + the type: `RunInstances` makes instances), and, for an id no such
   name explains, the making tools whose response carries a member of that very name
-  (`AllocateAddress` answers with an `AllocationId`);
-- one producer per parameter: of the tool's own backend first, then of any other;
-- a tool's closure is every producer reachable from it, dependencies first; cycles end where they
-  close (a tool is never its own prerequisite).
-
-Where the name gives no type a tool of the same service makes (`VPCZoneIdentifier`,
-`DeliverLogsPermissionArn`, `ResourceIds`, `Targets.Id`), the parameter's description may: the first
-made type it names as identified ("a comma-separated list of subnet IDs", "the ARN of the IAM
-role"). A list of strings named for a type in the plural holds its ids (`subnets`).
-
-Which parameters count: of the tool itself, every id-like parameter that is required, every
-optional id, and the optional names of what its own service makes by that name
-(`DBSubnetGroupName`); of its prerequisites, the required ones and the optional top-level ids of
-types many tools require (`HUB_MIN_REQUIRED`) — measured in `bench/retrieval` against the
-development set's hand-derived chains."""
+  (`AllocateAddress` answers with an `AllocationId`); one producer per parameter: of the tool's
+  own backend first, then of any other;
+- the lookup of an id is the read-only tool of its type (Describe, then List, then Get + the
+  type, or + what its producer makes), of the tool's own backend first, then of the producer's;
+- a tool's closure is every producer reachable from it over essential ids, dependencies first;
+  an id the schema does not require is not followed to a producer that needs the tool itself
+  first (`RunInstances`' `ImageId`: `CreateImage` wants an instance); other cycles end where they
+  close (a tool is never its own prerequisite)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from apps.retrieval.text import name_words, singular, type_words
+from apps.retrieval.text import identifier_words, name_words, singular, type_words
 
-MAKERS = ("Create", "Allocate", "Run", "Register", "Request", "Import", "Publish")
+MAKERS = ("create", "allocate", "run", "register", "request", "import", "publish")
+#: Tools that only read: what they take is what to look at, never what must exist first.
+READERS = ("describe", "list", "get")
 _SUFFIX = re.compile(r"^(.*?)(Ids?|IDs?|Arns?|ARNs?|Names?|Identifiers?)$")
+_SNAKE_SUFFIX = re.compile(r"^(.+?)[_-](ids?|arns?|names?|identifiers?)$")
 #: Parameters that look like ids but name no resource anyone must make first.
 GENERIC = frozenset({
     "clienttoken", "nexttoken", "dryrun", "requestid", "accountid", "ownerid", "regionid", "zoneid",
     "availabilityzoneid", "resourceownerid", "resourcegroupid", "name", "id", "arn", "identifier",
+    "type",  # the kind of something (`Type` of CreateVpnConnection: "ipsec.1"), not a resource
 })
 _MAX_DEPTH = 5
-#: A prerequisite's own optional ids count only for types many tools require: a VPC (43 tools of
-#: `cloud3k`), a subnet (27), not an IPAM pool (10), which would otherwise join the chain of
-#: everything that wants a VPC. "Many" is this many, or one tool in HUB_SHARE of a smaller catalog
-#: (at least 2). Between 15 and 25 the development chains score the same.
+#: An optional id is essential when its type is made by the tool's own backend and this many tools
+#: of the catalog require it (`cloud3k`: a VPC 43, a subnet 27), or one tool in HUB_SHARE of a
+#: smaller catalog (at least 2).
 HUB_MIN_REQUIRED = 20
 HUB_SHARE = 200
 #: What a parameter's description says it identifies: "<words> ID(s)/ARN(s)", "ID(s)/ARN(s) of the <words>".
 _NAMED_BEFORE = re.compile(r"((?:[A-Za-z][\w-]* ){1,3})(?:IDs?|ARNs?)\b")
 _NAMED_AFTER = re.compile(r"\b(?:IDs?|ARNs?) of (?:the |an? )?((?:[A-Za-z][\w-]*\s?){1,3})")
+#: A description saying its parameter must be given, perhaps only in some cases ("This parameter is
+#: required if the destination type is …"); a sentence that opens on another choice ("If you specify
+#: a network interface, you must specify …") says it of something else.
+_STATED = re.compile(
+    r"^required\b|\b(?:this(?: parameter| field| value)?|it) is required\b|\bis required (?:if|when|for)\b"
+    r"|\bmust (?:be specified|specify (?:this|either|the|a|an)\b)", re.IGNORECASE)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 #: Words that join two names: a making tool's name holding one names no single type.
 _LINKING = frozenset({"with", "to", "from", "for", "in", "on", "into", "and", "by", "of"})
 
@@ -70,12 +83,41 @@ class ToolSchemas:
 
 @dataclass(frozen=True, slots=True)
 class Need:
-    """One id-like parameter of a tool: where it is, the type it names, whether it is required."""
+    """One id-like parameter of a tool: where it is, the type it names, whether the tool cannot work
+    without it."""
 
     parameter: str
     kind: tuple[str, ...]
-    required: bool
+    required: bool  # by the schema
+    essential: bool
     by_id: bool  # named ...Id or ...Arn (not ...Name, and not the type's bare name)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolNeed:
+    """An essential id of a tool: the tool that makes one and the read-only tool that finds one
+    (keys; None when the catalog has none)."""
+
+    parameter: str
+    producer: Hashable | None
+    lookup: Hashable | None
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    closure: tuple[Hashable, ...]  # dependencies first
+    needs: tuple[ToolNeed, ...]  # in the schema's order
+
+
+@dataclass(frozen=True, slots=True)
+class _Parameter:
+    name: str  # dotted for a member of an object parameter: `Targets.Id`
+    required: bool  # by the schema, at every level
+    stated: bool  # required, or said to be by the descriptions, at every level
+    single: bool  # holds one value, not a list
+    text: bool  # a string
+    strings: bool  # a list of strings
+    description: str
 
 
 def _members(schema: Any, depth: int = 0) -> Iterable[str]:
@@ -94,25 +136,42 @@ def _members(schema: Any, depth: int = 0) -> Iterable[str]:
             yield from _members(sub, depth + 1)
 
 
-def _parameters(schema: Mapping[str, Any]) -> Iterable[tuple[str, bool, bool, str]]:
-    """Top-level parameters (name, required, whether it is a list of strings, description) and, one
-    level down, members of object parameters (`Targets.Id`), required when both levels are."""
+def _parameters(schema: Mapping[str, Any]) -> Iterable[_Parameter]:
+    """Top-level parameters and, one level down, members of object parameters (`Targets.Id`)."""
     properties = schema.get("properties")
     if not isinstance(properties, Mapping):
         return
     required = set(schema.get("required") or ())
     for name, sub in properties.items():
-        yield name, name in required, _strings(sub), _description(sub)
+        top = _Parameter(name, name in required, name in required or _says_required(_description(sub)),
+                         _single(sub), _text(sub), _strings(sub), _description(sub))
+        yield top
         inner = _object_of(sub)
         if inner is not None:
             inner_required = set(inner.get("required") or ())
             for member, member_schema in (inner.get("properties") or {}).items():
-                yield (f"{name}.{member}", name in required and member in inner_required, _strings(member_schema),
-                       _description(member_schema))
+                description = _description(member_schema)
+                yield _Parameter(f"{name}.{member}", top.required and member in inner_required,
+                                 top.stated and (member in inner_required or _says_required(description)),
+                                 top.single and _single(member_schema), _text(member_schema), _strings(member_schema),
+                                 description)
+
+
+def _says_required(description: str) -> bool:
+    return any(_STATED.search(sentence) for sentence in _SENTENCE.split(description)
+               if not sentence.lower().startswith("if "))
 
 
 def _description(schema: Any) -> str:
     return str(schema.get("description") or "") if isinstance(schema, Mapping) else ""
+
+
+def _single(schema: Any) -> bool:
+    return not (isinstance(schema, Mapping) and schema.get("type") == "array")
+
+
+def _text(schema: Any) -> bool:
+    return isinstance(schema, Mapping) and schema.get("type") == "string"
 
 
 def _strings(schema: Any) -> bool:
@@ -134,65 +193,110 @@ def _object_of(schema: Any) -> Mapping[str, Any] | None:
     return None
 
 
+def _verb_and_type(name: str) -> tuple[str, tuple[str, ...]]:
+    """A tool name's verb and the type that follows it: `RunInstances`, `create_issue` → ("run",
+    ("instance",)), ("create", ("issue",)); the type is empty when a linking word joins two names."""
+    words = identifier_words(name)
+    if len(words) < 2:
+        return (words[0].lower() if words else ""), ()
+    kind = type_words("_".join(words[1:]))
+    return words[0].lower(), () if _LINKING & set(kind) else kind
+
+
+def _id_name(leaf: str) -> tuple[str, bool] | None:
+    """The part of an id-like name before its suffix, and whether the suffix says id (not name):
+    `SubnetId` → ("Subnet", True), `repo_name` → ("repo", False); None for other names."""
+    m = _SUFFIX.match(leaf) or _SNAKE_SUFFIX.match(leaf)
+    if m is None:
+        return None
+    return m.group(1), not m.group(2).lower().startswith("name")
+
+
 class Catalog:
     """The tools of one tenant, indexed for deriving prerequisites."""
 
     def __init__(self, tools: Sequence[ToolSchemas]) -> None:
         self.tools = {tool.key: tool for tool in tools}
         self.makers: dict[tuple[str, ...], list[ToolSchemas]] = {}
+        self.readers: dict[tuple[str, ...], list[ToolSchemas]] = {}
         self.answers: dict[Hashable, frozenset[str]] = {}  # maker's key -> member names of its answer
         self._required_by: dict[tuple[str, ...], int] | None = None
         self._needs: dict[Hashable, list[Need]] = {}
+        self._read_cache: dict[Hashable, list[tuple[Need, _Parameter]]] = {}
         self.hub = max(2, min(HUB_MIN_REQUIRED, len(self.tools) // HUB_SHARE))
         for tool in tools:
-            kind = self.made_by(tool)
-            if kind is not None:
+            verb, kind = _verb_and_type(tool.name)
+            if kind and verb in MAKERS:
                 self.makers.setdefault(kind, []).append(tool)
                 self.answers[tool.key] = frozenset(_members(tool.output_schema))
+            elif kind and verb in READERS:
+                self.readers.setdefault(kind, []).append(tool)
 
     def needs(self, tool: ToolSchemas) -> list[Need]:
         """The tool's id-like parameters with the types they name (worked out once per tool)."""
         found = self._needs.get(tool.key)
         if found is None:
-            found = self._needs[tool.key] = self._read_needs(tool)
+            reads = _verb_and_type(tool.name)[0] in READERS
+            found = self._needs[tool.key] = [replace(need, essential=self._essential(tool, p, need, reads))
+                                             for need, p in self._read(tool)]
         return found
 
-    def _read_needs(self, tool: ToolSchemas) -> list[Need]:
+    def _read(self, tool: ToolSchemas) -> list[tuple[Need, _Parameter]]:
+        """The tool's id-like parameters, read as needs (none essential yet), each with its parameter."""
+        found = self._read_cache.get(tool.key)
+        if found is None:
+            found = self._read_cache[tool.key] = list(self._read_needs(tool))
+        return found
+
+    def _read_needs(self, tool: ToolSchemas) -> Iterable[tuple[Need, _Parameter]]:
         own = name_words(tool.name)
         made = self.made_by(tool)
-        found = []
-        for parameter, required, strings, description in _parameters(tool.input_schema):
-            parent, _, leaf = parameter.rpartition(".")
-            m = _SUFFIX.match(leaf)
-            if leaf.lower() in GENERIC:
+        for p in _parameters(tool.input_schema):
+            parent, _, leaf = p.name.rpartition(".")
+            id_name = _id_name(leaf)
+            if leaf.lower().replace("_", "").replace("-", "") in GENERIC:
                 # `Targets.Id` says nothing of its type; its description may ("specify an instance ID").
-                described = self._described(description, type_words(parent)) if parent and m else None
-                if described is None:
-                    continue
-                found.append(Need(parameter, described, required, by_id=True))
+                described = self._described(p.description, type_words(parent)) if parent and id_name else None
+                if described is not None:
+                    yield Need(p.name, described, p.required, False, True), p
                 continue
-            base = m.group(1) if m else leaf
+            base = id_name[0] if id_name else leaf
             kind = type_words(base)
             if not kind:
                 continue
-            if m and not self._made_near(kind, tool):
+            if id_name and not self._made_near(kind, tool):
                 # `VPCZoneIdentifier`, `DeliverLogsPermissionArn`, `ResourceIds`: the name gives no
                 # type made here; the description may name one ("a list of subnet IDs").
-                described = self._described(description, kind)
+                described = self._described(p.description, kind)
                 if described is not None and (kind not in self.makers or self._made_near(described, tool)):
                     kind = described
             # A list of strings named for a type in the plural holds ids of it (`subnets`, `SecurityGroups`).
-            listed = m is None and strings and singular(leaf.lower()) != leaf.lower() and kind in self.makers
-            if m is None and not listed and (parent or not required or kind not in self.makers):
-                continue  # a plain parameter counts only when required and named for a type (`Bucket`)
+            listed = id_name is None and p.strings and singular(leaf.lower()) != leaf.lower() and kind in self.makers
+            if id_name is None and not listed and (parent or not p.required or kind not in self.makers
+                                                   or not p.text):
+                continue  # a plain parameter counts only when required, a string, named for a type (`Bucket`)
             if parent:  # `Placement.GroupId`: a placement group
                 wider = (*name_words(parent), *kind)
                 kind = next((wider[i:] for i in range(len(wider) - len(kind)) if wider[i:] in self.makers), kind)
             kind = self._extend(kind, own)
+            if not self._made_near(kind, tool):
+                kind = self._extend_right(kind, own, tool)
             if kind == made:
                 continue  # the name or id of what the tool itself makes
-            found.append(Need(parameter, kind, required, by_id=listed or (m is not None and not m.group(2).startswith("Name"))))
-        return found
+            yield Need(p.name, kind, p.required, False, listed or (id_name is not None and id_name[1])), p
+
+    def _essential(self, tool: ToolSchemas, p: _Parameter, need: Need, reads: bool) -> bool:
+        """Whether the tool cannot work without the parameter (see the module's docstring)."""
+        kind = need.kind
+        if p.required or reads:
+            return p.required
+        if p.stated:
+            return True
+        acted_on = tuple(singular(word) for word in name_words(tool.name)[1:])
+        if any(acted_on[i:i + len(kind)] == kind for i in range(len(acted_on) - len(kind) + 1)):
+            return True
+        return need.by_id and p.single and "." not in p.name and self._made_near(kind, tool) \
+            and self.required_by(kind) >= self.hub
 
     def _made_near(self, kind: tuple[str, ...], tool: ToolSchemas) -> bool:
         """Whether a tool of `tool`'s own backend is named for making `kind`."""
@@ -216,11 +320,11 @@ class Catalog:
         return min(found)[1] if found else None
 
     def required_by(self, kind: tuple[str, ...]) -> int:
-        """How many tools take an id of `kind` as a required parameter."""
+        """How many tools take an id of `kind` as a parameter their schema requires."""
         if self._required_by is None:
             counts: dict[tuple[str, ...], int] = {}
             for tool in self.tools.values():
-                for k in {need.kind for need in self.needs(tool) if need.required}:
+                for k in {need.kind for need, _ in self._read(tool) if need.required}:
                     counts[k] = counts.get(k, 0) + 1
             self._required_by = counts
         return self._required_by.get(kind, 0)
@@ -228,11 +332,8 @@ class Catalog:
     def made_by(self, tool: ToolSchemas) -> tuple[str, ...] | None:
         """The type `tool` makes, if it is a making tool (`RegisterInstancesWithLoadBalancer` makes
         nothing: what follows its verb is no type's name)."""
-        for verb in MAKERS:
-            if tool.name.startswith(verb) and tool.name[len(verb):][:1].isupper():
-                kind = type_words(tool.name[len(verb):])
-                return None if not kind or _LINKING & set(kind) else kind
-        return None
+        verb, kind = _verb_and_type(tool.name)
+        return kind if verb in MAKERS and kind else None
 
     def _extend(self, kind: tuple[str, ...], own: tuple[str, ...]) -> tuple[str, ...]:
         """`kind` as the tool's own name reads it: ("group",) in AuthorizeSecurityGroupIngress is
@@ -248,12 +349,25 @@ class Catalog:
                 return kind[start:]
         return kind
 
+    def _extend_right(self, kind: tuple[str, ...], own: tuple[str, ...], tool: ToolSchemas) -> tuple[str, ...]:
+        """`kind` with the words that follow it in the tool's own name, when its own backend makes
+        that and not `kind`: `KeyName` of `CreateKeyPair` names a key pair, not a key of another
+        service."""
+        words = tuple(singular(word) for word in own)
+        for start in range(len(words) - len(kind)):
+            if words[start:start + len(kind)] == kind:
+                for end in range(len(words), start + len(kind), -1):
+                    longer = (*own[start:end - 1], words[end - 1])
+                    if self._made_near(longer, tool):
+                        return longer
+        return kind
+
     def producer(self, tool: ToolSchemas, need: Need) -> ToolSchemas | None:
         """Who makes what `need` names: a tool named for making its type (of the tool's own backend
-        first: `roleArn` may name a role another service makes), else, for a required or top-level
+        first: `roleArn` may name a role another service makes), else, for a top-level or essential
         id, a making tool of the same backend whose answer carries that very member."""
         candidates = [t for t in self.makers.get(need.kind, ()) if t.key != tool.key]
-        if not candidates and need.by_id and (need.required or "." not in need.parameter):
+        if not candidates and need.by_id and (need.essential or "." not in need.parameter):
             leaf = need.parameter.rsplit(".", 1)[-1]
             member = leaf[:-1] if leaf.endswith("s") and not leaf.endswith("ss") else leaf
             candidates = [self.tools[key] for key, answer in self.answers.items()
@@ -268,41 +382,53 @@ class Catalog:
                                        len(t.name), t.name))
         return candidates[0]
 
-    def direct(self, tool: ToolSchemas, *, deep: bool = False) -> list[ToolSchemas]:
-        """The tool's direct prerequisites, each once: the producer of every required id-like
-        parameter, of every optional id (`SubnetId`, not `KeyName`) and of optional names its own
-        service makes by that name. `deep` (the tool is itself a prerequisite): optional ids only
-        top-level, of types many tools require, and made by a tool named for them."""
-        chosen: list[ToolSchemas] = []
-        for need in self.needs(tool):
-            made = self.producer(tool, need)
-            if not need.required and not need.by_id and (
-                made is None or made.backend != tool.backend or self.made_by(made) != need.kind or deep
-                or "." in need.parameter
-            ):
-                continue  # an optional name counts only for what the tool's own service makes by that name
-            if deep and not need.required and made is not None and (
-                "." in need.parameter or self.made_by(made) != need.kind or self.required_by(need.kind) < self.hub
-            ):
-                continue
-            if made is not None and made not in chosen:
-                chosen.append(made)
-        return chosen
+    def lookup(self, tool: ToolSchemas, need: Need, producer: ToolSchemas | None) -> ToolSchemas | None:
+        """The read-only tool that finds an existing resource of the need's type (or of what its
+        producer makes: `AllocationId` → the addresses `AllocateAddress` makes): of the tool's own
+        backend first, then of the producer's; Describe, then List, then Get; the shortest name."""
+        made = self.made_by(producer) if producer is not None else None
+        for kind in (need.kind, made):
+            readers = self.readers.get(kind or ())
+            if readers:
+                return min(readers, key=lambda t: (t.backend != tool.backend, producer is None or t.backend != producer.backend,
+                                                   READERS.index(_verb_and_type(t.name)[0]), len(t.name), t.name))
+        return None
+
+    def chain_needs(self, tool: ToolSchemas) -> list[tuple[Need, ToolSchemas | None]]:
+        """The tool's essential needs, each with its producer (None when no tool makes it)."""
+        return [(need, self.producer(tool, need)) for need in self.needs(tool) if need.essential]
 
 
-def prerequisite_closures(tools: Sequence[ToolSchemas]) -> dict[Hashable, list[Hashable]]:
-    """Every tool's closure of prerequisites (keys), dependencies first; tools with none are left out."""
+def prerequisite_chains(tools: Sequence[ToolSchemas]) -> dict[Hashable, Chain]:
+    """Every tool's chain: its closure of prerequisites (keys, dependencies first) and its essential
+    ids with their producers and lookups; tools with neither are left out."""
     catalog = Catalog(tools)
-    direct = {tool.key: [t.key for t in catalog.direct(tool)] for tool in tools}
-    required = {tool.key: [t.key for t in catalog.direct(tool, deep=True)] for tool in tools}
-    closures: dict[Hashable, list[Hashable]] = {}
+    needs = {tool.key: catalog.chain_needs(tool) for tool in tools}
+    every = {key: list(dict.fromkeys(made.key for _, made in found if made is not None)) for key, found in needs.items()}
+    # A need the schema does not require whose maker needs the tool itself first (RunInstances may
+    # take an ImageId; CreateImage wants an instance) is met by what exists already: the first
+    # instance runs from an image nobody here made. The required half of such a cycle stays.
+    reach: dict[Hashable, set[Hashable]] = {}
+
+    def reached(key: Hashable) -> set[Hashable]:
+        if key not in reach:
+            reach[key] = set(_closure(key, every))
+        return reach[key]
+
+    direct = {key: list(dict.fromkeys(made.key for need, made in found if made is not None and (
+        need.required or key not in reached(made.key)))) for key, found in needs.items()}
+    chains: dict[Hashable, Chain] = {}
     for tool in tools:
-        # A tool's optional ids are worth knowing about; its prerequisites' optional ids are not
-        # (what RunInstances may take is no prerequisite of StopInstances).
-        order = _closure(tool.key, {**required, tool.key: direct[tool.key]})
-        if order:
-            closures[tool.key] = order
-    return closures
+        found = tuple(ToolNeed(need.parameter, made.key if made is not None else None,
+                               _key(catalog.lookup(tool, need, made))) for need, made in needs[tool.key])
+        closure = _closure(tool.key, direct)
+        if closure or found:
+            chains[tool.key] = Chain(tuple(closure), found)
+    return chains
+
+
+def _key(tool: ToolSchemas | None) -> Hashable | None:
+    return tool.key if tool is not None else None
 
 
 def _closure(start: Hashable, direct: Mapping[Hashable, Sequence[Hashable]]) -> list[Hashable]:

@@ -8,7 +8,6 @@ enough rows that pass the condition (`hnsw.iterative_scan`)."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -18,11 +17,12 @@ from typing import TYPE_CHECKING
 import redis
 from django.db import connection, transaction
 
-from apps.catalog.models import Backend, Tool, VirtualHost
+from apps.catalog.models import Backend, VirtualHost
 from apps.common.redis import redis_client
 from apps.gateway.pipeline.names import Naming
+from apps.retrieval.chains import prerequisites_get
 from apps.retrieval.embeddings import embedder
-from apps.retrieval.fusion import rrf
+from apps.retrieval.fusion import fuse
 from apps.retrieval.indexing import index_version_key, vector_literal
 from apps.retrieval.models import IndexedTool
 from apps.retrieval.rewrite import Rewrite, ToolFacts, Vocabulary
@@ -90,9 +90,27 @@ def tool_index_search(
     Ids and ARNs in the query are read as the resource types they name (`rewrite.py`): the dense
     and full-text paths see the type's words in their place, and when the query says little else
     a third path ranks the tools that describe those types."""
+    found = tool_index_rankings(tenant_id=tenant_id, scope=scope, query=query, k=k, paths=paths, rewrite_ids=rewrite_ids)
+    fused = fuse({path: [key for key, _ in ranked] for path, ranked in found.items()})
+    scores = {path: dict(ranked) for path, ranked in found.items()}
+    return [
+        SearchHit(f.key[0], f.key[1], f.score, dict(f.ranks), {path: scores[path][f.key] for path in f.ranks})
+        for f in fused[:k]
+    ]
+
+
+Ranked = list[tuple[tuple[int, str], float]]
+
+
+def tool_index_rankings(
+    *, tenant_id: int, scope: SearchScope, query: str, k: int, paths: tuple[str, ...] = PATHS, rewrite_ids: bool = True
+) -> dict[str, Ranked]:
+    """What each of `paths` ranks for `query` before fusion: (backend id, name) with the path's own
+    score, best first, at least `MIN_DEPTH` deep (4·k for a larger k). A path with nothing to say
+    (no id to read, no word that picks) ranks nothing."""
     query = " ".join(query.split())
     if not query:
-        return []
+        return {path: [] for path in paths}
     facts = index_facts_get(tenant_id=tenant_id)
     rewrite = facts.vocabulary.rewrite(query) if rewrite_ids else None
     text = split_identifiers(rewrite.text if rewrite is not None else query)
@@ -100,7 +118,7 @@ def tool_index_search(
     where, params = scope.sql()
     # The query's embedding is computed beside the other paths' SQL; the dense query runs last.
     vector = embedder().encode_soon(text) if DENSE in paths else None
-    found: dict[str, list[tuple[tuple[int, str], float]]] = {path: [] for path in paths}
+    found: dict[str, Ranked] = {path: [] for path in paths}
     if TEXT in paths:
         types = " ".join(m.type for m in rewrite.matches) if rewrite is not None else ""
         found[TEXT] = _full_text(tenant_id, where, params, text, depth, facts.common, types)
@@ -108,12 +126,7 @@ def tool_index_search(
         found[REWRITE] = _describers(tenant_id, where, params, rewrite)
     if vector is not None:
         found[DENSE] = _dense(tenant_id, scope, vector.result(), depth, facts)
-    fused = rrf({path: [key for key, _ in ranked] for path, ranked in found.items()})
-    scores = {path: dict(ranked) for path, ranked in found.items()}
-    return [
-        SearchHit(f.key[0], f.key[1], f.score, dict(f.ranks), {path: scores[path][f.key] for path in f.ranks})
-        for f in fused[:k]
-    ]
+    return found
 
 
 def _dense(
@@ -137,53 +150,6 @@ def _dense(
     # Equal distances (duplicate texts) come back in no set order: the key decides.
     rows.sort(key=lambda row: (row[2], row[0], row[1]))
     return [((backend_id, name), 1.0 - distance) for backend_id, name, distance in rows]
-
-
-def prerequisites_get(*, tenant_id: int, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], tuple[tuple[int, str], ...]]:
-    """The stored prerequisite closure of each of `keys` and of every tool in those closures
-    (dependencies first); tools with none are left out. One query, however deep the chains."""
-    wanted = list(dict.fromkeys(keys))
-    if not wanted:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "WITH RECURSIVE wanted(backend_id, name) AS ("
-            " SELECT * FROM unnest(%s::bigint[], %s::text[])"
-            " UNION"  # not UNION ALL: a tool met again is not followed again, so cycles end
-            " SELECT (member->>0)::bigint, member->>1 FROM wanted"
-            " JOIN retrieval_indexedtool AS tool USING (backend_id, name),"
-            " jsonb_array_elements(tool.prerequisites) AS member WHERE tool.tenant_id = %s)"
-            " SELECT tool.backend_id, tool.name, tool.prerequisites FROM wanted"
-            " JOIN retrieval_indexedtool AS tool USING (backend_id, name)"
-            " WHERE tool.tenant_id = %s AND jsonb_array_length(tool.prerequisites) > 0",
-            [[b for b, _ in wanted], [n for _, n in wanted], tenant_id, tenant_id],
-        )
-        rows = cursor.fetchall()
-    found: dict[tuple[int, str], tuple[tuple[int, str], ...]] = {}
-    for backend_id, name, closure in rows:
-        if isinstance(closure, str):  # Django has psycopg hand jsonb over as text
-            closure = json.loads(closure)
-        found[(backend_id, name)] = tuple((int(b), str(n)) for b, n in closure)
-    return found
-
-
-@dataclass(frozen=True, slots=True)
-class Prerequisite:
-    tool_id: int | None  # the catalog row, when the tool still has one
-    backend_name: str
-    name: str
-
-
-def tool_prerequisites_list(*, tool: Tool) -> list[Prerequisite]:
-    """The stored prerequisite chain of a catalog tool, dependencies first."""
-    entry = IndexedTool.objects.filter(backend_id=tool.backend_id, name=tool.name).values_list("prerequisites", flat=True)
-    chain = [(int(b), str(n)) for b, n in (entry.first() or ())]
-    if not chain:
-        return []
-    backends = dict(Backend.objects.filter(pk__in={b for b, _ in chain}).values_list("pk", "name"))
-    rows = {(b, n): pk for pk, b, n in Tool.objects.filter(
-        backend_id__in=backends.keys(), name__in={n for _, n in chain}).values_list("pk", "backend_id", "name")}
-    return [Prerequisite(rows.get(key), backends.get(key[0], ""), key[1]) for key in chain]
 
 
 def _describers(tenant_id: int, where: str, params: list[object], rewrite: Rewrite) -> list[tuple[tuple[int, str], float]]:

@@ -60,9 +60,16 @@ class ToolRefSerializer(serializers.Serializer):
     name = serializers.CharField()
 
 
+class ToolNeedSerializer(serializers.Serializer):
+    parameter = serializers.CharField(help_text="As the tool's input schema names it; dotted for a nested member.")
+    producer = ToolRefSerializer(allow_null=True, help_text="The tool that makes one, when nothing exists yet.")
+    lookup = ToolRefSerializer(allow_null=True, help_text="The read-only tool that finds an existing one.")
+
+
 class ToolPrerequisitesSerializer(serializers.Serializer):
     tool = ToolRefSerializer()
-    prerequisites = ToolRefSerializer(many=True)
+    prerequisites = ToolRefSerializer(many=True, help_text="Dependencies first.")
+    needs = ToolNeedSerializer(many=True, help_text="The ids the tool cannot work without, in its schema's order.")
 
 
 class RewriteRuleSerializer(serializers.Serializer):

@@ -1,11 +1,18 @@
-"""Retrieval evaluation (issue 6 §6): load a pool of the shared catalog into the real index and run
-every development query of that pool through the real `tool_search` service — fused, dense only
-and full text only — then score the predictions with the data set's own scorer.
+"""Retrieval evaluation: load a pool of the shared catalog into the real index and run every query
+of that pool through the real `tool_search` service — fused, dense only, full text only, and
+fused without id rewriting, and fused by plain Reciprocal Rank Fusion — then score the predictions with the data set's own scorer.
 
-    .venv/bin/python -m bench.retrieval [--tier cloud3k] [--queries queries.jsonl] [--k 15] [--output FILE]
+    .venv/bin/python -m bench.retrieval [--tier cloud3k] [--queries queries.jsonl ...] [--tuning-only]
+                                        [--run NAME ...] [--k 15] [--output FILE] [--rankings FILE]
 
-Prints Recall@1/5/10/15 and MRR (overall and per query kind) for each path, the search latency
-percentiles, and how long compiling and indexing took; `--output` appends the same as markdown."""
+Every number is given for the tuning and the validation part separately (`split.py`: by the
+answer tool's service), overall and per query kind: Recall@1/5/15 and MRR; then the search latency
+(new queries, in process) and how long compiling and indexing took. `--queries` names files of
+`../shared/data/retrieval-dev` (default `queries.jsonl`); the project's own held-out queries
+(`bench/retrieval/data/*.jsonl`, validation only whatever their service) that have answers in the
+pool are added unless `--no-held-out`; `--tuning-only` runs and prints the tuning part alone (for
+tuning loops: a validation number never shows). `--rankings` writes each query's per-path
+rankings before fusion (JSONL), to try fusions offline; `--output` appends the report as markdown."""
 
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import django
@@ -29,17 +37,38 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from apps.retrieval.search import DENSE, PATHS, TEXT, prerequisites_get, tool_index_search  # noqa: E402
-from bench.retrieval.pool import SHARED, pool_load  # noqa: E402
+from apps.retrieval.chains import prerequisites_get  # noqa: E402
+from apps.retrieval.fusion import rrf  # noqa: E402
+from apps.retrieval.search import (  # noqa: E402
+    DENSE,
+    PATHS,
+    TEXT,
+    tool_index_rankings,
+    tool_index_search,
+)
+from bench.retrieval.pool import SHARED, Pool, pool_load  # noqa: E402
+from bench.retrieval.split import PARTS, TUNING, VALIDATION, part_of_tool  # noqa: E402
 
 DATA = SHARED / "retrieval-dev"
-#: run -> (paths, whether ids are rewritten)
+HELD_OUT = Path(__file__).resolve().parent / "data"
+#: run -> (paths, whether ids are rewritten, whether fused by plain RRF rather than the search's own fusion)
 RUNS = {
-    "fused (RRF)": (PATHS, True),
-    "fused, no id rewriting": ((DENSE, TEXT), False),
-    "dense only": ((DENSE,), True),
-    "full text only": ((TEXT,), True),
+    "fused": (PATHS, True, False),
+    "fused by plain RRF": (PATHS, True, True),
+    "fused, no id rewriting": ((DENSE, TEXT), False, False),
+    "dense only": ((DENSE,), True, False),
+    "full text only": ((TEXT,), True, False),
 }
+#: Against which run the others' gains and losses are counted (queries whose answer enters or leaves the top n).
+BASELINE = "fused by plain RRF"
+METRICS = ("R@1", "R@5", "R@15", "MRR")
+
+
+@dataclass(frozen=True)
+class QuerySet:
+    name: str  # as the report shows it
+    path: Path
+    queries: dict[str, list[dict]]  # part -> the pool's queries of that part
 
 
 def _percentile(values: list[float], pct: float) -> float:
@@ -58,98 +87,203 @@ def _score(predictions: list[dict], queries: Path) -> dict:
     return json.loads(done.stdout)
 
 
+def _query_sets(tier: str, names: list[str], *, tuning_only: bool, held_out: bool) -> list[QuerySet]:
+    """The pool's queries of each named development file, by part, then (with `held_out`, never
+    with `tuning_only`) those of every held-out query file, all validation."""
+    sets = []
+    files = [(name, DATA / name, False) for name in names]
+    if held_out and not tuning_only:
+        files += [(f"data/{path.name}", path, True) for path in sorted(HELD_OUT.glob("*.jsonl"))]
+    for name, path, is_held_out in files:
+        if not path.exists():
+            raise SystemExit(f"no query file {path}")
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        rows = [row for row in rows if "query" in row and tier in row.get("tiers", [])]  # not prerequisite gold
+        parts: dict[str, list[dict]] = {part: [] for part in PARTS}
+        for row in rows:
+            parts[VALIDATION if is_held_out else part_of_tool(row["tool"])].append(row)
+        if tuning_only:
+            parts = {TUNING: parts[TUNING]}
+        if any(parts.values()):
+            sets.append(QuerySet(name, path, parts))
+    return sets
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tier", default="cloud3k")
-    parser.add_argument("--queries", default="queries.jsonl", help="a file of ../shared/data/retrieval-dev")
+    parser.add_argument("--queries", action="append", help="a file of ../shared/data/retrieval-dev (repeatable)")
+    parser.add_argument("--tuning-only", action="store_true", help="run and print the tuning part alone")
+    parser.add_argument("--no-held-out", action="store_true", help="leave the held-out query files out")
+    parser.add_argument("--run", action="append", choices=list(RUNS), help="the runs to make (default: all)")
     parser.add_argument("--k", type=int, default=15)
     parser.add_argument("--output", type=Path, help="append the markdown report to this file")
+    parser.add_argument("--rankings", type=Path, help="write each query's per-path rankings (JSONL) here")
     args = parser.parse_args()
+    args.queries = args.queries or ["queries.jsonl"]
+    runs = {name: RUNS[name] for name in (args.run or RUNS)}
 
     started = time.perf_counter()
     pool = pool_load(args.tier)
     print(f"pool {args.tier}: {len(pool.tool_ids)} tools; compile {pool.compile_seconds:.1f} s, "
           f"index {pool.index_seconds:.1f} s ({pool.embedded} embedded) in {time.perf_counter() - started:.1f} s",
           flush=True)
-    queries_path = DATA / args.queries
-    queries = [json.loads(line) for line in queries_path.read_text().splitlines() if line.strip()]
-    queries = [q for q in queries if args.tier in q.get("tiers", [])]
-
-    results: dict[str, dict] = {}
-    latencies: dict[str, list[float]] = {}
+    sets = _query_sets(args.tier, args.queries, tuning_only=args.tuning_only, held_out=not args.no_held_out)
     tool_index_search(tenant_id=pool.tenant.pk, scope=pool.scope, query="warm up the model", k=args.k)
-    for run, (paths, rewrite_ids) in RUNS.items():
-        predictions, times = [], []
-        for query in queries:
-            t0 = time.perf_counter()
-            hits = tool_index_search(tenant_id=pool.tenant.pk, scope=pool.scope, query=query["query"], k=args.k,
-                                     paths=paths, rewrite_ids=rewrite_ids)
-            times.append((time.perf_counter() - t0) * 1000)
-            predictions.append({"qid": query["qid"], "ranked_tools": [pool.tool_ids[(h.backend_id, h.name)] for h in hits]})
-        results[run] = _score(predictions, queries_path)
-        latencies[run] = times
 
-    chains = _prerequisites(pool)
-    report = _markdown(args, pool, len(queries), results, latencies) + chains
+    results: dict[tuple[str, str, str], dict] = {}  # (set, run, part) -> scores
+    ranks: dict[tuple[str, str, str], list[int | None]] = {}  # (set, run, part) -> each query's answer's rank
+    latencies: dict[tuple[str, str], list[float]] = {}  # (set, run) -> ms per query
+    for qset in sets:
+        for run, (paths, rewrite_ids, plain) in runs.items():
+            times = latencies.setdefault((qset.name, run), [])
+            for part, queries in qset.queries.items():
+                predictions = []
+                for query in queries:
+                    t0 = time.perf_counter()
+                    if plain:
+                        found = tool_index_rankings(tenant_id=pool.tenant.pk, scope=pool.scope, query=query["query"],
+                                                    k=args.k, paths=paths, rewrite_ids=rewrite_ids)
+                        keys = [f.key for f in rrf({p: [key for key, _ in ranked] for p, ranked in found.items()})]
+                    else:
+                        keys = [(h.backend_id, h.name) for h in tool_index_search(
+                            tenant_id=pool.tenant.pk, scope=pool.scope, query=query["query"], k=args.k, paths=paths,
+                            rewrite_ids=rewrite_ids)]
+                    times.append((time.perf_counter() - t0) * 1000)
+                    predictions.append({"qid": query["qid"], "ranked_tools": [pool.tool_ids[key] for key in keys[:args.k]]})
+                if predictions:
+                    results[(qset.name, run, part)] = _score(predictions, qset.path)
+                    ranks[(qset.name, run, part)] = [
+                        p["ranked_tools"].index(q["tool"]) + 1 if q["tool"] in p["ranked_tools"] else None
+                        for p, q in zip(predictions, queries, strict=True)]
+    if args.rankings:
+        _rankings_write(args.rankings, pool, sets, args.k)
+
+    report = (_markdown(args, pool, sets, runs, results, latencies) + _changes(sets, runs, ranks)
+              + _prerequisites(pool, tuning_only=args.tuning_only))
     print(report)
     if args.output:
         with args.output.open("a", encoding="utf-8") as out:
             out.write("\n" + report)
 
 
-def _prerequisites(pool) -> str:  # noqa: ANN001
-    """Score the stored prerequisite chains of the development set's targets that lie in the pool
-    (with every tool of their gold chain) with the data set's `score_prereqs.py`."""
+def _rankings_write(path: Path, pool: Pool, sets: list[QuerySet], k: int) -> None:
+    """One line per query: its set, part, kind, answer, and what each path ranked (tool ids with
+    the path's scores, best first), for fusing offline exactly as the search would."""
+    with path.open("w", encoding="utf-8") as out:
+        for qset in sets:
+            for part, queries in qset.queries.items():
+                for query in queries:
+                    found = tool_index_rankings(tenant_id=pool.tenant.pk, scope=pool.scope, query=query["query"], k=k)
+                    out.write(json.dumps({
+                        "set": qset.name, "part": part, "qid": query["qid"], "kind": query.get("kind", "?"),
+                        "query": query["query"], "tool": query["tool"],
+                        "paths": {p: [[pool.tool_ids[key], score] for key, score in ranked] for p, ranked in found.items()},
+                    }) + "\n")
+
+
+def _prerequisites(pool: Pool, *, tuning_only: bool) -> str:
+    """Score the stored prerequisite chains of the gold targets that lie in the pool (with every
+    tool of their gold chain) with the data set's `score_prereqs.py`: the development set's per
+    part, then (unless `tuning_only`) the held-out gold's (`bench/retrieval/data/prereqs*.jsonl`)."""
     ids = {tool_id: key for key, tool_id in pool.tool_ids.items()}
-    gold = [json.loads(line) for line in (DATA / "prereqs.jsonl").read_text().splitlines() if line.strip()]
-    gold = [g for g in gold if g["target"] in ids and set(g["closure"]) <= ids.keys()]
-    if not gold:
+    groups: dict[str, list[dict]] = {}
+    for path in [DATA / "prereqs.jsonl", *(() if tuning_only else sorted(HELD_OUT.glob("prereqs*.jsonl")))]:
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            g = json.loads(line)
+            if g["target"] in ids and set(g["closure"]) <= ids.keys():
+                group = part_of_tool(g["target"]) if path.parent == DATA else f"data/{path.name} ({VALIDATION})"
+                groups.setdefault(group, []).append(g)
+    if tuning_only:
+        groups.pop(VALIDATION, None)
+    if not groups:
         return ""
-    stored = prerequisites_get(tenant_id=pool.tenant.pk, keys=[ids[g["target"]] for g in gold])
-    with tempfile.TemporaryDirectory() as folder:
-        gold_path, derived_path = Path(folder) / "gold.jsonl", Path(folder) / "derived.jsonl"
-        gold_path.write_text("".join(json.dumps(g) + "\n" for g in gold))
-        derived_path.write_text("".join(json.dumps({"target": g["target"], "closure": [
-            pool.tool_ids[key] for key in stored.get(ids[g["target"]], ()) if key in pool.tool_ids]}) + "\n" for g in gold))
-        done = subprocess.run([sys.executable, str(DATA / "score_prereqs.py"), str(derived_path), "--gold", str(gold_path)],
-                              capture_output=True, text=True, check=True)
-    sizes = [len(chain) for chain in stored.values()]
-    line = done.stdout.strip().splitlines()[-1]
-    return (f"\nPrerequisite chains, the {len(gold)} development targets in the pool (`score_prereqs.py`): "
-            f"`{' '.join(line.split())}`; mean chain length over those targets and their chains' members "
-            f"{statistics.mean(sizes) if sizes else 0:.1f}.\n")
+    stored = prerequisites_get(tenant_id=pool.tenant.pk, keys=[ids[g["target"]] for gold in groups.values() for g in gold])
+    lines = []
+    for group, targets in sorted(groups.items(), key=lambda item: (item[0] not in PARTS, item[0] != TUNING, item[0])):
+        with tempfile.TemporaryDirectory() as folder:
+            gold_path, derived_path = Path(folder) / "gold.jsonl", Path(folder) / "derived.jsonl"
+            gold_path.write_text("".join(json.dumps(g) + "\n" for g in targets))
+            derived_path.write_text("".join(json.dumps({"target": g["target"], "closure": [
+                pool.tool_ids[key] for key in stored.get(ids[g["target"]], ()) if key in pool.tool_ids]}) + "\n"
+                for g in targets))
+            done = subprocess.run([sys.executable, str(DATA / "score_prereqs.py"), str(derived_path), "--gold",
+                                   str(gold_path)], capture_output=True, text=True, check=True)
+        sizes = [len(stored.get(ids[g["target"]], ())) for g in targets]
+        line = done.stdout.strip().splitlines()[-1]
+        lines.append(f"- {group}: {len(targets)} targets, `{' '.join(line.split())}`; "
+                     f"mean chain length {statistics.mean(sizes):.1f}")
+    return "\nPrerequisite chains of the gold targets in the pool (`score_prereqs.py`):\n\n" + "\n".join(lines) + "\n"
 
 
-def _markdown(args: argparse.Namespace, pool, n: int, results: dict[str, dict], latencies: dict[str, list[float]]) -> str:  # noqa: ANN001
+def _markdown(args: argparse.Namespace, pool: Pool, sets: list[QuerySet], runs: dict, results: dict,
+              latencies: dict) -> str:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    command = f"python -m bench.retrieval --tier {args.tier} " + " ".join(f"--queries {q}" for q in args.queries)
+    if args.tuning_only:
+        command += " --tuning-only"
     lines = [
-        f"### Retrieval, `{args.tier}` pool, `{args.queries}` — {now}",
+        f"### Retrieval, `{args.tier}` pool — {now}",
         "",
-        f"Command: `python -m bench.retrieval --tier {args.tier} --queries {args.queries} --k {args.k}`. "
+        f"Command: `{command} --k {args.k}`. "
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
-        f"Model: {settings.GATEWAY_EMBEDDING_MODEL}. Pool: {len(pool.tool_ids):,} tools; {n} queries. "
+        f"Model: {settings.GATEWAY_EMBEDDING_MODEL}. Pool: {len(pool.tool_ids):,} tools. "
         f"Compile {pool.compile_seconds:.0f} s; index {pool.index_seconds:.0f} s ({pool.embedded:,} tools embedded).",
-        "",
-        "| run | queries | R@1 | R@5 | R@10 | R@15 | MRR | p50 | p95 |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for run, scored in results.items():
-        times = latencies[run]
-        for subset, metrics in _subsets(scored):
-            lines.append(
-                f"| {run}: {subset} | {metrics['n']} | {metrics['R@1']:.3f} | {metrics['R@5']:.3f} | "
-                f"{metrics['R@10']:.3f} | {metrics['R@15']:.3f} | {metrics['MRR']:.3f} | "
-                + (f"{statistics.median(times):.1f} ms | {_percentile(times, 95):.1f} ms |" if subset == "all" else " | |")
-            )
+    for qset in sets:
+        counts = ", ".join(f"{part} {len(queries)}" for part, queries in qset.queries.items() if queries)
+        lines += ["", f"`{qset.name}` ({counts} queries):", "",
+                  "| run | part: kind | queries | " + " | ".join(METRICS) + " |",
+                  "|---|---|---|" + "---|" * len(METRICS)]
+        for run in runs:
+            for part in qset.queries:
+                scored = results.get((qset.name, run, part))
+                if scored is None:
+                    continue
+                for subset, metrics in _subsets(scored):
+                    lines.append(f"| {run} | {part}: {subset} | {metrics['n']} | "
+                                 + " | ".join(f"{metrics[m]:.3f}" for m in METRICS) + " |")
+        lines += ["", "Latency per new query, in process: " + "; ".join(
+            f"{run} p50 {statistics.median(t):.1f} ms, p95 {_percentile(t, 95):.1f} ms"
+            for (name, run), t in latencies.items() if name == qset.name and t) + "."]
     return "\n".join(lines) + "\n"
+
+
+def _changes(sets: list[QuerySet], runs: dict, ranks: dict) -> str:
+    """Per set and part, how many queries each run gains and loses against `BASELINE` (the
+    primary answer entering or leaving the first 5 and the first 15)."""
+    if BASELINE not in runs:
+        return ""
+    lines = []
+    for qset in sets:
+        for part in qset.queries:
+            base = ranks.get((qset.name, BASELINE, part))
+            if base is None:
+                continue
+            for run in runs:
+                if run == BASELINE or (qset.name, run, part) not in ranks:
+                    continue
+                counts = []
+                for n in (5, 15):
+                    inside = [[r is not None and r <= n for r in ranks[(qset.name, name, part)]] for name in (run, BASELINE)]
+                    gained = sum(a and not b for a, b in zip(*inside, strict=True))
+                    lost = sum(b and not a for a, b in zip(*inside, strict=True))
+                    counts.append(f"R@{n} +{gained}/−{lost}")
+                lines.append(f"| `{qset.name}` | {part} | {run} | {counts[0]} | {counts[1]} |")
+    if not lines:
+        return ""
+    return ("\nQueries gained/lost against " + BASELINE + ":\n\n| set | part | run | top 5 | top 15 |\n|---|---|---|---|---|\n"
+            + "\n".join(lines) + "\n")
 
 
 def _subsets(scored: dict) -> list[tuple[str, dict]]:
     """Overall, then per query kind (the scorer's "kind:<name>" entries), strict scoring."""
     strict = scored["strict"]
-    out = [("all", strict["all"])]
-    out += [(key.removeprefix("kind:"), m) for key, m in sorted(strict.items()) if key.startswith("kind:") and m]
-    return out
+    kinds = [(key.removeprefix("kind:"), m) for key, m in sorted(strict.items()) if key.startswith("kind:") and m]
+    return [("all", strict["all"])] + (kinds if len(kinds) > 1 else [])
+
 
 if __name__ == "__main__":
     main()

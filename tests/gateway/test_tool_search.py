@@ -57,7 +57,7 @@ def hits(tools: list[dict[str, Any]]) -> list[str]:
 
 def bare(tool: dict[str, Any]) -> dict[str, Any]:
     """A found tool without what tool_search adds to it (as tools/list shows it)."""
-    meta = {k: v for k, v in tool["_meta"].items() if not k.startswith("gateway/prereq")}
+    meta = {k: v for k, v in tool["_meta"].items() if not k.startswith("gateway/")}
     return {**{k: v for k, v in tool.items() if k != "_meta"}, **({"_meta": meta} if meta else {})}
 
 
@@ -93,7 +93,7 @@ def test_the_answer_holds_the_objects_tools_list_shows_best_first(cloud: Cloud) 
     assert tools[0]["name"] == "CreateVpc"
     assert "tool_search" not in [tool["name"] for tool in tools]
     assert [block["type"] for block in result["content"]] == ["text"]
-    assert json.loads(result["content"][0]["text"]) == {"tools": tools}
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
     again = cloud.search({"query": "create a virtual private cloud"})
     assert again == result  # deterministic
 
@@ -139,8 +139,10 @@ def test_a_host_may_list_tool_search_alone(transactional_db: None, indexing_on: 
                                            recording_service_url: str) -> None:
     cloud = make_cloud(gateway_url, recording_service_url, mode="only")
     assert [tool["name"] for tool in cloud.tools()] == ["tool_search"]
-    found = cloud.search({"query": "delete my vpc", "k": 1})["structuredContent"]["tools"]
-    assert [tool["name"] for tool in found] == ["DeleteVpc", "CreateVpc"]  # and its prerequisite
+    answer = cloud.search({"query": "delete my vpc", "k": 1})["structuredContent"]
+    found = answer["tools"]
+    assert [tool["name"] for tool in found] == ["DeleteVpc"]
+    assert [tool["name"] for tool in answer["prerequisites"]] == ["CreateVpc"]  # in brief
     assert found[0]["inputSchema"]["required"] == ["VpcId"]
     called = cloud.request("tools/call", {"name": "DeleteVpc", "arguments": {"VpcId": "vpc-1"}})
     assert called["result"]["isError"] is False  # callable by name though not listed
@@ -158,6 +160,9 @@ def test_a_host_may_list_tool_search_alone(transactional_db: None, indexing_on: 
     ({"query": "vpc", "k": 51}, "'k' must be an integer from 1 to 50"),
     ({"query": "vpc", "k": True}, "'k' must be an integer from 1 to 50"),
     ({"query": "vpc", "limit": 3}, "Unknown argument(s): limit"),
+    ({"query": "vpc", "expand": "CreateVpc"}, "'expand' must be a list of tool names"),
+    ({"query": "vpc", "expand": ["a", "b", "c", "d", "e", "f"]}, "at most 5 can be expanded"),
+    ({"query": "vpc", "k": 1, "expand": ["TerminateInstances"]}, "this answer does not hold: TerminateInstances"),
 ])
 def test_bad_arguments_are_a_tool_error(cloud: Cloud, arguments: dict[str, Any], message: str) -> None:
     result = cloud.search(arguments)
@@ -180,14 +185,22 @@ def test_a_search_is_audited_and_a_host_without_it_does_not_know_the_name(cloud:
     assert refused["error"]["code"] == -32602
 
 
-def test_found_tools_bring_their_prerequisites_after_them(cloud: Cloud) -> None:
-    tools = cloud.search({"query": "add an inbound rule to a security group", "k": 1})["structuredContent"]["tools"]
-    assert [(tool["name"], tool["_meta"]) for tool in tools] == [
-        ("AuthorizeSecurityGroupIngress", {"gateway/prerequisites": ["CreateVpc", "CreateSecurityGroup"]}),
-        ("CreateVpc", {"gateway/prerequisites": [], "gateway/prerequisiteOf": ["AuthorizeSecurityGroupIngress"]}),
-        ("CreateSecurityGroup", {"gateway/prerequisites": ["CreateVpc"],
-                                 "gateway/prerequisiteOf": ["AuthorizeSecurityGroupIngress"]}),
+def test_found_tools_bring_their_prerequisites_in_brief_and_whole_when_expanded(cloud: Cloud) -> None:
+    query = {"query": "add an inbound rule to a security group", "k": 1}
+    answer = cloud.search(query)["structuredContent"]
+    assert [(tool["name"], tool["_meta"]["gateway/prerequisites"]) for tool in answer["tools"]] == [
+        ("AuthorizeSecurityGroupIngress", ["CreateVpc", "CreateSecurityGroup"])]
+    assert [(p["name"], sorted(p), p["_meta"]["gateway/prerequisiteOf"]) for p in answer["prerequisites"]] == [
+        ("CreateVpc", ["_meta", "description", "name"], ["AuthorizeSecurityGroupIngress"]),
+        ("CreateSecurityGroup", ["_meta", "description", "name"], ["AuthorizeSecurityGroupIngress"]),
     ]
+    assert all("gateway/produces" in p["_meta"] for p in answer["prerequisites"])
+    listed = {tool["name"]: tool for tool in cloud.tools()}
+    whole = cloud.search({**query, "expand": ["CreateSecurityGroup"]})["structuredContent"]
+    assert [tool["name"] for tool in whole["tools"]] == ["AuthorizeSecurityGroupIngress", "CreateSecurityGroup"]
+    assert bare(whole["tools"][1]) == listed["CreateSecurityGroup"]
+    assert whole["tools"][1]["_meta"]["gateway/prerequisiteOf"] == ["AuthorizeSecurityGroupIngress"]
+    assert [p["name"] for p in whole["prerequisites"]] == ["CreateVpc"]
 
 
 def test_an_mcp_servers_tools_are_found_too(transactional_db: None, indexing_on: None, gateway_url: str,

@@ -179,7 +179,7 @@ def test_an_id_query_finds_the_tool_describing_its_type(indexing_on, django_capt
 def test_prerequisite_chains_are_stored_and_read_with_the_chains_of_their_members(
     indexing_on, django_capture_on_commit_callbacks
 ) -> None:
-    from apps.retrieval.search import prerequisites_get
+    from apps.retrieval.chains import prerequisites_get
 
     backend = openapi_backend_factory(name="cloud")
     publish(backend, network_spec(), django_capture_on_commit_callbacks)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.retrieval.prerequisites import ToolSchemas, prerequisite_closures
+from apps.retrieval.prerequisites import ToolSchemas, prerequisite_chains
 
 
 def schema(*required: str, optional: tuple[str, ...] = (), nested: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -46,6 +46,10 @@ CATALOG = [
 ]
 
 
+def prerequisite_closures(catalog: list[ToolSchemas]) -> dict[Any, list[Any]]:
+    return {key: list(chain.closure) for key, chain in prerequisite_chains(catalog).items() if chain.closure}
+
+
 def closures() -> dict[str, list[str]]:
     return {f"{k[0]}:{k[1]}": [f"{b}:{n}" for b, n in v] for k, v in prerequisite_closures(CATALOG).items()}
 
@@ -55,9 +59,10 @@ def test_required_ids_lead_to_the_tools_that_make_them_dependencies_first() -> N
     assert found["net:CreateSubnet"] == ["net:CreateVpc"]
     assert found["net:DeleteVpc"] == ["net:CreateVpc"]
     # An instance runs in a subnet of a VPC, from an image: of those optional ids of RunInstances,
-    # only the subnet's is of a type many tools require.
+    # only the subnet's is of a type many tools require; an image is made from an instance, so the
+    # first instance runs from one that exists already.
     assert found["net:StopInstances"] == ["net:CreateVpc", "net:CreateSubnet", "net:RunInstances"]
-    assert found["net:RunInstances"] == ["net:CreateVpc", "net:CreateSubnet", "net:CreateImage"]
+    assert found["net:RunInstances"] == ["net:CreateVpc", "net:CreateSubnet"]
 
 
 def test_the_tools_own_name_reads_a_bare_parameter() -> None:
@@ -75,7 +80,8 @@ def test_an_id_no_name_explains_is_found_in_a_making_tools_answer() -> None:
 def test_types_named_outright_and_made_elsewhere_and_nested_ids_count() -> None:
     found = closures()
     assert found["store:PutObject"] == ["store:CreateBucket"]
-    assert found["net:CreateCluster"] == ["id:CreateRole", "net:CreateVpc", "net:CreateSubnet"]
+    # vpcConfig.subnetIds is optional: not walked.
+    assert found["net:CreateCluster"] == ["id:CreateRole"]
     # A name joining two types makes neither: LoadBalancerName is a load balancer's.
     assert found["net:RegisterInstancesWithLoadBalancer"] == [
         "net:CreateLoadBalancer", "net:CreateVpc", "net:CreateSubnet", "net:RunInstances"]
@@ -99,7 +105,7 @@ def test_a_parameter_s_description_names_the_type_its_name_does_not() -> None:
         tool("scale", "CreateGroup", schema("GroupName", nested={
             "ZoneIdentifier": described("A comma-separated list of subnet IDs for a VPC where instances run."),
             "PermissionArn": described("The ARN of the IAM role that allows the group to publish."),
-        })),
+        }) | {"required": ["GroupName", "ZoneIdentifier", "PermissionArn"]}),
         tool("net", "CreateFlowLogs", schema(nested={
             "ResourceIds": {"type": "array", "items": {"type": "string"},
                             "description": "The IDs of the resources to monitor, for example the IDs of the VPCs."}},
@@ -116,10 +122,10 @@ def test_a_parameter_s_description_names_the_type_its_name_does_not() -> None:
     assert found["lb:RegisterTargets"] == ["net:CreateVpc", "net:CreateSubnet", "net:RunInstances"]
 
 
-def test_a_list_of_strings_named_for_a_type_holds_its_ids_and_an_own_service_name_counts() -> None:
+def test_a_list_of_strings_named_for_a_type_holds_its_ids_and_an_optional_name_does_not_count() -> None:
     catalog = [*CATALOG,
         tool("k8s", "CreateProfile", schema("clusterName", nested={
-            "subnets": {"type": "array", "items": {"type": "string"}}})),
+            "subnets": {"type": "array", "items": {"type": "string"}}}) | {"required": ["clusterName", "subnets"]}),
         tool("k8s", "CreateCluster", schema("clusterName")),
         tool("db", "CreateDBSubnetGroup", schema("DBSubnetGroupName")),
         tool("db", "RestoreDBInstance", schema("DBInstanceIdentifier", optional=("DBSubnetGroupName", "KeyName"))),
@@ -127,5 +133,5 @@ def test_a_list_of_strings_named_for_a_type_holds_its_ids_and_an_own_service_nam
     ]
     found = {f"{k[0]}:{k[1]}": [f"{b}:{n}" for b, n in v] for k, v in prerequisite_closures(catalog).items()}
     assert found["k8s:CreateProfile"] == ["k8s:CreateCluster", "net:CreateVpc", "net:CreateSubnet"]
-    # The optional name of what the tool's own service makes by that name; no key pair is made here.
-    assert found["db:RestoreDBInstance"] == ["db:CreateDBInstance", "db:CreateDBSubnetGroup"]
+    # An optional name is never essential, not even of what the tool's own service makes.
+    assert found["db:RestoreDBInstance"] == ["db:CreateDBInstance"]

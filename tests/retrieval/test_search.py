@@ -119,8 +119,8 @@ def test_walking_the_graph_finds_what_scoring_every_row_finds(
 def test_prerequisites_are_read_in_one_query_through_cycles_and_never_from_another_tenant(
     indexing_on, django_capture_on_commit_callbacks, django_assert_num_queries
 ) -> None:
+    from apps.retrieval.chains import prerequisites_get
     from apps.retrieval.models import IndexedTool
-    from apps.retrieval.search import prerequisites_get
 
     backend = openapi_backend_factory(name="cloud")
     publish(backend, network_spec(), django_capture_on_commit_callbacks)

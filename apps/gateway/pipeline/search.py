@@ -1,11 +1,11 @@
 """`tool_search`: the tool the gateway itself offers on a virtual host (issue 6 §2).
 
-An agent facing thousands of tools asks for the few it needs: `tool_search(query, k)` answers with
-the best `k` tools the caller may call, as the very objects `tools/list` shows them (exposed names,
-best first) in `structuredContent.tools`, and the same JSON as a text block for clients that read
-only text. The tool index (`ports.ToolFinder`) is asked with the caller's view of the host — every
-tool of a backend it sees whole, and the exact names otherwise — so a hidden tool can never be found
-and a short view still fills `k`.
+An agent facing thousands of tools asks for the few it needs: `tool_search(query, k, expand)` answers
+with the best `k` tools the caller may call, as the objects `tools/list` shows them (exposed names,
+best first), shortened to fit a byte budget, and the tools they need first, in brief
+(`search_answers.py`). The tool index (`ports.ToolFinder`) is asked with the caller's view of the
+host — every tool of a backend it sees whole, and the exact names otherwise — so a hidden tool can
+never be found and a short view still fills `k`.
 
 The name is the host's to choose (`ToolSearchConfig.name`), is answered before the naming contract
 applies (`names.py`), and is listed and callable whatever the host's access policy says: it only
@@ -22,6 +22,7 @@ from typing import Any
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import Found, ToolFinder, UpstreamUnavailable
+from apps.gateway.pipeline.search_answers import MAX_EXPAND, ExpandUnknown, answer_build, answer_bytes, answer_result
 from apps.gateway.pipeline.search_tool import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, search_tool
 from apps.gateway.pipeline.values import BackendInfo, BackendView, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
@@ -36,9 +37,6 @@ class _View:
     shown: Mapping[tuple[int, str], Mapping[str, Any]]  # (backend id, upstream name) -> listed entry
 
 
-PREREQUISITES = "gateway/prerequisites"
-PREREQUISITE_OF = "gateway/prerequisiteOf"
-
 #: The backend a `tool_search` call is audited under (no real backend has id 0).
 SEARCH_BACKEND_NAME = "gateway"
 
@@ -50,19 +48,20 @@ class ToolSearch:
 
     _VIEWS_MAX = 256
     _ANSWERS_MAX = 1024
-    _ANSWERS_MAX_BYTES = 64 * 1024 * 1024  # an answer over a large catalog is about 0.6 MB encoded
+    _ANSWERS_MAX_BYTES = 64 * 1024 * 1024  # answers fit ANSWER_BUDGET (32 KiB) unless tools are expanded
 
     def __init__(self, lists: HostLists, finder: ToolFinder | None, counters: Counters | None = None) -> None:
         self._lists = lists
         self._counters = counters or Counters()
         self._finder = finder
         self._views: OrderedDict[int, tuple[object, _View]] = OrderedDict()
-        # (host, caller's view, query, k) -> the encoded answer and its size. A host is a
+        # (host, caller's view, query, k, expand) -> the encoded answer and its size. A host is a
         # configuration snapshot's object and a view is one list of one caller class, so a new
         # configuration (a change of the index bumps it too), a changed backend list or another
         # caller never meets an old answer. The key's objects are held by the entry, so their ids
         # cannot be reused while it lives.
-        self._answers: OrderedDict[tuple[int, int, str, int], tuple[object, object, dict[str, Any], int]] = (
+        self._answers: OrderedDict[tuple[int, int, str, int, tuple[str, ...]],
+                                   tuple[object, object, dict[str, Any], int]] = (
             OrderedDict())
         self._answer_bytes = 0
 
@@ -74,32 +73,31 @@ class ToolSearch:
         """The `CallToolResult` of a `tool_search` call; bad arguments are a result with `isError`."""
         query = arguments.get("query")
         k = arguments.get("k", DEFAULT_K)
-        problem = _arguments_problem(arguments, query, k)
+        expand = arguments.get("expand", [])
+        problem = _arguments_problem(arguments, query, k, expand)
         if problem is not None:
-            return {"content": [{"type": "text", "text": problem}], "isError": True}
-        assert isinstance(query, str) and isinstance(k, int)
+            return _error(problem)
+        assert isinstance(query, str) and isinstance(k, int) and isinstance(expand, list)
         if self._finder is None:
             raise UpstreamUnavailable("no tool index is configured")
         view = await self._view(vhost, principal)
-        key = (id(vhost), id(view), " ".join(query.split()), k)
+        key = (id(vhost), id(view), " ".join(query.split()), k, tuple(sorted(set(expand))))
         cached = self._answers.get(key)
         if cached is not None and cached[0] is vhost and cached[1] is view:
             self._answers.move_to_end(key)
             self._counters.increment("cache", cache="tool_search", result="hit")
             return cached[2]
         self._counters.increment("cache", cache="tool_search", result="miss")
-        tools: list[Mapping[str, Any]] = []
+        found = Found([], {})
         if view.backends or view.restricted:
             found = await self._finder.find(
                 tenant_id=vhost.tenant_id, backends=view.backends, restricted=view.restricted, query=query, k=k
             )
-            tools = with_prerequisites(found, view.shown)
-        # Encoded once per answer: fifteen tools of a large catalog with their chains and schemas
-        # are hundreds of kilobytes, twice (the text block repeats them).
-        structured = jsonrpc.dumps({"tools": tools})
-        content = jsonrpc.dumps([{"type": "text", "text": structured.decode()}])
-        answer = {"content": jsonrpc.encoded(content), "structuredContent": jsonrpc.encoded(structured)}
-        size = len(structured) + len(content)
+        try:
+            answer = answer_result(answer_build(found, view.shown, expand=expand))
+        except ExpandUnknown as exc:
+            return _error(str(exc))
+        size = answer_bytes(answer)
         replaced = self._answers.pop(key, None)
         self._answer_bytes += size - (replaced[3] if replaced is not None else 0)
         self._answers[key] = (vhost, view, answer, size)
@@ -134,43 +132,25 @@ class ToolSearch:
         return view
 
 
-def with_prerequisites(found: Found, shown: Mapping[tuple[int, str], Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The hits as the caller's list shows them, then the prerequisites they need that are not
-    hits themselves, in dependency order. Each carries `_meta["gateway/prerequisites"]`: the exposed
-    names of its chain, dependencies first; an added one also `_meta["gateway/prerequisiteOf"]`:
-    the hits that need it. Tools the caller cannot see are never named."""
-    hits = [key for key in found.hits if key in shown]
-
-    def chain(key: tuple[int, str]) -> list[tuple[int, str]]:
-        return [dependency for dependency in found.prerequisites.get(key, ()) if dependency in shown]
-
-    listed = set(hits)
-    needed_by: dict[tuple[int, str], list[tuple[int, str]]] = {}  # in the order first needed
-    for hit in hits:
-        for dependency in chain(hit):
-            if dependency not in listed:
-                needed_by.setdefault(dependency, []).append(hit)
-
-    def shown_with(key: tuple[int, str], **meta: list[str]) -> Mapping[str, Any]:
-        item = shown[key]
-        extra = {PREREQUISITES: [shown[d]["name"] for d in chain(key)], **meta}
-        return {**item, "_meta": {**(item.get("_meta") or {}), **extra}}
-
-    return [shown_with(hit) for hit in hits] + [
-        shown_with(key, **{PREREQUISITE_OF: [shown[h]["name"] for h in of]}) for key, of in needed_by.items()
-    ]
+def _error(problem: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": problem}], "isError": True}
 
 
-def _arguments_problem(arguments: Mapping[str, Any], query: object, k: object) -> str | None:
-    unknown = sorted(set(arguments) - {"query", "k"})
+def _arguments_problem(arguments: Mapping[str, Any], query: object, k: object, expand: object) -> str | None:
+    unknown = sorted(set(arguments) - {"query", "k", "expand"})
     if unknown:
-        return f"Unknown argument(s): {', '.join(unknown)}; tool_search takes 'query' and 'k'."
+        return f"Unknown argument(s): {', '.join(unknown)}; tool_search takes 'query', 'k' and 'expand'."
     if not isinstance(query, str) or not query.strip():
         return "'query' must be a non-empty string: what you want to do, or the id of what you want to act on."
     if len(query) > MAX_QUERY_CHARS:
         return f"'query' is {len(query)} characters long; at most {MAX_QUERY_CHARS} are allowed."
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
         return f"'k' must be an integer from 1 to {MAX_K}."
+    if not isinstance(expand, list) or not all(isinstance(n, str) and 0 < len(n) <= MAX_QUERY_CHARS for n in expand):
+        return (f"'expand' must be a list of tool names as the answer shows them (strings of 1 to {MAX_QUERY_CHARS} "
+                "characters).")
+    if len(expand) > MAX_EXPAND:
+        return f"'expand' names {len(expand)} tools; at most {MAX_EXPAND} can be expanded at once."
     return None
 
 

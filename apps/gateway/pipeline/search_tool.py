@@ -1,8 +1,10 @@
-"""The `tools/list` entry of `tool_search` (the search itself: `search.py`)."""
+"""The `tools/list` entry of `tool_search` (the search itself: `search.py`; its answers: `search_answers.py`)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from apps.gateway.pipeline.search_answers import MAX_EXPAND
 
 DEFAULT_NAME = "tool_search"
 DEFAULT_K = 15
@@ -17,9 +19,13 @@ def search_tool(name: str) -> dict[str, Any]:
         "title": "Find tools",
         "description": (
             "Find the tools for a task among every tool this server offers. Describe what you want to do "
-            "in a few words, a sentence or a resource id; the answer lists the best matching tools, best "
-            "first, with their input schemas, followed by the tools that must run first to produce the ids "
-            "they need (each tool's _meta[\"gateway/prerequisites\"] names them). Call the tools by name."
+            "in a few words, a sentence or a resource id. The answer's `tools` are the best matches, best "
+            "first, callable by name as listed; long ones are shortened to fit (_meta[\"gateway/shortened\"]: "
+            "optional details left out). `prerequisites` are the tools that must run first to produce the ids "
+            "they need, in brief, each with the parameters it produces (_meta[\"gateway/produces\"]); each "
+            "tool's _meta[\"gateway/prerequisites\"] names its chain, and _meta[\"gateway/lookups\"] the "
+            "read-only tool that finds an existing resource for each id it needs. To see tools whole, call "
+            "again with the same query and k and their names in `expand`."
         ),
         "inputSchema": {
             "type": "object",
@@ -28,14 +34,18 @@ def search_tool(name: str) -> dict[str, Any]:
                           "description": "What you want to do, or the id of what you want to act on."},
                 "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": DEFAULT_K,
                       "description": "How many tools to return."},
+                "expand": {"type": "array", "maxItems": MAX_EXPAND,
+                           "items": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS},
+                           "description": "Names of tools of the answer (found or prerequisites) to return whole."},
             },
             "required": ["query"],
             "additionalProperties": False,
         },
         "outputSchema": {
             "type": "object",
-            "properties": {"tools": {"type": "array", "items": {"type": "object"}}},
-            "required": ["tools"],
+            "properties": {"tools": {"type": "array", "items": {"type": "object"}},
+                           "prerequisites": {"type": "array", "items": {"type": "object"}}},
+            "required": ["tools", "prerequisites"],
         },
         "annotations": {"readOnlyHint": True, "openWorldHint": False},
     }

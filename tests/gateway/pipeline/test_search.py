@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from apps.gateway.pipeline.policy import RuleSpec, policy_compile
-from apps.gateway.pipeline.ports import Found
+from apps.gateway.pipeline.ports import Found, IdNeed
 from apps.gateway.pipeline.search import ToolSearch
 from apps.gateway.pipeline.values import ToolSearchConfig, VirtualHostView
 from tests.gateway.pipeline.test_gateway import PRINCIPAL
@@ -28,9 +28,11 @@ class FakeIndex:
     """Answers with a fixed ranking, keeping only what the caller's view allows (as the SQL does)."""
 
     def __init__(self, ranking: list[tuple[int, str]],
-                 prerequisites: dict[tuple[int, str], tuple[tuple[int, str], ...]] | None = None) -> None:
+                 prerequisites: dict[tuple[int, str], tuple[tuple[int, str], ...]] | None = None,
+                 needs: dict[tuple[int, str], tuple[IdNeed, ...]] | None = None) -> None:
         self.ranking = ranking
         self.prerequisites = prerequisites or {}
+        self.needs = needs or {}
         self.asked: list[dict[str, Any]] = []
 
     async def find(self, *, tenant_id: int, backends: Sequence[int], restricted: Sequence[tuple[int, Sequence[str]]],
@@ -38,7 +40,7 @@ class FakeIndex:
         self.asked.append({"backends": tuple(backends), "restricted": tuple(restricted), "query": query, "k": k})
         allowed = dict(restricted)
         return Found([(b, n) for b, n in self.ranking if b in backends or n in allowed.get(b, ())][:k],
-                     self.prerequisites)
+                     self.prerequisites, self.needs)
 
 
 def vhost(mounts: dict[str, int], *, policy: Any = None, aliases: dict[str, tuple[str, str]] | None = None,
@@ -158,14 +160,69 @@ async def test_prerequisites_follow_the_hits_in_dependency_order_and_hidden_ones
         (1, "RunInstances"): ((1, "CreateVpc"), (1, "CreateSubnet"), (1, "CreateKeyPair")),
         (1, "CreateSubnet"): ((1, "CreateVpc"),),
     }
-    index = FakeIndex([(1, "StopInstances"), (1, "CreateSubnet")], chains)
+    needs = {(1, "StopInstances"): (IdNeed("InstanceIds", (1, "RunInstances"), (1, "DescribeInstances")),),
+             (1, "RunInstances"): (IdNeed("KeyName", (1, "CreateKeyPair"), None),
+                                   IdNeed("SubnetId", (1, "CreateSubnet"), None))}
+    index = FakeIndex([(1, "StopInstances"), (1, "CreateSubnet")], chains, needs)
     policy = policy_compile("allow", [RuleSpec("no-keys", "tenant", "acme", "deny", ["CreateKeyPair"])])
     result = await ToolSearch(lists, index).result(vhost({"net": 1}, policy=policy), PRINCIPAL, {"query": "stop", "k": 2})
-    tools = wire(result)["structuredContent"]["tools"]
-    assert [(t["name"], t["_meta"]) for t in tools] == [
+    answer = wire(result)["structuredContent"]
+    assert [(t["name"], t["_meta"]) for t in answer["tools"]] == [
         ("StopInstances", {"gateway/prerequisites": ["CreateVpc", "CreateSubnet", "RunInstances"]}),
         ("CreateSubnet", {"gateway/prerequisites": ["CreateVpc"]}),
-        ("CreateVpc", {"gateway/prerequisites": [], "gateway/prerequisiteOf": ["StopInstances", "CreateSubnet"]}),
-        ("RunInstances", {"gateway/prerequisites": ["CreateVpc", "CreateSubnet"],
-                          "gateway/prerequisiteOf": ["StopInstances"]}),
+    ]  # DescribeInstances is not on this host: no lookup is named
+    assert answer["prerequisites"] == [
+        {"name": "CreateVpc", "description": "",
+         "_meta": {"gateway/prerequisiteOf": ["StopInstances", "CreateSubnet"], "gateway/produces": {}}},
+        {"name": "RunInstances", "description": "",
+         "_meta": {"gateway/prerequisiteOf": ["StopInstances"], "gateway/produces": {"StopInstances": ["InstanceIds"]}}},
     ]
+    expanded = wire(await ToolSearch(lists, index).result(vhost({"net": 1}, policy=policy), PRINCIPAL,
+                                                          {"query": "stop", "k": 2, "expand": ["RunInstances"]}))
+    tools = expanded["structuredContent"]["tools"]
+    assert [t["name"] for t in tools] == ["StopInstances", "CreateSubnet", "RunInstances"]
+    assert tools[2] == {"name": "RunInstances", "inputSchema": {"type": "object"}, "_meta": {
+        "gateway/prerequisites": ["CreateVpc", "CreateSubnet"], "gateway/prerequisiteOf": ["StopInstances"],
+        "gateway/produces": {"StopInstances": ["InstanceIds"]}}}
+    assert [p["name"] for p in expanded["structuredContent"]["prerequisites"]] == ["CreateVpc"]
+
+
+async def test_a_lookup_the_caller_sees_is_named_beside_the_id(client: FakeClient) -> None:
+    client.tools = {1: ["StopInstances", "DescribeInstances"]}
+    lists, _ = make(client, Clock())
+    needs = {(1, "StopInstances"): (IdNeed("InstanceIds", None, (1, "DescribeInstances")),)}
+    index = FakeIndex([(1, "StopInstances")], {}, needs)
+    result = wire(await ToolSearch(lists, index).result(vhost({"net": 1}), PRINCIPAL, {"query": "stop", "k": 1}))
+    assert result["structuredContent"]["tools"][0]["_meta"] == {
+        "gateway/prerequisites": [], "gateway/lookups": {"InstanceIds": "DescribeInstances"}}
+
+
+@pytest.mark.parametrize(("expand", "message"), [
+    ("CreateVpc", "'expand' must be a list of tool names"),
+    (None, "'expand' must be a list of tool names"),  # as the input schema says
+    ([3], "'expand' must be a list of tool names"),
+    ([""], "'expand' must be a list of tool names"),
+    (["x" * 1001], "'expand' must be a list of tool names"),
+    (["a", "b", "c", "d", "e", "f"], "'expand' names 6 tools; at most 5"),
+    (["DeleteVpc"], "'expand' names tools this answer does not hold: DeleteVpc"),
+])
+async def test_bad_expand_is_a_tool_error(client: FakeClient, expand: object, message: str) -> None:
+    lists, _ = make(client, Clock())
+    index = FakeIndex([(1, "CreateVpc")])
+    result = await ToolSearch(lists, index).result(vhost({"net": 1}), PRINCIPAL,
+                                                   {"query": "vpc", "k": 1, "expand": expand})
+    assert result["isError"] is True and message in result["content"][0]["text"]
+
+
+async def test_answers_are_kept_per_expand(client: FakeClient) -> None:
+    lists, _ = make(client, Clock())
+    index = FakeIndex([(1, "CreateVpc"), (1, "DeleteVpc")])
+    search = ToolSearch(lists, index)
+    host = vhost({"net": 1})
+    await search.result(host, PRINCIPAL, {"query": "vpc", "expand": ["CreateVpc", "DeleteVpc"]})
+    await search.result(host, PRINCIPAL, {"query": "vpc", "expand": ["DeleteVpc", "CreateVpc", "DeleteVpc"]})
+    assert len(index.asked) == 1  # the same tools asked for whole
+    await search.result(host, PRINCIPAL, {"query": "vpc", "expand": ["CreateVpc"]})
+    await search.result(host, PRINCIPAL, {"query": "vpc"})
+    await search.result(host, PRINCIPAL, {"query": "vpc", "expand": []})
+    assert len(index.asked) == 3
