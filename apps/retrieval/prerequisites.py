@@ -21,10 +21,19 @@ The chain is derived from the catalog alone, and follows only the ids a tool can
   makes and many tools require (`HUB_MIN_REQUIRED`: where a resource is placed, a VPC, a subnet).
   Filters, lists of optional ids, optional names and pagination tokens never are;
 - the tools that make a type are the ones named for making it (Create, Allocate, Run, Register,
-  Request, Import, Publish + the type: `RunInstances` makes instances), and, for an id no such
+  Request, Import, Publish + the type: `RunInstances` makes instances; not one handed a list of
+  what it makes, `CreateTags` takes `Tags`), and, for an id no such
   name explains, the making tools whose response carries a member of that very name
   (`AllocateAddress` answers with an `AllocationId`); one producer per parameter: of the tool's
   own backend first, then of any other;
+- a tool of another backend makes (and finds) it only when the parameter's name spells all of its
+  type and ends in Id, Arn, Name or Identifier or is a plural list (`roleArn`, `subnets`; not
+  `LogicalResourceId`, a resource only once a word is dropped), when the description names that
+  type as identified ("the ARN of the Pod execution role"), or, for a plain name (`Bucket`), when
+  tools of SHARED_BY backends that do not make its type require it: `Device` of `AttachVolume` is
+  a device name, not the device another service registers. Never when tools of most backends (at
+  least GENERIC_BY) require the type without making it: each `TagResource`'s `ResourceArn` is its
+  own service's, no REST API resource;
 - the lookup of an id is the read-only tool of its type (Describe, then List, then Get + the
   type, or + what its producer makes), of the tool's own backend first, then of the producer's;
 - a tool's closure is every producer reachable from it over essential ids, dependencies first;
@@ -58,9 +67,15 @@ _MAX_DEPTH = 5
 #: smaller catalog (at least 2).
 HUB_MIN_REQUIRED = 20
 HUB_SHARE = 200
+#: A plain name is read as another service's type only when tools of this many backends that do not
+#: make it require it: one such service alone more likely means something else by the word.
+SHARED_BY = 2
+#: A type tools of most backends, and at least this many, require without making it is no other
+#: service's at all: a word each service uses for its own things.
+GENERIC_BY = 3
 #: What a parameter's description says it identifies: "<words> ID(s)/ARN(s)", "ID(s)/ARN(s) of the <words>".
 _NAMED_BEFORE = re.compile(r"((?:[A-Za-z][\w-]* ){1,3})(?:IDs?|ARNs?)\b")
-_NAMED_AFTER = re.compile(r"\b(?:IDs?|ARNs?) of (?:the |an? )?((?:[A-Za-z][\w-]*\s?){1,3})")
+_NAMED_AFTER = re.compile(r"\b(?:IDs?|ARNs?)\)? of (?:the |an? )?((?:[A-Za-z][\w-]*\s?){1,3})")
 #: A description saying its parameter must be given, perhaps only in some cases ("This parameter is
 #: required if the destination type is …"); a sentence that opens on another choice ("If you specify
 #: a network interface, you must specify …") says it of something else.
@@ -91,6 +106,8 @@ class Need:
     required: bool  # by the schema
     essential: bool
     by_id: bool  # named ...Id or ...Arn (not ...Name, and not the type's bare name)
+    #: Whether a tool of another backend may make it (and find it): see the module's docstring.
+    foreign: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +220,21 @@ def _verb_and_type(name: str) -> tuple[str, tuple[str, ...]]:
     return words[0].lower(), () if _LINKING & set(kind) else kind
 
 
+def _given_many(schema: Mapping[str, Any], kind: tuple[str, ...]) -> bool:
+    """Whether a making tool is handed a list of what it makes (`CreateTags` takes `Tags`,
+    `RegisterTargets` `Targets`): it records values the caller holds, no resource another tool
+    refers to by an id it hands back."""
+    properties = schema.get("properties")
+    return isinstance(properties, Mapping) and any(
+        type_words(name) == kind and _listed(sub) for name, sub in properties.items())
+
+
+def _listed(schema: Any) -> bool:
+    """Whether a schema is an array, perhaps wrapped (`{"allOf": [{"type": "array", ...}]}`)."""
+    return isinstance(schema, Mapping) and (schema.get("type") == "array" or any(
+        _listed(sub) for key in ("allOf", "anyOf", "oneOf") for sub in schema.get(key) or ()))
+
+
 def _id_name(leaf: str) -> tuple[str, bool] | None:
     """The part of an id-like name before its suffix, and whether the suffix says id (not name):
     `SubnetId` → ("Subnet", True), `repo_name` → ("repo", False); None for other names."""
@@ -221,12 +253,14 @@ class Catalog:
         self.readers: dict[tuple[str, ...], list[ToolSchemas]] = {}
         self.answers: dict[Hashable, frozenset[str]] = {}  # maker's key -> member names of its answer
         self._required_by: dict[tuple[str, ...], int] | None = None
+        self._required_in: dict[tuple[str, ...], set[Hashable]] = {}  # kind -> backends requiring it
         self._needs: dict[Hashable, list[Need]] = {}
         self._read_cache: dict[Hashable, list[tuple[Need, _Parameter]]] = {}
         self.hub = max(2, min(HUB_MIN_REQUIRED, len(self.tools) // HUB_SHARE))
+        self.backends = {tool.backend for tool in tools}
         for tool in tools:
             verb, kind = _verb_and_type(tool.name)
-            if kind and verb in MAKERS:
+            if kind and verb in MAKERS and not _given_many(tool.input_schema, kind):
                 self.makers.setdefault(kind, []).append(tool)
                 self.answers[tool.key] = frozenset(_members(tool.output_schema))
             elif kind and verb in READERS:
@@ -237,8 +271,10 @@ class Catalog:
         found = self._needs.get(tool.key)
         if found is None:
             reads = _verb_and_type(tool.name)[0] in READERS
-            found = self._needs[tool.key] = [replace(need, essential=self._essential(tool, p, need, reads))
-                                             for need, p in self._read(tool)]
+            found = self._needs[tool.key] = [
+                replace(need, essential=self._essential(tool, p, need, reads),
+                        foreign=(need.foreign or self._plain_shared(p, need.kind)) and not self._generic(need.kind))
+                for need, p in self._read(tool)]
         return found
 
     def _read(self, tool: ToolSchemas) -> list[tuple[Need, _Parameter]]:
@@ -258,10 +294,10 @@ class Catalog:
                 # `Targets.Id` says nothing of its type; its description may ("specify an instance ID").
                 described = self._described(p.description, type_words(parent)) if parent and id_name else None
                 if described is not None:
-                    yield Need(p.name, described, p.required, False, True), p
+                    yield Need(p.name, described, p.required, False, True, True), p
                 continue
             base = id_name[0] if id_name else leaf
-            kind = type_words(base)
+            kind = named = type_words(base)
             if not kind:
                 continue
             if id_name and not self._made_near(kind, tool):
@@ -283,7 +319,11 @@ class Catalog:
                 kind = self._extend_right(kind, own, tool)
             if kind == made:
                 continue  # the name or id of what the tool itself makes
-            yield Need(p.name, kind, p.required, False, listed or (id_name is not None and id_name[1])), p
+            # Another service makes it only when the name spells all of its type (`roleArn`; not
+            # `LogicalResourceId`: a resource) or the description names the type as identified.
+            foreign = ((id_name is not None or listed) and set(named) <= set(kind)) \
+                or any(k == kind for _, k in self._identified(p.description))
+            yield Need(p.name, kind, p.required, False, listed or (id_name is not None and id_name[1]), foreign), p
 
     def _essential(self, tool: ToolSchemas, p: _Parameter, need: Need, reads: bool) -> bool:
         """Whether the tool cannot work without the parameter (see the module's docstring)."""
@@ -307,6 +347,11 @@ class Catalog:
         "ID"/"ARN" ("a list of subnet IDs") or after "IDs of the"/"ARN of the" ("the ARN of the IAM
         role"), the longest run of them some tool is named for making; the first such, `own` (the
         type the parameter's name gives: "the IDs of the resources") aside."""
+        found = [(at, kind) for at, kind in self._identified(description) if kind != own]
+        return min(found)[1] if found else None
+
+    def _identified(self, description: str) -> list[tuple[int, tuple[str, ...]]]:
+        """Every made type the description names as identified, with where (see `_described`)."""
         found: list[tuple[int, tuple[str, ...]]] = []
         for pattern, before in ((_NAMED_BEFORE, True), (_NAMED_AFTER, False)):
             for match in pattern.finditer(description):
@@ -315,9 +360,9 @@ class Catalog:
                 runs = sorted((words[i:j] for i in range(len(words)) for j in range(i + 1, len(words) + 1)),
                               key=lambda run: (-len(run), -words.index(run[0]) if before else words.index(run[0])))
                 kind = next((k for k in (type_words("-".join(run)) for run in runs) if k in self.makers), None)
-                if kind is not None and kind != own:
+                if kind is not None:
                     found.append((match.start(), kind))
-        return min(found)[1] if found else None
+        return found
 
     def required_by(self, kind: tuple[str, ...]) -> int:
         """How many tools take an id of `kind` as a parameter their schema requires."""
@@ -326,8 +371,29 @@ class Catalog:
             for tool in self.tools.values():
                 for k in {need.kind for need, _ in self._read(tool) if need.required}:
                     counts[k] = counts.get(k, 0) + 1
+                    self._required_in.setdefault(k, set()).add(tool.backend)
             self._required_by = counts
         return self._required_by.get(kind, 0)
+
+    def _plain_shared(self, p: _Parameter, kind: tuple[str, ...]) -> bool:
+        """Whether a plain name (`Bucket`, not `BucketArn`) is of a type services share: tools of
+        SHARED_BY backends that do not make it require it (a bucket, a role; not `Device` of
+        AttachVolume, a device name only one service's tools take)."""
+        if _id_name(p.name.rpartition(".")[2]) is not None:
+            return False
+        return len(self._required_elsewhere(kind)) >= SHARED_BY
+
+    def _generic(self, kind: tuple[str, ...]) -> bool:
+        """Whether tools of most backends (at least GENERIC_BY) require `kind` without making it: a
+        word every service uses for its own things (the `ResourceArn` of each `TagResource`), no
+        type one other service makes."""
+        elsewhere = len(self._required_elsewhere(kind))
+        return elsewhere >= GENERIC_BY and 2 * elsewhere > len(self.backends)
+
+    def _required_elsewhere(self, kind: tuple[str, ...]) -> set[Hashable]:
+        """The backends whose tools require an id of `kind` and that make none."""
+        self.required_by(kind)
+        return self._required_in.get(kind, set()) - {maker.backend for maker in self.makers.get(kind, ())}
 
     def made_by(self, tool: ToolSchemas) -> tuple[str, ...] | None:
         """The type `tool` makes, if it is a making tool (`RegisterInstancesWithLoadBalancer` makes
@@ -366,7 +432,8 @@ class Catalog:
         """Who makes what `need` names: a tool named for making its type (of the tool's own backend
         first: `roleArn` may name a role another service makes), else, for a top-level or essential
         id, a making tool of the same backend whose answer carries that very member."""
-        candidates = [t for t in self.makers.get(need.kind, ()) if t.key != tool.key]
+        candidates = [t for t in self.makers.get(need.kind, ())
+                      if t.key != tool.key and (need.foreign or t.backend == tool.backend)]
         if not candidates and need.by_id and (need.essential or "." not in need.parameter):
             leaf = need.parameter.rsplit(".", 1)[-1]
             member = leaf[:-1] if leaf.endswith("s") and not leaf.endswith("ss") else leaf
@@ -388,7 +455,8 @@ class Catalog:
         backend first, then of the producer's; Describe, then List, then Get; the shortest name."""
         made = self.made_by(producer) if producer is not None else None
         for kind in (need.kind, made):
-            readers = self.readers.get(kind or ())
+            readers = [t for t in self.readers.get(kind or (), ()) if need.foreign or t.backend == tool.backend
+                       or (producer is not None and t.backend == producer.backend)]
             if readers:
                 return min(readers, key=lambda t: (t.backend != tool.backend, producer is None or t.backend != producer.backend,
                                                    READERS.index(_verb_and_type(t.name)[0]), len(t.name), t.name))

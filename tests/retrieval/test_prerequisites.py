@@ -135,3 +135,62 @@ def test_a_list_of_strings_named_for_a_type_holds_its_ids_and_an_optional_name_d
     assert found["k8s:CreateProfile"] == ["k8s:CreateCluster", "net:CreateVpc", "net:CreateSubnet"]
     # An optional name is never essential, not even of what the tool's own service makes.
     assert found["db:RestoreDBInstance"] == ["db:CreateDBInstance"]
+
+
+def test_another_service_makes_a_plain_name_s_type_only_when_services_share_it() -> None:
+    # AttachVolume's `Device` is a device name (/dev/sdh), not the device a network manager
+    # registers in a global network: no other service's tools take a device. A bucket is taken by
+    # the tools of two services that make none.
+    catalog = [*CATALOG,
+        tool("net", "CreateVolume", schema("AvailabilityZone"), answer("VolumeId")),
+        tool("net", "AttachVolume", {"type": "object", "required": ["Device", "InstanceId", "VolumeId"], "properties": {
+            "Device": described("The device name (for example, /dev/sdh or xvdh)."),
+            "InstanceId": described("The ID of the instance."),
+            "VolumeId": described("The ID of the EBS volume.")}}),
+        tool("wan", "CreateGlobalNetwork", schema(optional=("Description",)), answer("GlobalNetworkId")),
+        tool("wan", "CreateDevice", schema("GlobalNetworkId"), answer("DeviceId")),
+        tool("wan", "GetDevices", schema("GlobalNetworkId")),
+        tool("trail", "CreateTrail", schema("Name", "Bucket")),
+        tool("backup", "StartExportJob", schema("Bucket", "Format")),
+        # Tag keys: CreateTags is handed the tags it records, and no answer's `tags` is an id.
+        tool("net", "CreateTags", schema(nested={"Resources": {"type": "array", "items": {"type": "string"}},
+                                                 "Tags": {"type": "array", "items": {"type": "object"}}})
+             | {"required": ["Resources", "Tags"]}),
+        tool("log", "CreateLogGroup", schema("logGroupName")),
+        tool("log", "CreateDelivery", schema("deliverySourceName"), answer("deliveryId", "tags")),
+        tool("log", "UntagLogGroup", schema("logGroupName", nested={
+            "tags": {"type": "array", "items": {"type": "string"}}}) | {"required": ["logGroupName", "tags"]}),
+    ]
+    found = {f"{k[0]}:{k[1]}": [f"{b}:{n}" for b, n in v] for k, v in prerequisite_closures(catalog).items()}
+    assert found["net:AttachVolume"] == ["net:CreateVpc", "net:CreateSubnet", "net:RunInstances", "net:CreateVolume"]
+    device = next(need for need in prerequisite_chains(catalog)[("net", "AttachVolume")].needs
+                  if need.parameter == "Device")
+    assert (device.producer, device.lookup) == (None, None)
+    assert found["trail:CreateTrail"] == ["store:CreateBucket"]
+    assert found["backup:StartExportJob"] == ["store:CreateBucket"]
+    assert found["log:UntagLogGroup"] == ["log:CreateLogGroup"]
+
+
+def test_another_service_makes_an_id_s_type_only_when_the_name_spells_all_of_it_or_the_description_does() -> None:
+    catalog = [*CATALOG,
+        tool("api", "CreateResource", schema("ParentId", "PathPart")),
+        tool("stack", "DescribeStackResource", {"type": "object", "required": ["StackName", "LogicalResourceId"],
+                                                "properties": {"StackName": {"type": "string"}, "LogicalResourceId": (
+                                                    described("The logical name of the resource in the template."))}}),
+        tool("k8s", "CreateFargateProfile", {"type": "object", "required": ["podExecutionRoleArn"], "properties": {
+            "podExecutionRoleArn": described("The Amazon Resource Name (ARN) of the Pod execution role to use.")}}),
+    ]
+    found = {f"{k[0]}:{k[1]}": [f"{b}:{n}" for b, n in v] for k, v in prerequisite_closures(catalog).items()}
+    assert "stack:DescribeStackResource" not in found  # a logical resource of a template, not a REST API's
+    assert found["k8s:CreateFargateProfile"] == ["id:CreateRole"]
+
+
+def test_a_type_most_services_take_without_making_it_is_no_one_service_s() -> None:
+    # Every service tags its own resources: a `ResourceArn` is no REST API resource.
+    taggers = [tool(backend, "TagResource", schema("ResourceArn", "Tags")) for backend in ("net", "store", "k8s", "db")]
+    catalog = [*CATALOG, tool("api", "CreateResource", schema("ParentId", "PathPart")), *taggers]
+    chains = prerequisite_chains(catalog)
+    assert [(need.parameter, need.producer, need.lookup) for need in chains[("net", "TagResource")].needs] == [
+        ("ResourceArn", None, None)]
+    assert not chains[("db", "TagResource")].closure
+    assert list(chains[("net", "CreateCluster")].closure) == [("id", "CreateRole")]
