@@ -26,10 +26,11 @@ def _warm() -> None:
         log.warning("tool_search: the embedding model could not be loaded ahead of a search", exc_info=True)
 
 
-def _search(tenant_id: int, scope: SearchScope, query: str, k: int) -> Found:
+def _search(tenant_id: int, scope: SearchScope, query: str, k: int, also: tuple[str, ...]) -> Found:
     close_old_connections()
     try:
-        hits = [(hit.backend_id, hit.name) for hit in tool_index_search(tenant_id=tenant_id, scope=scope, query=query, k=k)]
+        hits = [(hit.backend_id, hit.name)
+                for hit in tool_index_search(tenant_id=tenant_id, scope=scope, query=query, k=k, also=also)]
         chains = prerequisites_get(tenant_id=tenant_id, keys=hits)
         members = [*hits, *(key for chain in chains.values() for key in chain)]
         return Found(hits, chains, needs_get(tenant_id=tenant_id, keys=members))
@@ -59,10 +60,11 @@ class IndexFinder:
         restricted: Sequence[tuple[int, Sequence[str]]],
         query: str,
         k: int,
+        also: Sequence[str] = (),
     ) -> Found:
         scope = SearchScope(tuple(backends), tuple((b, tuple(names)) for b, names in restricted))
         try:
-            return await self._search(tenant_id, scope, query, k)
+            return await self._search(tenant_id, scope, query, k, tuple(also))
         except (DatabaseError, ImproperlyConfigured) as exc:
             log.warning("tool_search failed: %s", exc)
             raise UpstreamUnavailable(f"the tool index cannot be searched: {exc}") from exc

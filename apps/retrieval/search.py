@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import redis
@@ -22,7 +22,7 @@ from apps.common.redis import redis_client
 from apps.gateway.pipeline.names import Naming
 from apps.retrieval.chains import prerequisites_get
 from apps.retrieval.embeddings import embedder
-from apps.retrieval.fusion import fuse
+from apps.retrieval.fusion import ALSO_WEIGHT, fuse, fuse_also
 from apps.retrieval.indexing import index_version_key, vector_literal
 from apps.retrieval.models import IndexedTool
 from apps.retrieval.rewrite import Rewrite, ToolFacts, Vocabulary
@@ -81,7 +81,15 @@ class SearchHit:
 
 
 def tool_index_search(
-    *, tenant_id: int, scope: SearchScope, query: str, k: int, paths: tuple[str, ...] = PATHS, rewrite_ids: bool = True
+    *,
+    tenant_id: int,
+    scope: SearchScope,
+    query: str,
+    k: int,
+    also: Sequence[str] = (),
+    paths: tuple[str, ...] = PATHS,
+    rewrite_ids: bool = True,
+    also_weight: float = ALSO_WEIGHT,
 ) -> list[SearchHit]:
     """The best `k` tools of `scope` for `query`, best first. Deterministic for a given index.
     `paths`: the retrieval paths to fuse (one alone ranks as that path does), and `rewrite_ids`:
@@ -89,14 +97,36 @@ def tool_index_search(
 
     Ids and ARNs in the query are read as the resource types they name (`rewrite.py`): the dense
     and full-text paths see the type's words in their place, and when the query says little else
-    a third path ranks the tools that describe those types."""
-    found = tool_index_rankings(tenant_id=tenant_id, scope=scope, query=query, k=k, paths=paths, rewrite_ids=rewrite_ids)
-    fused = fuse({path: [key for key, _ in ranked] for path, ranked in found.items()})
-    scores = {path: dict(ranked) for path, ranked in found.items()}
+    a third path ranks the tools that describe those types.
+
+    `also`: other phrasings or keywords of the same need (the calling agent's), each searched as
+    the query is and fused after it (`fusion.fuse_also`, each counting `also_weight`): the query's
+    own first hits stay in the first five. A hit's `ranks` and `scores` stay the query's paths'
+    (a tool only the alternatives found has none); its `score` is the joined fusion's."""
+    found = _rankings(tenant_id, scope, [query, *_alternatives(query, also)], k, paths, rewrite_ids)
+    each = [fuse({path: [key for key, _ in ranked] for path, ranked in one.items()}) for one in found]
+    fused = each[0]
+    if len(each) > 1:
+        own = {f.key: f.ranks for f in fused}
+        joined = fuse_also([f.key for f in fused], [[f.key for f in one] for one in each[1:]], weight=also_weight)
+        fused = [replace(f, ranks=own.get(f.key, {})) for f in joined]
+    scores = {path: dict(ranked) for path, ranked in found[0].items()}
     return [
         SearchHit(f.key[0], f.key[1], f.score, dict(f.ranks), {path: scores[path][f.key] for path in f.ranks})
         for f in fused[:k]
     ]
+
+
+def _alternatives(query: str, also: Sequence[str]) -> list[str]:
+    """`also` without blanks and repeats (of the query or of each other), which would count twice."""
+    seen = {" ".join(query.split()).casefold()}
+    kept = []
+    for text in also:
+        normal = " ".join(text.split())
+        if normal and normal.casefold() not in seen:
+            seen.add(normal.casefold())
+            kept.append(normal)
+    return kept
 
 
 Ranked = list[tuple[tuple[int, str], float]]
@@ -108,24 +138,36 @@ def tool_index_rankings(
     """What each of `paths` ranks for `query` before fusion: (backend id, name) with the path's own
     score, best first, at least `MIN_DEPTH` deep (4·k for a larger k). A path with nothing to say
     (no id to read, no word that picks) ranks nothing."""
-    query = " ".join(query.split())
-    if not query:
-        return {path: [] for path in paths}
+    return _rankings(tenant_id, scope, [query], k, paths, rewrite_ids)[0]
+
+
+def _rankings(
+    tenant_id: int, scope: SearchScope, queries: Sequence[str], k: int, paths: tuple[str, ...], rewrite_ids: bool
+) -> list[dict[str, Ranked]]:
+    """`tool_index_rankings` of each of `queries`. Every embedding is queued on the model's thread
+    first, in order, and computed one after the other while the full-text queries run; the dense
+    queries run last, each as soon as its vector is there."""
+    found: list[dict[str, Ranked]] = [{path: [] for path in paths} for _ in queries]
+    texts = [" ".join(query.split()) for query in queries]
+    if not any(texts):
+        return found
     facts = index_facts_get(tenant_id=tenant_id)
-    rewrite = facts.vocabulary.rewrite(query) if rewrite_ids else None
-    text = split_identifiers(rewrite.text if rewrite is not None else query)
+    rewrites = [facts.vocabulary.rewrite(text) if rewrite_ids and text else None for text in texts]
+    read = [split_identifiers(rewrite.text if rewrite is not None else text) for text, rewrite in zip(texts, rewrites, strict=True)]
     depth = max(MIN_DEPTH, 4 * k)
     where, params = scope.sql()
-    # The query's embedding is computed beside the other paths' SQL; the dense query runs last.
-    vector = embedder().encode_soon(text) if DENSE in paths else None
-    found: dict[str, Ranked] = {path: [] for path in paths}
-    if TEXT in paths:
-        types = " ".join(m.type for m in rewrite.matches) if rewrite is not None else ""
-        found[TEXT] = _full_text(tenant_id, where, params, text, depth, facts.common, types)
-    if REWRITE in paths and rewrite is not None and rewrite.weak:
-        found[REWRITE] = _describers(tenant_id, where, params, rewrite)
-    if vector is not None:
-        found[DENSE] = _dense(tenant_id, scope, vector.result(), depth, facts)
+    vectors = [embedder().encode_soon(text) if DENSE in paths and raw else None for raw, text in zip(texts, read, strict=True)]
+    for raw, rewrite, text, out in zip(texts, rewrites, read, found, strict=True):
+        if not raw:
+            continue
+        if TEXT in paths:
+            types = " ".join(m.type for m in rewrite.matches) if rewrite is not None else ""
+            out[TEXT] = _full_text(tenant_id, where, params, text, depth, facts.common, types)
+        if REWRITE in paths and rewrite is not None and rewrite.weak:
+            out[REWRITE] = _describers(tenant_id, where, params, rewrite)
+    for vector, out in zip(vectors, found, strict=True):
+        if vector is not None:
+            out[DENSE] = _dense(tenant_id, scope, vector.result(), depth, facts)
     return found
 
 

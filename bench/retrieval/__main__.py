@@ -4,6 +4,7 @@ fused without id rewriting, and fused by plain Reciprocal Rank Fusion — then s
 
     .venv/bin/python -m bench.retrieval [--tier cloud3k] [--queries queries.jsonl ...] [--tuning-only]
                                         [--run NAME ...] [--k 15] [--output FILE] [--rankings FILE]
+                                        [--alternatives FILE [--also-weight W]]
 
 Every number is given for the tuning and the validation part separately (`split.py`: by the
 answer tool's service), overall and per query kind: Recall@1/5/15 and MRR; then the search latency
@@ -12,7 +13,10 @@ answer tool's service), overall and per query kind: Recall@1/5/15 and MRR; then 
 (`bench/retrieval/data/*.jsonl`, validation only whatever their service) that have answers in the
 pool are added unless `--no-held-out`; `--tuning-only` runs and prints the tuning part alone (for
 tuning loops: a validation number never shows). `--rankings` writes each query's per-path
-rankings before fusion (JSONL), to try fusions offline; `--output` appends the report as markdown."""
+rankings before fusion (JSONL), to try fusions offline; `--output` appends the report as markdown.
+`--alternatives` (JSONL rows `{"qid", "alternatives": [...]}`, an agent's other phrasings of each
+query) adds the run "fused + agent phrasings": each query searched with its alternatives as
+`tool_search`'s `also` (a query without any: alone), with its gains and losses against "fused"."""
 
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 
 from apps.retrieval.chains import prerequisites_get  # noqa: E402
-from apps.retrieval.fusion import rrf  # noqa: E402
+from apps.retrieval.fusion import ALSO_WEIGHT, rrf  # noqa: E402
 from apps.retrieval.search import (  # noqa: E402
     DENSE,
     PATHS,
@@ -61,6 +65,8 @@ RUNS = {
 }
 #: Against which run the others' gains and losses are counted (queries whose answer enters or leaves the top n).
 BASELINE = "fused by plain RRF"
+#: The run with the agent's phrasings (`--alternatives`), counted against the single query's.
+ALSO_RUN, SINGLE = "fused + agent phrasings", "fused"
 METRICS = ("R@1", "R@5", "R@15", "MRR")
 
 
@@ -119,9 +125,15 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=15)
     parser.add_argument("--output", type=Path, help="append the markdown report to this file")
     parser.add_argument("--rankings", type=Path, help="write each query's per-path rankings (JSONL) here")
+    parser.add_argument("--alternatives", type=Path, help="JSONL of {qid, alternatives}: add the run with them")
+    parser.add_argument("--also-weight", type=float, default=ALSO_WEIGHT, help="an alternative's weight in the fusion")
     args = parser.parse_args()
     args.queries = args.queries or ["queries.jsonl"]
     runs = {name: RUNS[name] for name in (args.run or RUNS)}
+    alternatives: dict[str, list[str]] = {}
+    if args.alternatives:
+        alternatives = _alternatives_read(args.alternatives)
+        runs = {**{SINGLE: RUNS[SINGLE]}, **runs, ALSO_RUN: RUNS[SINGLE]}
 
     started = time.perf_counter()
     pool = pool_load(args.tier)
@@ -140,6 +152,7 @@ def main() -> None:
             for part, queries in qset.queries.items():
                 predictions = []
                 for query in queries:
+                    also = alternatives.get(query["qid"], []) if run == ALSO_RUN else []
                     t0 = time.perf_counter()
                     if plain:
                         found = tool_index_rankings(tenant_id=pool.tenant.pk, scope=pool.scope, query=query["query"],
@@ -148,8 +161,9 @@ def main() -> None:
                     else:
                         keys = [(h.backend_id, h.name) for h in tool_index_search(
                             tenant_id=pool.tenant.pk, scope=pool.scope, query=query["query"], k=args.k, paths=paths,
-                            rewrite_ids=rewrite_ids)]
-                    times.append((time.perf_counter() - t0) * 1000)
+                            rewrite_ids=rewrite_ids, also=also, also_weight=args.also_weight)]
+                    if run != ALSO_RUN or also:  # its latency: of the queries searched with alternatives
+                        times.append((time.perf_counter() - t0) * 1000)
                     predictions.append({"qid": query["qid"], "ranked_tools": [pool.tool_ids[key] for key in keys[:args.k]]})
                 if predictions:
                     results[(qset.name, run, part)] = _score(predictions, qset.path)
@@ -160,11 +174,27 @@ def main() -> None:
         _rankings_write(args.rankings, pool, sets, args.k)
 
     report = (_markdown(args, pool, sets, runs, results, latencies) + _changes(sets, runs, ranks)
+              + (_changes(sets, runs, ranks, baseline=SINGLE, only=(ALSO_RUN,), alternatives=alternatives)
+                 if alternatives else "")
               + _prerequisites(pool, tuning_only=args.tuning_only))
     print(report)
     if args.output:
         with args.output.open("a", encoding="utf-8") as out:
             out.write("\n" + report)
+
+
+def _alternatives_read(path: Path) -> dict[str, list[str]]:
+    """qid -> its alternatives; SystemExit naming the line of a row that is not one."""
+    found: dict[str, list[str]] = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        texts = row.get("alternatives")
+        if not isinstance(row.get("qid"), str) or not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise SystemExit(f"{path}:{number}: not a row {{\"qid\": ..., \"alternatives\": [strings]}}")
+        found[row["qid"]] = texts
+    return found
 
 
 def _rankings_write(path: Path, pool: Pool, sets: list[QuerySet], k: int) -> None:
@@ -224,6 +254,8 @@ def _markdown(args: argparse.Namespace, pool: Pool, sets: list[QuerySet], runs: 
     command = f"python -m bench.retrieval --tier {args.tier} " + " ".join(f"--queries {q}" for q in args.queries)
     if args.tuning_only:
         command += " --tuning-only"
+    if args.alternatives:
+        command += f" --alternatives {args.alternatives} --also-weight {args.also_weight}"
     lines = [
         f"### Retrieval, `{args.tier}` pool — {now}",
         "",
@@ -246,36 +278,42 @@ def _markdown(args: argparse.Namespace, pool: Pool, sets: list[QuerySet], runs: 
                     lines.append(f"| {run} | {part}: {subset} | {metrics['n']} | "
                                  + " | ".join(f"{metrics[m]:.3f}" for m in METRICS) + " |")
         lines += ["", "Latency per new query, in process: " + "; ".join(
-            f"{run} p50 {statistics.median(t):.1f} ms, p95 {_percentile(t, 95):.1f} ms"
+            f"{run}{' (the queries with alternatives)' if run == ALSO_RUN else ''} "
+            f"p50 {statistics.median(t):.1f} ms, p95 {_percentile(t, 95):.1f} ms"
             for (name, run), t in latencies.items() if name == qset.name and t) + "."]
     return "\n".join(lines) + "\n"
 
 
-def _changes(sets: list[QuerySet], runs: dict, ranks: dict) -> str:
-    """Per set and part, how many queries each run gains and loses against `BASELINE` (the
-    primary answer entering or leaving the first 5 and the first 15)."""
-    if BASELINE not in runs:
+def _changes(sets: list[QuerySet], runs: dict, ranks: dict, *, baseline: str = BASELINE, only: tuple[str, ...] = (),
+             alternatives: dict[str, list[str]] | None = None) -> str:
+    """Per set and part, how many queries each run (of `only`, if given) gains and loses against
+    `baseline` (the primary answer entering or leaving the first 5 and the first 15); with
+    `alternatives`, also how many of the part's queries have any."""
+    if baseline not in runs:
         return ""
     lines = []
     for qset in sets:
-        for part in qset.queries:
-            base = ranks.get((qset.name, BASELINE, part))
+        for part, queries in qset.queries.items():
+            base = ranks.get((qset.name, baseline, part))
             if base is None:
                 continue
             for run in runs:
-                if run == BASELINE or (qset.name, run, part) not in ranks:
+                if run == baseline or (only and run not in only) or (qset.name, run, part) not in ranks:
                     continue
                 counts = []
+                if alternatives is not None:
+                    counts.append(f"{sum(q['qid'] in alternatives for q in queries)} of {len(queries)}")
                 for n in (5, 15):
-                    inside = [[r is not None and r <= n for r in ranks[(qset.name, name, part)]] for name in (run, BASELINE)]
+                    inside = [[r is not None and r <= n for r in ranks[(qset.name, name, part)]] for name in (run, baseline)]
                     gained = sum(a and not b for a, b in zip(*inside, strict=True))
                     lost = sum(b and not a for a, b in zip(*inside, strict=True))
                     counts.append(f"R@{n} +{gained}/−{lost}")
-                lines.append(f"| `{qset.name}` | {part} | {run} | {counts[0]} | {counts[1]} |")
+                lines.append(f"| `{qset.name}` | {part} | {run} | " + " | ".join(counts) + " |")
     if not lines:
         return ""
-    return ("\nQueries gained/lost against " + BASELINE + ":\n\n| set | part | run | top 5 | top 15 |\n|---|---|---|---|---|\n"
-            + "\n".join(lines) + "\n")
+    extra = ("with alternatives | ", "---|") if alternatives is not None else ("", "")
+    return (f"\nQueries gained/lost against {baseline}:\n\n| set | part | run | {extra[0]}top 5 | top 15 |\n"
+            f"|---|---|---|{extra[1]}---|---|\n" + "\n".join(lines) + "\n")
 
 
 def _subsets(scored: dict) -> list[tuple[str, dict]]:

@@ -160,6 +160,8 @@ def test_a_host_may_list_tool_search_alone(transactional_db: None, indexing_on: 
     ({"query": "vpc", "k": 51}, "'k' must be an integer from 1 to 50"),
     ({"query": "vpc", "k": True}, "'k' must be an integer from 1 to 50"),
     ({"query": "vpc", "limit": 3}, "Unknown argument(s): limit"),
+    ({"query": "vpc", "also": "subnets"}, "'also' must be a list of 1 to 3"),
+    ({"query": "vpc", "also": ["x" * 201]}, "at most 200"),
     ({"query": "vpc", "expand": "CreateVpc"}, "'expand' must be a list of tool names"),
     ({"query": "vpc", "expand": ["a", "b", "c", "d", "e", "f"]}, "at most 5 can be expanded"),
     ({"query": "vpc", "k": 1, "expand": ["TerminateInstances"]}, "this answer does not hold: TerminateInstances"),
@@ -168,6 +170,17 @@ def test_bad_arguments_are_a_tool_error(cloud: Cloud, arguments: dict[str, Any],
     result = cloud.search(arguments)
     assert result["isError"] is True
     assert message in result["content"][0]["text"]
+
+
+def test_the_agent_s_other_phrasings_find_what_the_query_alone_ranks_low(cloud: Cloud) -> None:
+    query = {"query": "make it reachable from the internet", "k": 5}
+    alone = hits(cloud.search(query)["structuredContent"]["tools"])
+    assert "AuthorizeSecurityGroupIngress" not in alone
+    also = ["AuthorizeSecurityGroupIngress", "allow inbound traffic in a security group"]
+    found = hits(cloud.search({**query, "also": also})["structuredContent"]["tools"])
+    assert "AuthorizeSecurityGroupIngress" in found
+    assert set(alone[:2]) <= set(found)  # the query's own first two stay in the first five
+    assert cloud.search(query)["structuredContent"]["tools"][0]["name"] == alone[0]  # kept apart from it
 
 
 def test_a_search_is_audited_and_a_host_without_it_does_not_know_the_name(cloud: Cloud) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from apps.retrieval.fusion import HEAD, PROTECTED, RRF_K, fuse, rrf
+from apps.retrieval.fusion import HEAD, PROTECTED, RRF_K, fuse, fuse_also, rrf
 
 
 def test_a_candidate_both_paths_rank_beats_one_only_a_single_path_ranks_first() -> None:
@@ -63,3 +63,32 @@ def test_fusion_keeps_every_path_first_few_in_the_head_and_otherwise_ranks_as_rr
             assert [f.key for f in part] == sorted((f.key for f in part), key=order.index)
         if protected <= {f.key for f in plain[:HEAD]}:
             assert fused == plain  # nothing to move: RRF's answer
+
+
+def test_alternatives_that_agree_elsewhere_do_not_push_out_the_query_s_first() -> None:
+    # Three phrasings all put a crowd first that the query ranks low: each crowd tool scores more
+    # than the query's first (3 × w/31 > 1/31) and, unprotected, all five would sit above it.
+    crowd = ["c1", "c2", "c3", "c4", "c5"]
+    query = ["top", "second", *[f"q{i}" for i in range(20)], *crowd]
+    alternatives = [crowd + ["x"], crowd + ["y"], crowd + ["z"]]
+    keys = [f.key for f in fuse_also(query, alternatives)]
+    assert {"top", "second"} <= set(keys[:HEAD])
+    assert set(keys[:HEAD]) & set(crowd)  # the alternatives still count
+
+
+def test_an_alternative_counts_less_than_the_query() -> None:
+    # The query ranks a first, the one alternative b: the query wins; at equal weight, the key would decide.
+    assert [f.key for f in fuse_also(["a", "b"], [["b", "a"]])][:2] == ["a", "b"]
+    assert [f.key for f in fuse_also(["b", "a"], [["a", "b"]])][:2] == ["b", "a"]
+    assert fuse_also(["a"], [["b"]])[1].ranks == {"also1": 1}
+
+
+def test_alternatives_never_change_which_keys_are_found_only_their_order() -> None:
+    rng = random.Random(11)
+    pool = [f"tool{i}" for i in range(60)]
+    for _ in range(200):
+        query = rng.sample(pool, rng.randint(1, 30))
+        alternatives = [rng.sample(pool, rng.randint(0, 30)) for _ in range(rng.randint(1, 3))]
+        fused = [f.key for f in fuse_also(query, alternatives)]
+        assert sorted(fused) == sorted(set(query).union(*alternatives))
+        assert set(query[:PROTECTED]) <= set(fused[:HEAD])

@@ -138,3 +138,22 @@ def test_prerequisites_are_read_in_one_query_through_cycles_and_never_from_anoth
     other = openapi_backend_factory(name="cloud")  # another tenant's backend
     assert prerequisites_get(tenant_id=other.tenant_id, keys=[(b, "DeleteVpc")]) == {}
     assert prerequisites_get(tenant_id=backend.tenant_id, keys=[]) == {}
+
+
+def test_alternatives_are_searched_and_repeats_of_the_query_count_once(
+    indexing_on, django_capture_on_commit_callbacks
+) -> None:
+    backend = openapi_backend_factory(name="cloud")
+    publish(backend, network_spec(), django_capture_on_commit_callbacks)
+    scope = SearchScope(backends=(backend.pk,))
+
+    def found(**kwargs: object) -> list[tuple[str, float]]:
+        hits = tool_index_search(tenant_id=backend.tenant_id, scope=scope, query="shut down my servers", k=50,
+                                 **kwargs)  # type: ignore[arg-type]
+        return [(h.name, h.score) for h in hits]
+
+    alone = found()
+    assert found(also=["  SHUT down my   servers", "shut down my servers", " "]) == alone
+    joined = found(also=["send a message to a queue"])
+    assert joined != alone and alone[0][0] in [name for name, _ in joined[:5]]
+    assert {name for name, _ in joined} == {name for name, _ in alone}

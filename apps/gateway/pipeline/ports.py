@@ -310,9 +310,11 @@ class ToolFinder(Protocol):
         restricted: Sequence[tuple[int, Sequence[str]]],
         query: str,
         k: int,
+        also: Sequence[str] = (),
     ) -> Found:
         """The best `k` tools for `query` among every tool of `backends` and, of each backend in
         `restricted`, the names listed only; never any other (prerequisites may name others).
+        `also`: other phrasings of the same need, searched too and counting less than `query`.
         Raises UpstreamUnavailable when the index cannot be searched."""
 
     def prepare(self) -> None:

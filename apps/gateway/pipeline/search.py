@@ -1,6 +1,6 @@
 """`tool_search`: the tool the gateway itself offers on a virtual host (issue 6 §2).
 
-An agent facing thousands of tools asks for the few it needs: `tool_search(query, k, expand)` answers
+An agent facing thousands of tools asks for the few it needs: `tool_search(query, also, k, expand)` answers
 with the best `k` tools the caller may call, as the objects `tools/list` shows them (exposed names,
 best first), shortened to fit a byte budget, and the tools they need first, in brief
 (`search_answers.py`). The tool index (`ports.ToolFinder`) is asked with the caller's view of the
@@ -23,7 +23,14 @@ from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import Found, ToolFinder, UpstreamUnavailable
 from apps.gateway.pipeline.search_answers import MAX_EXPAND, ExpandUnknown, answer_build, answer_bytes, answer_result
-from apps.gateway.pipeline.search_tool import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, search_tool
+from apps.gateway.pipeline.search_tool import (
+    DEFAULT_K,
+    MAX_ALSO,
+    MAX_ALSO_CHARS,
+    MAX_K,
+    MAX_QUERY_CHARS,
+    search_tool,
+)
 from apps.gateway.pipeline.values import BackendInfo, BackendView, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 
@@ -55,12 +62,12 @@ class ToolSearch:
         self._counters = counters or Counters()
         self._finder = finder
         self._views: OrderedDict[int, tuple[object, _View]] = OrderedDict()
-        # (host, caller's view, query, k, expand) -> the encoded answer and its size. A host is a
+        # (host, caller's view, query, also, k, expand) -> the encoded answer and its size. A host is a
         # configuration snapshot's object and a view is one list of one caller class, so a new
         # configuration (a change of the index bumps it too), a changed backend list or another
         # caller never meets an old answer. The key's objects are held by the entry, so their ids
         # cannot be reused while it lives.
-        self._answers: OrderedDict[tuple[int, int, str, int, tuple[str, ...]],
+        self._answers: OrderedDict[tuple[int, int, str, tuple[str, ...], int, tuple[str, ...]],
                                    tuple[object, object, dict[str, Any], int]] = (
             OrderedDict())
         self._answer_bytes = 0
@@ -74,14 +81,18 @@ class ToolSearch:
         query = arguments.get("query")
         k = arguments.get("k", DEFAULT_K)
         expand = arguments.get("expand", [])
+        also = arguments.get("also", [])
         problem = _arguments_problem(arguments, query, k, expand)
+        if problem is None and "also" in arguments:
+            problem = _also_problem(also)
         if problem is not None:
             return _error(problem)
-        assert isinstance(query, str) and isinstance(k, int) and isinstance(expand, list)
+        assert isinstance(query, str) and isinstance(k, int) and isinstance(expand, list) and isinstance(also, list)
         if self._finder is None:
             raise UpstreamUnavailable("no tool index is configured")
         view = await self._view(vhost, principal)
-        key = (id(vhost), id(view), " ".join(query.split()), k, tuple(sorted(set(expand))))
+        alternatives = tuple(" ".join(text.split()) for text in also)
+        key = (id(vhost), id(view), " ".join(query.split()), alternatives, k, tuple(sorted(set(expand))))
         cached = self._answers.get(key)
         if cached is not None and cached[0] is vhost and cached[1] is view:
             self._answers.move_to_end(key)
@@ -91,7 +102,8 @@ class ToolSearch:
         found = Found([], {})
         if view.backends or view.restricted:
             found = await self._finder.find(
-                tenant_id=vhost.tenant_id, backends=view.backends, restricted=view.restricted, query=query, k=k
+                tenant_id=vhost.tenant_id, backends=view.backends, restricted=view.restricted, query=query, k=k,
+                also=alternatives,
             )
         try:
             answer = answer_result(answer_build(found, view.shown, expand=expand))
@@ -137,9 +149,9 @@ def _error(problem: str) -> dict[str, Any]:
 
 
 def _arguments_problem(arguments: Mapping[str, Any], query: object, k: object, expand: object) -> str | None:
-    unknown = sorted(set(arguments) - {"query", "k", "expand"})
+    unknown = sorted(set(arguments) - {"query", "also", "k", "expand"})
     if unknown:
-        return f"Unknown argument(s): {', '.join(unknown)}; tool_search takes 'query', 'k' and 'expand'."
+        return f"Unknown argument(s): {', '.join(unknown)}; tool_search takes 'query', 'also', 'k' and 'expand'."
     if not isinstance(query, str) or not query.strip():
         return "'query' must be a non-empty string: what you want to do, or the id of what you want to act on."
     if len(query) > MAX_QUERY_CHARS:
@@ -151,6 +163,18 @@ def _arguments_problem(arguments: Mapping[str, Any], query: object, k: object, e
                 "characters).")
     if len(expand) > MAX_EXPAND:
         return f"'expand' names {len(expand)} tools; at most {MAX_EXPAND} can be expanded at once."
+    return None
+
+
+def _also_problem(also: object) -> str | None:
+    if not isinstance(also, list) or not 1 <= len(also) <= MAX_ALSO:
+        return (f"'also' must be a list of 1 to {MAX_ALSO} other phrasings or keywords of what you want to do "
+                "(or left out).")
+    for i, text in enumerate(also):
+        if not isinstance(text, str) or not text.strip():
+            return f"'also'[{i}] must be a non-empty string: another phrasing or a few keywords."
+        if len(text) > MAX_ALSO_CHARS:
+            return f"'also'[{i}] is {len(text)} characters long; at most {MAX_ALSO_CHARS} are allowed."
     return None
 
 

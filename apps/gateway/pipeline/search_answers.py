@@ -124,7 +124,7 @@ def answer_build(
     if unknown:
         raise ExpandUnknown(
             f"'expand' names tools this answer does not hold: {', '.join(unknown)}. Name found tools or "
-            "their prerequisites as the answer shows them, with the same query and k.")
+            "their prerequisites as the answer shows them, with the same query, k and also.")
 
     def lookups(key: Key) -> dict[str, str]:
         return {need.parameter: name(need.lookup) for need in found.needs.get(key, ())

@@ -10,6 +10,8 @@ DEFAULT_NAME = "tool_search"
 DEFAULT_K = 15
 MAX_K = 50
 MAX_QUERY_CHARS = 1000
+MAX_ALSO = 3
+MAX_ALSO_CHARS = 200
 
 
 def search_tool(name: str) -> dict[str, Any]:
@@ -19,19 +21,24 @@ def search_tool(name: str) -> dict[str, Any]:
         "title": "Find tools",
         "description": (
             "Find the tools for a task among every tool this server offers. Describe what you want to do "
-            "in a few words, a sentence or a resource id. The answer's `tools` are the best matches, best "
-            "first, callable by name as listed; long ones are shortened to fit (_meta[\"gateway/shortened\"]: "
+            "in a few words, a sentence or a resource id; optionally add up to 3 other phrasings or API "
+            "keywords of the same need in `also` (e.g. the operation names you expect). The answer's `tools` "
+            "are the best matches, best first, callable by name as listed; long ones are shortened to fit (_meta[\"gateway/shortened\"]: "
             "optional details left out). `prerequisites` are the tools that must run first to produce the ids "
             "they need, in brief, each with the parameters it produces (_meta[\"gateway/produces\"]); each "
             "tool's _meta[\"gateway/prerequisites\"] names its chain, and _meta[\"gateway/lookups\"] the "
             "read-only tool that finds an existing resource for each id it needs. To see tools whole, call "
-            "again with the same query and k and their names in `expand`."
+            "again with the same query, also and k and their names in `expand`."
         ),
         "inputSchema": {
             "type": "object",
             "properties": {
                 "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
                           "description": "What you want to do, or the id of what you want to act on."},
+                "also": {"type": "array", "minItems": 1, "maxItems": MAX_ALSO,
+                         "items": {"type": "string", "minLength": 1, "maxLength": MAX_ALSO_CHARS},
+                         "description": "Other phrasings or keywords of the same need, searched too; "
+                                        "they count less than `query`."},
                 "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": DEFAULT_K,
                       "description": "How many tools to return."},
                 "expand": {"type": "array", "maxItems": MAX_EXPAND,

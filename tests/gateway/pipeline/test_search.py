@@ -36,8 +36,9 @@ class FakeIndex:
         self.asked: list[dict[str, Any]] = []
 
     async def find(self, *, tenant_id: int, backends: Sequence[int], restricted: Sequence[tuple[int, Sequence[str]]],
-                   query: str, k: int) -> Found:
-        self.asked.append({"backends": tuple(backends), "restricted": tuple(restricted), "query": query, "k": k})
+                   query: str, k: int, also: Sequence[str] = ()) -> Found:
+        self.asked.append({"backends": tuple(backends), "restricted": tuple(restricted), "query": query, "k": k,
+                           "also": tuple(also)})
         allowed = dict(restricted)
         return Found([(b, n) for b, n in self.ranking if b in backends or n in allowed.get(b, ())][:k],
                      self.prerequisites, self.needs)
@@ -61,7 +62,7 @@ async def test_a_whole_backend_is_searched_whole_and_answers_carry_exposed_names
     index = FakeIndex([(2, "SendMessage"), (1, "CreateVpc"), (1, "DescribeVpcs")])
     search = ToolSearch(lists, index)
     result = await search.result(vhost({"net": 1, "mq": 2}), PRINCIPAL, {"query": " create   a vpc ", "k": 2})
-    assert index.asked == [{"backends": (1, 2), "restricted": (), "query": " create   a vpc ", "k": 2}]
+    assert index.asked == [{"backends": (1, 2), "restricted": (), "query": " create   a vpc ", "k": 2, "also": ()}]
     assert [tool["name"] for tool in wire(result)["structuredContent"]["tools"]] == ["mq-SendMessage", "net-CreateVpc"]
     assert orjson.loads(wire(result)["content"][0]["text"]) == wire(result)["structuredContent"]
 
@@ -98,6 +99,35 @@ async def test_answers_are_kept_per_host_snapshot_view_query_and_k(client: FakeC
     await search.result(host, PRINCIPAL, {"query": "create vpc", "k": 3})
     await search.result(replace(host), PRINCIPAL, {"query": "create vpc"})  # a new configuration snapshot
     assert len(index.asked) == 3
+
+
+async def test_answers_are_kept_per_alternative_phrasings(client: FakeClient) -> None:
+    lists, _ = make(client, Clock())
+    index = FakeIndex([(1, "CreateVpc")])
+    search = ToolSearch(lists, index)
+    host = vhost({"net": 1})
+    await search.result(host, PRINCIPAL, {"query": "create vpc"})
+    await search.result(host, PRINCIPAL, {"query": "create vpc", "also": ["CreateVpc"]})
+    await search.result(host, PRINCIPAL, {"query": "create vpc", "also": [" CreateVpc "]})  # the same phrasing
+    await search.result(host, PRINCIPAL, {"query": "create vpc", "also": ["CreateVpc", "new network"]})
+    assert [asked["also"] for asked in index.asked] == [(), ("CreateVpc",), ("CreateVpc", "new network")]
+
+
+@pytest.mark.parametrize(("also", "message"), [
+    ("CreateVpc", "'also' must be a list of 1 to 3"),
+    ([], "'also' must be a list of 1 to 3"),
+    (["a", "b", "c", "d"], "'also' must be a list of 1 to 3"),
+    (["fine", "  "], "'also'[1] must be a non-empty string"),
+    ([3], "'also'[0] must be a non-empty string"),
+    (["x" * 201], "'also'[0] is 201 characters long; at most 200"),
+])
+async def test_bad_also_is_a_tool_error(client: FakeClient, also: object, message: str) -> None:
+    lists, _ = make(client, Clock())
+    index = FakeIndex([(1, "CreateVpc")])
+    result = await ToolSearch(lists, index).result(vhost({"net": 1}), PRINCIPAL, {"query": "vpc", "also": also})
+    assert result["isError"] is True
+    assert message in result["content"][0]["text"]
+    assert index.asked == []
 
 
 async def test_answers_are_kept_within_a_byte_budget(client: FakeClient) -> None:
