@@ -25,22 +25,18 @@ from pathlib import Path
 
 import django
 import httpx
-from django.db import transaction
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gatewaysite.settings.dev")
 os.environ.setdefault("GATEWAY_TOOL_INDEX", "0")
 django.setup()
 
-from apps.catalog.models import Backend, VirtualHost  # noqa: E402
-from apps.catalog.services import mount_set, virtual_host_create, virtual_host_tool_search_set  # noqa: E402
-from apps.tenants.selectors import api_key_get_by_secret  # noqa: E402
-from apps.tenants.services import api_key_issue  # noqa: E402
+from apps.catalog.models import VirtualHost  # noqa: E402
 from bench.proxy_latency import ACCEPT, JSON, META  # noqa: E402
-from bench.retrieval.pool import SHARED, pool_load  # noqa: E402
+from bench.retrieval.pool import SHARED, pool_host_prepare  # noqa: E402
 from bench.retrieval.split import TUNING, VALIDATION, part_of_tool  # noqa: E402
 from tests.processes import free_port, gateway_argv, running  # noqa: E402
 
-KEY = "bench-answers-key-0123456789abcdef"
+KEY = "bench-answers-key-0123456789abcdef-"  # and the tier: one key per pool
 OWN = Path(__file__).parent / "retrieval" / "data"
 
 
@@ -57,23 +53,8 @@ def _queries(tier: str) -> list[tuple[str, str]]:
     return found
 
 
-def _host(tier: str) -> str:
-    pool = pool_load(tier)
-    tenant = pool.tenant
-    host = VirtualHost.objects.filter(tenant=tenant, slug="answers").first() or virtual_host_create(
-        tenant=tenant, slug="answers")
-    if not host.mounts.exists():
-        with transaction.atomic():
-            for n, backend in enumerate(Backend.objects.filter(tenant=tenant).order_by("pk")):
-                mount_set(virtual_host=host, map_key=f"b{n}", backend=backend)
-    virtual_host_tool_search_set(virtual_host=host, mode=VirtualHost.ToolSearch.LISTED)
-    if api_key_get_by_secret(secret=KEY) is None:
-        api_key_issue(tenant=tenant, name="bench-answers", secret=KEY)
-    return f"/mcp/{tenant.slug}/{host.slug}"
-
-
-def _post(client: httpx.Client, url: str, request_id: int, method: str, params: dict) -> bytes:
-    headers = dict([JSON, ACCEPT, ("authorization", f"Bearer {KEY}"), ("mcp-protocol-version", "2026-07-28"),
+def _post(client: httpx.Client, url: str, key: str, request_id: int, method: str, params: dict) -> bytes:
+    headers = dict([JSON, ACCEPT, ("authorization", f"Bearer {key}"), ("mcp-protocol-version", "2026-07-28"),
                     ("mcp-method", method)])
     if "name" in params:
         headers["mcp-name"] = params["name"]
@@ -88,7 +69,7 @@ def _post(client: httpx.Client, url: str, request_id: int, method: str, params: 
 
 def run(tier: str, k: int) -> str:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
-    path = _host(tier)
+    path = pool_host_prepare(tier=tier, slug="answers", mode=VirtualHost.ToolSearch.LISTED, key=KEY + tier)
     queries = _queries(tier)
     port = free_port()
     env = {"GATEWAY_INSTANCE_ID": "bench", "GATEWAY_LOG_LEVEL": "WARNING", "GATEWAY_TOOL_INDEX": "0"}
@@ -99,7 +80,7 @@ def run(tier: str, k: int) -> str:
         list_bytes, cursor, request_id, listed = 0, None, 0, 0
         while True:
             request_id += 1
-            page = _post(client, url, request_id, "tools/list", {"cursor": cursor} if cursor else {})
+            page = _post(client, url, KEY + tier, request_id, "tools/list", {"cursor": cursor} if cursor else {})
             list_bytes += len(page)
             result = json.loads(page)
             listed += len(result["tools"])
@@ -108,7 +89,7 @@ def run(tier: str, k: int) -> str:
                 break
         for part, query in queries:
             request_id += 1
-            answer = _post(client, url, request_id, "tools/call",
+            answer = _post(client, url, KEY + tier, request_id, "tools/call",
                            {"name": "tool_search", "arguments": {"query": query, "k": k}})
             sizes[part].append(len(answer))
     return _markdown(tier, k, listed, list_bytes, sizes)

@@ -26,19 +26,15 @@ import sys
 import time
 
 import django
-from django.db import transaction
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gatewaysite.settings.dev")
 os.environ.setdefault("GATEWAY_TOOL_INDEX", "0")
 django.setup()
 
-from apps.catalog.models import Backend, VirtualHost  # noqa: E402
-from apps.catalog.services import mount_set, virtual_host_create, virtual_host_tool_search_set  # noqa: E402
+from apps.catalog.models import VirtualHost  # noqa: E402
 from apps.retrieval.search import tool_index_search  # noqa: E402
-from apps.tenants.selectors import api_key_get_by_secret  # noqa: E402
-from apps.tenants.services import api_key_issue  # noqa: E402
 from bench.proxy_latency import Caller, bench_main, calibrate, measure, percentile  # noqa: E402
-from bench.retrieval.pool import SHARED, pool_load  # noqa: E402
+from bench.retrieval.pool import SHARED, pool_host_prepare, pool_load  # noqa: E402
 from tests.processes import free_port, gateway_argv, running  # noqa: E402
 
 KEY = "bench-search-key-0123456789abcdef"
@@ -63,24 +59,8 @@ class NewQueries(Caller):
         await super().call(request_id)
 
 
-def host_prepare() -> str:
-    """The pool tenant's host and key; the host's path."""
-    pool = pool_load(TIER)
-    tenant = pool.tenant
-    host = VirtualHost.objects.filter(tenant=tenant, slug="search").first() or virtual_host_create(
-        tenant=tenant, slug="search")
-    if not host.mounts.exists():
-        with transaction.atomic():
-            for n, backend in enumerate(Backend.objects.filter(tenant=tenant).order_by("pk")):
-                mount_set(virtual_host=host, map_key=f"b{n}", backend=backend)  # map keys: 32 characters at most
-    virtual_host_tool_search_set(virtual_host=host, mode=VirtualHost.ToolSearch.ONLY)
-    if api_key_get_by_secret(secret=KEY) is None:
-        api_key_issue(tenant=tenant, name="bench-search", secret=KEY)
-    return f"/mcp/{tenant.slug}/{host.slug}"
-
-
 def run(calls: int) -> str:
-    path = host_prepare()
+    path = pool_host_prepare(tier=TIER, slug="search", mode=VirtualHost.ToolSearch.ONLY, key=KEY)
     texts = queries()
     port = free_port()
     env = {"GATEWAY_INSTANCE_ID": "bench", "GATEWAY_LOG_LEVEL": "WARNING", "GATEWAY_DEBUG": "0", "GATEWAY_TOOL_INDEX": "0"}

@@ -10,13 +10,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from apps.catalog.models import Backend, SpecVersion, Tool
-from apps.catalog.services import backend_create, backend_delete
+from django.db import transaction
+
+from apps.catalog.models import Backend, SpecVersion, Tool, VirtualHost
+from apps.catalog.services import (
+    backend_create,
+    backend_delete,
+    mount_set,
+    virtual_host_create,
+    virtual_host_tool_search_set,
+)
 from apps.catalog.specs import spec_upload, spec_version_compile
 from apps.retrieval.indexing import prerequisites_sync, tool_index_sync
 from apps.retrieval.search import SearchScope
 from apps.tenants.models import Tenant
-from apps.tenants.services import tenant_create
+from apps.tenants.selectors import api_key_get_by_secret
+from apps.tenants.services import api_key_issue, tenant_create
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 CATALOG = SHARED / "catalog"
@@ -91,3 +100,19 @@ def pool_load(tier: str) -> Pool:
 def _backend_name(service: str) -> str:
     """Backend names allow letters, digits, '-' and '_' (catalog.validators); services use the same."""
     return service[:64]
+
+
+def pool_host_prepare(*, tier: str, slug: str, mode: str, key: str) -> str:
+    """A virtual host `slug` of the pool's tenant mounting every backend of it, with `tool_search`
+    in `mode`, and the API key `key` (made once: a secret is one key's, so give each pool its own);
+    the host's path on the gateway."""
+    tenant = pool_load(tier).tenant
+    host = VirtualHost.objects.filter(tenant=tenant, slug=slug).first() or virtual_host_create(tenant=tenant, slug=slug)
+    if not host.mounts.exists():
+        with transaction.atomic():
+            for n, backend in enumerate(Backend.objects.filter(tenant=tenant).order_by("pk")):
+                mount_set(virtual_host=host, map_key=f"b{n}", backend=backend)  # map keys: 32 characters at most
+    virtual_host_tool_search_set(virtual_host=host, mode=mode)
+    if api_key_get_by_secret(secret=key) is None:
+        api_key_issue(tenant=tenant, name=f"bench-{slug}", secret=key)
+    return f"/mcp/{tenant.slug}/{host.slug}"
