@@ -41,7 +41,6 @@ KNOWN_METHODS = frozenset({
     "roots/list", "sampling/createMessage", "elicitation/create",
     "notifications/initialized", "notifications/cancelled", "notifications/progress",
     "notifications/roots/list_changed", "notifications/message",
-    "gateway/prerequisites", "gateway/prerequisiteOf",
 })
 _HTTP_METHODS = frozenset({"GET", "POST", "DELETE"})
 

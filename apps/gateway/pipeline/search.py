@@ -22,7 +22,14 @@ from typing import Any
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import Found, ToolFinder, UpstreamUnavailable
-from apps.gateway.pipeline.search_answers import MAX_EXPAND, ExpandUnknown, answer_build, answer_bytes, answer_result
+from apps.gateway.pipeline.search_answers import (
+    MAX_EXPAND,
+    ExpandUnknown,
+    Shortened,
+    answer_build,
+    answer_bytes,
+    answer_result,
+)
 from apps.gateway.pipeline.search_tool import (
     DEFAULT_K,
     MAX_ALSO,
@@ -71,6 +78,10 @@ class ToolSearch:
                                    tuple[object, object, dict[str, Any], int]] = (
             OrderedDict())
         self._answer_bytes = 0
+        # What the index found, by the answer's key without `expand`: asking to expand some of an
+        # answer's prerequisites builds another answer from the same finding, without searching again.
+        self._found: OrderedDict[tuple[int, int, str, tuple[str, ...], int], tuple[object, object, Found]] = OrderedDict()
+        self._shortened = Shortened()
 
     def server(self, vhost: VirtualHostView) -> SearchServer:
         """The search tool of `vhost` as a tool server (`ports.ToolServer`), for `local.LocalTools`."""
@@ -99,14 +110,9 @@ class ToolSearch:
             self._counters.increment("cache", cache="tool_search", result="hit")
             return cached[2]
         self._counters.increment("cache", cache="tool_search", result="miss")
-        found = Found([], {})
-        if view.backends or view.restricted:
-            found = await self._finder.find(
-                tenant_id=vhost.tenant_id, backends=view.backends, restricted=view.restricted, query=query, k=k,
-                also=alternatives,
-            )
+        found = await self._find(vhost, view, key[:5], query, alternatives, k)
         try:
-            answer = answer_result(answer_build(found, view.shown, expand=expand))
+            answer = answer_result(answer_build(found, view.shown, expand=expand, shortened=self._shortened))
         except ExpandUnknown as exc:
             return _error(str(exc))
         size = answer_bytes(answer)
@@ -116,6 +122,23 @@ class ToolSearch:
         while len(self._answers) > self._ANSWERS_MAX or self._answer_bytes > self._ANSWERS_MAX_BYTES:
             self._answer_bytes -= self._answers.popitem(last=False)[1][3]
         return answer
+
+    async def _find(self, vhost: VirtualHostView, view: _View, key: tuple[int, int, str, tuple[str, ...], int],
+                    query: str, also: tuple[str, ...], k: int) -> Found:
+        cached = self._found.get(key)
+        if cached is not None and cached[0] is vhost and cached[1] is view:
+            self._found.move_to_end(key)
+            return cached[2]
+        found = Found([], {})
+        if (view.backends or view.restricted) and self._finder is not None:
+            found = await self._finder.find(
+                tenant_id=vhost.tenant_id, backends=view.backends, restricted=view.restricted, query=query, k=k,
+                also=also,
+            )
+        self._found[key] = (vhost, view, found)
+        if len(self._found) > self._ANSWERS_MAX:
+            self._found.popitem(last=False)
+        return found
 
     async def _view(self, vhost: VirtualHostView, principal: Principal) -> _View:
         visible = await self._lists.visible_tools(vhost, principal)

@@ -17,11 +17,14 @@ expanded, lowest-ranked first, until the answer fits, so the best hits keep the 
 relaxes a schema (a call the full schema accepts is still accepted) and keeps what a call needs: names,
 `required` members with their types, enums and required structure. A shortened hit says so
 (`_meta["gateway/shortened"]`). Expanded tools are never shortened: an answer that holds them, or whose
-hits' required structure alone is larger, may exceed the budget. Pure: no I/O, deterministic."""
+hits' required structure alone is larger, may exceed the budget. Shortening is the costly part of
+building an answer; a `Shortened` kept across calls does each tool's steps once. Pure: no I/O,
+deterministic (a `Shortened` changes how fast, never what)."""
 
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +50,33 @@ SHORTENED = "gateway/shortened"
 
 class ExpandUnknown(ValueError):
     """`expand` names tools the answer does not hold; the message says which, for the caller."""
+
+
+class Shortened:
+    """Listed tools as each step of the ladder leaves them, for the most recently shortened
+    `size` (tool, step) pairs. Keyed by the listed object's identity: an entry holds the object, so
+    its id is not reused while the entry lives, and a new list (new objects) never meets an old
+    entry."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._entries: OrderedDict[tuple[int, int], tuple[Mapping[str, Any], dict[str, Any]]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, item: Mapping[str, Any], step: int) -> dict[str, Any]:
+        """`item` shortened to `_LADDER[step]`."""
+        key = (id(item), step)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is item:
+            self._entries.move_to_end(key)
+            return entry[1]
+        shortened = _shorten(item, _LADDER[step])
+        self._entries[key] = (item, shortened)
+        if len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        return shortened
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +130,13 @@ def answer_build(
     *,
     expand: Collection[str] = (),
     budget: int = ANSWER_BUDGET,
+    shortened: Shortened | None = None,
 ) -> dict[str, Any]:
     """The answer (`structuredContent`) for what the index found, among the tools the caller is
     shown (`shown`: (backend id, upstream name) -> the listed object, under its exposed name).
     Tools the caller cannot see are never named. Raises ExpandUnknown when `expand` names a tool
-    that is neither a hit nor a prerequisite of this answer."""
+    that is neither a hit nor a prerequisite of this answer. `shortened`: what earlier answers
+    shortened, kept by the caller (a fresh one otherwise)."""
     hits = [key for key in found.hits if key in shown]
 
     def chain(key: Key) -> list[Key]:
@@ -138,23 +170,22 @@ def answer_build(
                 if need.parameter not in made:
                     made.append(need.parameter)
 
-    def listed(key: Key, **meta: Any) -> dict[str, Any]:
-        item = shown[key]
+    def extra(key: Key, **meta: Any) -> dict[str, Any]:
         found_lookups = lookups(key)
-        extra = {PREREQUISITES: [name(d) for d in chain(key)], **meta,
-                 **({LOOKUPS: found_lookups} if found_lookups else {})}
-        return {**item, "_meta": {**(item.get("_meta") or {}), **extra}}
+        return {PREREQUISITES: [name(d) for d in chain(key)], **meta, **({LOOKUPS: found_lookups} if found_lookups else {})}
+
+    def listed(key: Key, **meta: Any) -> dict[str, Any]:
+        return _with_meta(shown[key], extra(key, **meta))
 
     def of(key: Key) -> dict[str, Any]:
         return {PREREQUISITE_OF: [name(h) for h in needed_by[key]], PRODUCES: produces.get(key, {})}
 
-    tools = [listed(hit) for hit in hits]
     expanded = [listed(key, **of(key)) for key in needed_by if name(key) in wanted]
     # In brief, without their own chains: each one's chain is among the entries before it.
     compact = [{"name": name(key), "description": _sentences(str(shown[key].get("description") or ""), PREREQUISITE_LINE),
                 "_meta": of(key)} for key in needed_by if name(key) not in wanted]
-    fixed = [name(hit) in wanted for hit in hits]
-    return _fit(tools, fixed, expanded, compact, budget)
+    hit_tools = [_Hit(shown[hit], extra(hit), name(hit) in wanted) for hit in hits]
+    return _fit(hit_tools, expanded, compact, budget, shortened if shortened is not None else Shortened(len(hits) * len(_LADDER)))
 
 
 def answer_result(answer: Mapping[str, Any]) -> dict[str, Any]:
@@ -183,20 +214,33 @@ def _cost(part: bytes) -> int:
     return len(part) + len(jsonrpc.dumps(part.decode())) - 2
 
 
-def _fit(tools: list[dict[str, Any]], fixed: list[bool], expanded: list[dict[str, Any]],
-         compact: list[dict[str, Any]], budget: int) -> dict[str, Any]:
-    """The answer with the hits shortened along the ladder until the result fits `budget`."""
-    entries = [*tools, *expanded]
-    glue = b'{"tools":[' + b"," * max(0, len(entries) - 1) + b'],"prerequisites":' + jsonrpc.dumps(compact) + b"}"
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    item: Mapping[str, Any]  # as listed
+    meta: dict[str, Any]  # what this answer adds to its `_meta`
+    fixed: bool  # expanded: never shortened
+
+
+def _with_meta(item: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {**item, "_meta": {**(item.get("_meta") or {}), **meta}}
+
+
+def _fit(hits: list[_Hit], expanded: list[dict[str, Any]], compact: list[dict[str, Any]], budget: int,
+         shortened: Shortened) -> dict[str, Any]:
+    """The answer with the hits shortened along the ladder until the result fits `budget`. A hit's
+    `_meta` is added after shortening its listed object: shortening never touches `_meta` but to
+    mark it, so the shortened forms do not depend on the answer and are kept in `shortened`."""
+    tools = [_with_meta(hit.item, hit.meta) for hit in hits]
+    glue = b'{"tools":[' + b"," * max(0, len(tools) + len(expanded) - 1) + b'],"prerequisites":' \
+        + jsonrpc.dumps(compact) + b"}"
     costs = [_cost(jsonrpc.dumps(tool)) for tool in tools]
     size = _WRAPPER + _cost(glue) + sum(costs) + sum(_cost(jsonrpc.dumps(tool)) for tool in expanded)
-    originals = list(tools)
-    for cut in _LADDER:
+    for step in range(len(_LADDER)):
         for at in reversed(range(len(tools))):
             if size <= budget:
                 return {"tools": [*tools, *expanded], "prerequisites": compact}
-            if not fixed[at]:
-                tools[at] = _shorten(originals[at], cut)
+            if not hits[at].fixed:
+                tools[at] = _with_meta(shortened.get(hits[at].item, step), hits[at].meta)
                 cost = _cost(jsonrpc.dumps(tools[at]))
                 size += cost - costs[at]
                 costs[at] = cost

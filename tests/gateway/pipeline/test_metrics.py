@@ -78,6 +78,8 @@ def test_request_labels() -> None:
     assert [error_class(c) for c in (-32005, -32042, 7)] == ["rate_limited", "server_error", "application_error"]
     assert request_method(RequestNote("tools/call"), "POST") == "tools/call"
     assert request_method(RequestNote("x/" * 50), "POST") == "other"  # clients choose methods: bounded
+    # `_meta` keys of tool_search answers are no methods anyone sends.
+    assert request_method(RequestNote("gateway/prerequisites"), "POST") == "other"
     assert request_method(RequestNote(), "GET") == "http:GET" and request_method(RequestNote(), "PATCH") == "http:other"
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.policy import RuleSpec, policy_compile
 from apps.gateway.pipeline.ports import Found, IdNeed
 from apps.gateway.pipeline.search import ToolSearch
@@ -132,18 +133,22 @@ async def test_bad_also_is_a_tool_error(client: FakeClient, also: object, messag
 
 async def test_answers_are_kept_within_a_byte_budget(client: FakeClient) -> None:
     lists, _ = make(client, Clock())
-    index = FakeIndex([(1, "CreateVpc")])
-    search = ToolSearch(lists, index)
+    counters = Counters()
+    search = ToolSearch(lists, FakeIndex([(1, "CreateVpc")]), counters)
     host = vhost({"net": 1})
+
+    def misses() -> int:
+        return counters.value("cache", cache="tool_search", result="miss")
+
     one = len(orjson.dumps(await search.result(host, PRINCIPAL, {"query": "q0"})))
     search._ANSWERS_MAX_BYTES = 2 * one  # room for two answers (each holds its tools twice)
     for n in range(1, 4):
         await search.result(host, PRINCIPAL, {"query": f"q{n}"})
-    asked = len(index.asked)
+    built = misses()
     await search.result(host, PRINCIPAL, {"query": "q3"})
-    assert len(index.asked) == asked  # kept
+    assert misses() == built  # kept
     await search.result(host, PRINCIPAL, {"query": "q1"})
-    assert len(index.asked) == asked + 1  # dropped to stay in the budget
+    assert misses() == built + 1  # dropped to stay in the budget
 
 
 async def test_without_an_index_a_search_is_unavailable(client: FakeClient) -> None:
@@ -244,15 +249,19 @@ async def test_bad_expand_is_a_tool_error(client: FakeClient, expand: object, me
     assert result["isError"] is True and message in result["content"][0]["text"]
 
 
-async def test_answers_are_kept_per_expand(client: FakeClient) -> None:
+async def test_answers_are_kept_per_expand_and_expanding_searches_no_more(client: FakeClient) -> None:
+    client.tools = {1: ["CreateVpc", "CreateSubnet", "DeleteSubnet"]}
     lists, _ = make(client, Clock())
-    index = FakeIndex([(1, "CreateVpc"), (1, "DeleteVpc")])
+    chains = {(1, "DeleteSubnet"): ((1, "CreateVpc"), (1, "CreateSubnet"))}
+    index = FakeIndex([(1, "DeleteSubnet")], chains)
     search = ToolSearch(lists, index)
     host = vhost({"net": 1})
-    await search.result(host, PRINCIPAL, {"query": "vpc", "expand": ["CreateVpc", "DeleteVpc"]})
-    await search.result(host, PRINCIPAL, {"query": "vpc", "expand": ["DeleteVpc", "CreateVpc", "DeleteVpc"]})
-    assert len(index.asked) == 1  # the same tools asked for whole
-    await search.result(host, PRINCIPAL, {"query": "vpc", "expand": ["CreateVpc"]})
-    await search.result(host, PRINCIPAL, {"query": "vpc"})
-    await search.result(host, PRINCIPAL, {"query": "vpc", "expand": []})
-    assert len(index.asked) == 3
+    brief = wire(await search.result(host, PRINCIPAL, {"query": "subnet"}))["structuredContent"]
+    whole = wire(await search.result(host, PRINCIPAL, {"query": "subnet", "expand": ["CreateSubnet", "CreateVpc"]}))
+    again = wire(await search.result(host, PRINCIPAL, {"query": "subnet", "expand": ["CreateVpc", "CreateSubnet"]}))
+    assert [p["name"] for p in brief["prerequisites"]] == ["CreateVpc", "CreateSubnet"]
+    assert [t["name"] for t in whole["structuredContent"]["tools"]] == ["DeleteSubnet", "CreateVpc", "CreateSubnet"]
+    assert again == whole
+    assert len(index.asked) == 1  # one search: expanding builds another answer from the same finding
+    await search.result(host, PRINCIPAL, {"query": "subnet", "k": 3, "expand": ["CreateVpc"]})
+    assert len(index.asked) == 2  # another k is another search

@@ -17,6 +17,7 @@ from apps.gateway.pipeline.ports import Found, IdNeed
 from apps.gateway.pipeline.search_answers import (
     ANSWER_BUDGET,
     ExpandUnknown,
+    Shortened,
     answer_build,
     answer_bytes,
     answer_result,
@@ -207,6 +208,20 @@ def test_the_best_hits_keep_the_most_and_answers_are_deterministic() -> None:
     assert flags[-1] and flags == sorted(flags)  # shortened from the bottom up
     assert orjson.dumps(answer_build(found, copies)) == orjson.dumps(answer)
     assert answer_bytes(answer_result(answer)) <= ANSWER_BUDGET
+
+
+def test_shortened_tools_kept_across_answers_change_no_answer() -> None:
+    """One `Shortened` across many answers of overlapping hits, some with chains and lookups (the
+    `_meta` each answer adds): every answer is byte for byte the one built afresh."""
+    shown, _ = ec2()
+    keys = largest(120)
+    rnd = random.Random(7)
+    kept = Shortened(size=200)  # smaller than what the answers shorten: entries come and go
+    for _ in range(40):
+        hits = rnd.sample(keys, 15)
+        found = Found(hits, {hits[0]: (hits[1], hits[2])}, {hits[3]: (IdNeed("VpcId", hits[4], hits[5]),)})
+        assert orjson.dumps(answer_build(found, shown, shortened=kept)) == orjson.dumps(answer_build(found, shown))
+    assert len(kept) == 200
 
 
 def _tool(name: str, description: str = "") -> dict[str, Any]:
