@@ -10,7 +10,10 @@ The chain is derived from the catalog alone, and follows only the ids a tool can
   camel or snake case), or names a resource type outright (`Bucket`, `Subnets`); the resource type
   is the rest of the name, read with the words of the tool's own name when they extend it
   (`GroupId` of `AuthorizeSecurityGroupIngress` is a security group's id), else with leading words
-  dropped until a type is known (`executionRoleArn`: a role);
+  dropped until a type is known (`executionRoleArn`: a role). A bare `name`, `Id` or `Arn` the schema
+  requires, of a tool that makes nothing, names what the tool acts on (`name` of eks `DescribeCluster`:
+  a cluster; the longest start of the tool's type its backend makes). The name or id of what a tool
+  makes, down to its type's last words, is no prerequisite (`PolicyName` of PutRolePolicy);
 - where the name gives no type a tool of the same backend makes (`VPCZoneIdentifier`,
   `DeliverLogsPermissionArn`, `Targets.Id`), the parameter's description may: the first made type
   it names as identified ("a comma-separated list of subnet IDs", "the ARN of the IAM role");
@@ -18,14 +21,21 @@ The chain is derived from the catalog alone, and follows only the ids a tool can
   read (Describe, List, Get), when its description says it must be given ("This parameter is
   required if …", "You must specify …"), when it names the very type the tool acts on (the
   `GroupId` of `AuthorizeSecurityGroupIngress`), or when it is one id of a type its own backend
-  makes and many tools require (`HUB_MIN_REQUIRED`: where a resource is placed, a VPC, a subnet).
-  Filters, lists of optional ids, optional names and pagination tokens never are;
+  makes and many tools require (`HUB_MIN_REQUIRED`: where a resource is placed, a VPC, a subnet);
+  or, as a member of an object the schema requires though it requires none of its members, when it
+  is an id of a type the making tools of many backends require (`PLACED_BY`: `resourcesVpcConfig.
+  subnetIds` of eks CreateCluster, a subnet; not its security groups). Filters, lists of optional
+  ids, optional names and pagination tokens never are;
 - the tools that make a type are the ones named for making it (Create, Allocate, Run, Register,
   Request, Import, Publish + the type: `RunInstances` makes instances; not one handed a list of
   what it makes, `CreateTags` takes `Tags`), and, for an id no such
   name explains, the making tools whose response carries a member of that very name
   (`AllocateAddress` answers with an `AllocationId`); one producer per parameter: of the tool's
-  own backend first, then of any other;
+  own backend first, then of any other. Put and Start + a type (WEAK_MAKERS) make it only for their
+  own backend, where no tool of it is named for making it, and when they require no list
+  (PutRule, StartExecution, ebs StartSnapshot; not StartInstances beside RunInstances, nor PutEvents
+  handed `Entries`): after their backend's named makers, before another backend's (PutTargets'
+  `Rule` is an EventBridge rule, not a load balancer's);
 - a tool of another backend makes (and finds) it only when the parameter's name spells all of its
   type and ends in Id, Arn, Name or Identifier or is a plural list (`roleArn`, `subnets`; not
   `LogicalResourceId`, a resource only once a word is dropped), when the description names that
@@ -51,6 +61,9 @@ from typing import Any
 from apps.retrieval.text import identifier_words, name_words, singular, type_words
 
 MAKERS = ("create", "allocate", "run", "register", "request", "import", "publish")
+#: Verbs that make their type only where their backend has no tool named for making it (PutRule,
+#: StartExecution, StartSnapshot): elsewhere they write or start what exists (StartInstances).
+WEAK_MAKERS = ("put", "start")
 #: Tools that only read: what they take is what to look at, never what must exist first.
 READERS = ("describe", "list", "get")
 _SUFFIX = re.compile(r"^(.*?)(Ids?|IDs?|Arns?|ARNs?|Names?|Identifiers?)$")
@@ -70,6 +83,10 @@ HUB_SHARE = 200
 #: A plain name is read as another service's type only when tools of this many backends that do not
 #: make it require it: one such service alone more likely means something else by the word.
 SHARED_BY = 2
+#: A type the making tools of this many backends require is where things are placed or who runs
+#: them (`cloud3k`: a subnet 9 backends, a role 7; a bucket or a "service" 4, an image 1): a
+#: required object that requires none of its members still needs such an id of it.
+PLACED_BY = 5
 #: A type tools of most backends, and at least this many, require without making it is no other
 #: service's at all: a word each service uses for its own things.
 GENERIC_BY = 3
@@ -82,6 +99,8 @@ _NAMED_AFTER = re.compile(r"\b(?:IDs?|ARNs?)\)? of (?:the |an? )?((?:[A-Za-z][\w
 _STATED = re.compile(
     r"^required\b|\b(?:this(?: parameter| field| value)?|it) is required\b|\bis required (?:if|when|for)\b"
     r"|\bmust (?:be specified|specify (?:this|either|the|a|an)\b)", re.IGNORECASE)
+#: A bare name or id: of a tool that makes nothing, it names what the tool acts on.
+_BARE = frozenset({"name", "id", "arn", "identifier"})
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 #: Words that join two names: a making tool's name holding one names no single type.
 _LINKING = frozenset({"with", "to", "from", "for", "in", "on", "into", "and", "by", "of"})
@@ -135,6 +154,9 @@ class _Parameter:
     text: bool  # a string
     strings: bool  # a list of strings
     description: str
+    #: A member of an object the schema requires though it requires none of its members: the object
+    #: must hold something, the schema does not say what (`resourcesVpcConfig.subnetIds`).
+    loose: bool = False
 
 
 def _members(schema: Any, depth: int = 0) -> Iterable[str]:
@@ -171,7 +193,7 @@ def _parameters(schema: Mapping[str, Any]) -> Iterable[_Parameter]:
                 yield _Parameter(f"{name}.{member}", top.required and member in inner_required,
                                  top.stated and (member in inner_required or _says_required(description)),
                                  top.single and _single(member_schema), _text(member_schema), _strings(member_schema),
-                                 description)
+                                 description, top.required and not inner_required)
 
 
 def _says_required(description: str) -> bool:
@@ -229,6 +251,14 @@ def _given_many(schema: Mapping[str, Any], kind: tuple[str, ...]) -> bool:
         type_words(name) == kind and _listed(sub) for name, sub in properties.items())
 
 
+def _records(schema: Mapping[str, Any]) -> bool:
+    """Whether a tool requires a list (PutEvents' `Entries`, PutTargets' `Targets`): a weak maker
+    handed one writes records, no resource of its own."""
+    properties = schema.get("properties")
+    return isinstance(properties, Mapping) and any(
+        _listed(properties.get(name)) for name in schema.get("required") or ())
+
+
 def _listed(schema: Any) -> bool:
     """Whether a schema is an array, perhaps wrapped (`{"allOf": [{"type": "array", ...}]}`)."""
     return isinstance(schema, Mapping) and (schema.get("type") == "array" or any(
@@ -250,10 +280,12 @@ class Catalog:
     def __init__(self, tools: Sequence[ToolSchemas]) -> None:
         self.tools = {tool.key: tool for tool in tools}
         self.makers: dict[tuple[str, ...], list[ToolSchemas]] = {}
+        self.weak_makers: dict[tuple[str, ...], list[ToolSchemas]] = {}
         self.readers: dict[tuple[str, ...], list[ToolSchemas]] = {}
         self.answers: dict[Hashable, frozenset[str]] = {}  # maker's key -> member names of its answer
         self._required_by: dict[tuple[str, ...], int] | None = None
         self._required_in: dict[tuple[str, ...], set[Hashable]] = {}  # kind -> backends requiring it
+        self._placed_in: dict[tuple[str, ...], set[Hashable]] = {}  # kind -> backends whose makers require it
         self._needs: dict[Hashable, list[Need]] = {}
         self._read_cache: dict[Hashable, list[tuple[Need, _Parameter]]] = {}
         self.hub = max(2, min(HUB_MIN_REQUIRED, len(self.tools) // HUB_SHARE))
@@ -263,6 +295,8 @@ class Catalog:
             if kind and verb in MAKERS and not _given_many(tool.input_schema, kind):
                 self.makers.setdefault(kind, []).append(tool)
                 self.answers[tool.key] = frozenset(_members(tool.output_schema))
+            elif kind and verb in WEAK_MAKERS and not _records(tool.input_schema):
+                self.weak_makers.setdefault(kind, []).append(tool)
             elif kind and verb in READERS:
                 self.readers.setdefault(kind, []).append(tool)
 
@@ -286,7 +320,7 @@ class Catalog:
 
     def _read_needs(self, tool: ToolSchemas) -> Iterable[tuple[Need, _Parameter]]:
         own = name_words(tool.name)
-        made = self.made_by(tool)
+        made = self.made_by(tool) or self._weakly_made_by(tool)
         for p in _parameters(tool.input_schema):
             parent, _, leaf = p.name.rpartition(".")
             id_name = _id_name(leaf)
@@ -295,6 +329,11 @@ class Catalog:
                 described = self._described(p.description, type_words(parent)) if parent and id_name else None
                 if described is not None:
                     yield Need(p.name, described, p.required, False, True, True), p
+                elif not parent and p.required and made is None and leaf.lower() in _BARE:
+                    # The `name` of eks `DescribeCluster` is the cluster's: what the tool's own name is for.
+                    acted = self._acted_on(tool)
+                    if acted is not None:
+                        yield Need(p.name, acted, True, False, id_name is not None and id_name[1]), p
                 continue
             base = id_name[0] if id_name else leaf
             kind = named = type_words(base)
@@ -317,8 +356,8 @@ class Catalog:
             kind = self._extend(kind, own)
             if not self._made_near(kind, tool):
                 kind = self._extend_right(kind, own, tool)
-            if kind == made:
-                continue  # the name or id of what the tool itself makes
+            if made is not None and made[len(made) - len(kind):] == kind:
+                continue  # the name or id of what the tool itself makes (`PolicyName` of PutRolePolicy)
             # Another service makes it only when the name spells all of its type (`roleArn`; not
             # `LogicalResourceId`: a resource) or the description names the type as identified.
             foreign = ((id_name is not None or listed) and set(named) <= set(kind)) \
@@ -335,8 +374,27 @@ class Catalog:
         acted_on = tuple(singular(word) for word in name_words(tool.name)[1:])
         if any(acted_on[i:i + len(kind)] == kind for i in range(len(acted_on) - len(kind) + 1)):
             return True
+        if p.loose and need.by_id and not self._generic(kind) and self.placed_by(kind) >= PLACED_BY:
+            return True
         return need.by_id and p.single and "." not in p.name and self._made_near(kind, tool) \
             and self.required_by(kind) >= self.hub
+
+    def _acted_on(self, tool: ToolSchemas) -> tuple[str, ...] | None:
+        """The type the tool's name says it acts on, when its own backend makes that: the longest
+        start of what follows the verb (`UpdateClusterConfig`: a cluster)."""
+        kind = _verb_and_type(tool.name)[1]
+        return next((kind[:end] for end in range(len(kind), 0, -1)
+                     if self._made_near(kind[:end], tool) or self._weakly_made_near(kind[:end], tool)), None)
+
+    def _weakly_made_near(self, kind: tuple[str, ...], tool: ToolSchemas) -> bool:
+        """Whether a weak maker of `tool`'s own backend makes `kind` (none is named for making it)."""
+        return not self._made_near(kind, tool) and any(t.backend == tool.backend for t in self.weak_makers.get(kind, ()))
+
+    def _weakly_made_by(self, tool: ToolSchemas) -> tuple[str, ...] | None:
+        """The type a weak maker makes: PutRolePolicy a role policy, StartSnapshot (ebs) a snapshot; not
+        StartInstances, whose backend has RunInstances."""
+        verb, kind = _verb_and_type(tool.name)
+        return kind if verb in WEAK_MAKERS and kind and not self._made_near(kind, tool) else None
 
     def _made_near(self, kind: tuple[str, ...], tool: ToolSchemas) -> bool:
         """Whether a tool of `tool`'s own backend is named for making `kind`."""
@@ -369,11 +427,19 @@ class Catalog:
         if self._required_by is None:
             counts: dict[tuple[str, ...], int] = {}
             for tool in self.tools.values():
+                makes = self.made_by(tool) is not None
                 for k in {need.kind for need, _ in self._read(tool) if need.required}:
                     counts[k] = counts.get(k, 0) + 1
                     self._required_in.setdefault(k, set()).add(tool.backend)
+                    if makes:
+                        self._placed_in.setdefault(k, set()).add(tool.backend)
             self._required_by = counts
         return self._required_by.get(kind, 0)
+
+    def placed_by(self, kind: tuple[str, ...]) -> int:
+        """How many backends have a making tool whose schema requires an id of `kind`."""
+        self.required_by(kind)
+        return len(self._placed_in.get(kind, ()))
 
     def _plain_shared(self, p: _Parameter, kind: tuple[str, ...]) -> bool:
         """Whether a plain name (`Bucket`, not `BucketArn`) is of a type services share: tools of
@@ -431,9 +497,12 @@ class Catalog:
     def producer(self, tool: ToolSchemas, need: Need) -> ToolSchemas | None:
         """Who makes what `need` names: a tool named for making its type (of the tool's own backend
         first: `roleArn` may name a role another service makes), else, for a top-level or essential
-        id, a making tool of the same backend whose answer carries that very member."""
-        candidates = [t for t in self.makers.get(need.kind, ())
-                      if t.key != tool.key and (need.foreign or t.backend == tool.backend)]
+        id, a making tool of the same backend whose answer carries that very member. A weak maker of the
+        type (PutRule, StartExecution) comes after its own backend's named makers, before another's."""
+        named = [t for t in self.makers.get(need.kind, ()) if t.key != tool.key]
+        candidates = [t for t in named if t.backend == tool.backend] \
+            or [t for t in self.weak_makers.get(need.kind, ()) if t.key != tool.key and t.backend == tool.backend] \
+            or [t for t in named if need.foreign]
         if not candidates and need.by_id and (need.essential or "." not in need.parameter):
             leaf = need.parameter.rsplit(".", 1)[-1]
             member = leaf[:-1] if leaf.endswith("s") and not leaf.endswith("ss") else leaf

@@ -2,8 +2,10 @@
 real compiler (nothing is embedded: chains need the schemas only), derive the chains as indexing
 does (`tenant_chains_derive`), and score them with the data set's `score_prereqs.py` — precision
 (share of a target's chain that is in its gold closure) and completeness (share of targets whose
-chain holds all of it) — for the tuning and validation parts (`split.py`) of `prereqs.jsonl`, and
-`bench/retrieval/data/prereqs-extra.jsonl` when it exists (validation only).
+chain holds all of it) — for the tuning and validation parts (`split.py`) of `prereqs.jsonl`,
+`bench/retrieval/data/prereqs-tuning.jsonl` (tuning only: hand-written over tuning-part services) and
+`bench/retrieval/data/prereqs-extra.jsonl` (validation only), each when it exists. The scorer skips
+targets whose gold closure is empty; the `empty` column counts those that get a chain anyway.
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:55432/gateway_chains \\
         .venv/bin/python -m bench.retrieval.chains [--tier cloud3k --tier alibaba] [--output FILE]
@@ -41,6 +43,7 @@ from bench.retrieval.split import TUNING, VALIDATION, part_of_tool  # noqa: E402
 
 DATA = SHARED / "retrieval-dev"
 EXTRA = Path(__file__).resolve().parent / "data" / "prereqs-extra.jsonl"
+TUNING_EXTRA = Path(__file__).resolve().parent / "data" / "prereqs-tuning.jsonl"
 
 
 def pool_compile(tier: str) -> tuple[Tenant, dict[tuple[int, str], str], float]:
@@ -92,9 +95,11 @@ def main() -> None:
     args = parser.parse_args()
     tiers = args.tier or ["cloud3k", "alibaba"]
 
-    sets = {"prereqs.jsonl": _gold(DATA / "prereqs.jsonl")}
-    if EXTRA.exists():
-        sets["prereqs-extra.jsonl"] = _gold(EXTRA)
+    # Each gold file with the parts it is scored in: the dev set is split by service, ours are one part each.
+    sets = {"prereqs.jsonl": (_gold(DATA / "prereqs.jsonl"), (TUNING, VALIDATION))}
+    for path, part in ((TUNING_EXTRA, TUNING), (EXTRA, VALIDATION)):
+        if path.exists():
+            sets[path.name] = (_gold(path), (part,))
     derived: dict[str, list[str]] = {}
     placed: set[str] = set()
     timings = []
@@ -104,7 +109,7 @@ def main() -> None:
         chains = tenant_chains_derive(tenant_id=tenant.pk)
         timings.append(f"{tier}: {len(ids):,} tools, compile {seconds:.0f} s, derive {time.perf_counter() - started:.1f} s")
         known = set(ids.values())
-        for rows in sets.values():
+        for rows, _ in sets.values():
             for g in rows:
                 if g["target"] in placed or not {g["target"], *g["closure"], *g.get("closure_all", ())} <= known:
                     continue
@@ -115,18 +120,18 @@ def main() -> None:
     lines = [f"### Prerequisite chains — {now}", "",
              f"Command: `python -m bench.retrieval.chains {' '.join('--tier ' + t for t in tiers)}`. "
              + "; ".join(timings) + ".", "",
-             "| set | part | targets | precision | recall | completeness |", "|---|---|---|---|---|---|"]
-    for name, rows in sets.items():
-        for part in (TUNING, VALIDATION):
-            if name != "prereqs.jsonl" and part == TUNING:
-                continue  # written apart, validation only
-            gold = [g for g in rows if g["target"] in placed and (name != "prereqs.jsonl" or part_of_tool(g["target"]) == part)]
+             "| set | part | targets | precision | recall | completeness | empty |", "|---|---|---|---|---|---|---|"]
+    for name, (rows, parts) in sets.items():
+        for part in parts:
+            gold = [g for g in rows if g["target"] in placed and (len(parts) == 1 or part_of_tool(g["target"]) == part)]
             if not gold:
                 continue
             s = _score(gold, derived)
+            empty = [g for g in gold if not g["closure"]]
+            chained = sum(bool(derived.get(g["target"])) for g in empty)
             lines.append(f"| {name} | {part} | {int(s['targets'])} | {s['precision']:.3f} | {s['recall']:.3f} | "
-                         f"{s['completeness']:.3f} |")
-            if args.show and part == TUNING and name == "prereqs.jsonl":
+                         f"{s['completeness']:.3f} | {chained}/{len(empty)} |")
+            if args.show and part == TUNING:
                 for g in gold:
                     got, want = set(derived.get(g["target"], ())), set(g["closure"])
                     print(g["target"], "missing", sorted(want - got), "extra", sorted(got - want), file=sys.stderr)

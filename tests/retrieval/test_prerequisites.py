@@ -194,3 +194,63 @@ def test_a_type_most_services_take_without_making_it_is_no_one_service_s() -> No
         ("ResourceArn", None, None)]
     assert not chains[("db", "TagResource")].closure
     assert list(chains[("net", "CreateCluster")].closure) == [("id", "CreateRole")]
+
+
+def named(catalog: list[ToolSchemas]) -> dict[str, list[str]]:
+    return {f"{k[0]}:{k[1]}": [f"{b}:{n}" for b, n in v] for k, v in prerequisite_closures(catalog).items()}
+
+
+def strings() -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string"}}
+
+
+def test_a_required_object_that_requires_no_member_still_needs_where_it_is_placed() -> None:
+    # Making tools of five more backends require a subnet: it is where things are placed. Nothing
+    # makes anything in a security group, so its ids in the same object stay optional.
+    placed = [tool(backend, maker, schema("SubnetId")) for backend, maker in (
+        ("cache", "CreateCacheCluster"), ("files", "CreateFileSystem"), ("db", "CreateDatabase"),
+        ("fn", "CreateFunction"), ("mq", "CreateBroker"))]
+    # More services than those take no subnet: a subnet is not a word each uses for its own things.
+    others = [tool(backend, "ListTags", schema()) for backend in ("mail", "dns", "queue", "auth", "keys")]
+    vpc_config = {"allOf": [{"type": "object", "properties": {"subnetIds": strings(), "securityGroupIds": strings()}}]}
+    cluster = tool("k8s", "CreateCluster", schema("name", "roleArn", "resourcesVpcConfig",
+                                                  nested={"resourcesVpcConfig": vpc_config}))
+    found = named([*CATALOG, *placed, *others, cluster])
+    assert found["k8s:CreateCluster"] == ["id:CreateRole", "net:CreateVpc", "net:CreateSubnet"]
+    assert found["net:CreateCluster"] == ["id:CreateRole"]  # its vpcConfig is optional: nothing to hold
+    # Without the other backends a subnet is one service's business: the object's ids stay optional.
+    assert named([*CATALOG, *others, cluster])["k8s:CreateCluster"] == ["id:CreateRole"]
+
+
+def test_a_bare_name_of_a_tool_that_makes_nothing_is_what_the_tool_acts_on() -> None:
+    catalog = [*CATALOG,
+               tool("k8s", "CreateCluster", schema("name", "roleArn"), answer("arn")),
+               tool("k8s", "DescribeCluster", schema("name")),
+               tool("k8s", "UpdateClusterConfig", schema("name")),
+               tool("k8s", "DescribeAddonVersions", schema(optional=("name",)))]
+    found = named(catalog)
+    assert found["k8s:DescribeCluster"] == ["id:CreateRole", "k8s:CreateCluster"]
+    assert found["k8s:UpdateClusterConfig"] == ["id:CreateRole", "k8s:CreateCluster"]  # a cluster's config
+    assert found["k8s:CreateCluster"] == ["id:CreateRole"]  # a maker's bare name is the new one's
+    assert "k8s:DescribeAddonVersions" not in found
+
+
+def test_put_and_start_make_their_type_where_no_tool_is_named_for_making_it() -> None:
+    targets = {"type": "array", "items": {"type": "object", "properties": {"Id": {"type": "string"}}}}
+    catalog = [*CATALOG,
+               tool("flow", "CreateStateMachine", schema("name", "roleArn"), answer("stateMachineArn")),
+               tool("flow", "StartExecution", schema("stateMachineArn"), answer("executionArn")),
+               tool("flow", "StopExecution", schema("executionArn")),
+               tool("bus", "PutRule", schema("Name"), answer("RuleArn")),
+               tool("bus", "PutTargets", schema("Rule", "Targets", nested={"Targets": targets})),
+               tool("lb", "CreateRule", schema("ListenerArn", "Priority")),
+               tool("id", "CreatePolicy", schema("PolicyName", "PolicyDocument"), answer("Arn")),
+               tool("id", "PutRolePolicy", schema("RoleName", "PolicyName", "PolicyDocument")),
+               tool("net", "StartInstances", schema("InstanceIds"))]
+    found = named(catalog)
+    assert found["flow:StopExecution"] == ["id:CreateRole", "flow:CreateStateMachine", "flow:StartExecution"]
+    assert found["bus:PutTargets"] == ["bus:PutRule"]  # its own backend's rule, not a load balancer's
+    # The policy PutRolePolicy names is the one it writes, no managed policy to create first.
+    assert found["id:PutRolePolicy"] == ["id:CreateRole"]
+    # StartInstances starts what RunInstances makes: it takes instances that exist.
+    assert found["net:StartInstances"] == ["net:CreateVpc", "net:CreateSubnet", "net:RunInstances"]
