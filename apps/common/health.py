@@ -34,10 +34,6 @@ WORKER_HEARTBEAT_KEY = "gw:worker-heartbeat"
 #: reads "never" rather than a heartbeat from months ago.
 _HEARTBEAT_TTL_SECONDS = 7 * 24 * 3600
 
-#: How a stale heartbeat counts for readiness (GATEWAY_READYZ_WORKER).
-WORKER_MODES = ("warn", "fail")
-
-
 @dataclass(frozen=True, slots=True)
 class Readiness:
     #: Why the process must not get traffic (HTTP 503), by dependency.

@@ -6,7 +6,6 @@ from typing import Any
 
 from apps.gateway.pipeline.search_answers import MAX_EXPAND
 
-DEFAULT_NAME = "tool_search"
 DEFAULT_K = 15
 MAX_K = 50
 MAX_QUERY_CHARS = 1000

@@ -338,8 +338,3 @@ def note_session(value: str) -> None:
     if trace is not None:
         trace.note_session(value)
 
-
-def request_span() -> Span:
-    """The span of the request being served (NO_SPAN when none)."""
-    trace = _request_trace.get()
-    return NO_SPAN if trace is None else trace.span
