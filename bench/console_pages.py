@@ -1,4 +1,4 @@
-"""Console pages and REST lists at scale (issue 8 §4): server time to render each page of a tenant
+"""Console pages and REST lists at scale (docs/console.md): server time to render each page of a tenant
 with 20,000 tools (every OpenAPI spec of ../shared/data/catalog, plus copies of EC2 to pass 20,000)
 and 1,000,000 audit rows, and the number of queries each makes.
 

@@ -1,4 +1,4 @@
-"""The policy path's cost (issue 5 §9): the same stateless `tools/call` through a virtual host with
+"""The policy path's cost (docs/policies.md): the same stateless `tools/call` through a virtual host with
 no policy and through one with the full path — a JWT access token verified, an access policy with a
 CEL condition over the arguments, tool costs, rate limits and budgets (key and team) checked and
 charged atomically in one Redis round trip, a per-caller egress credential, hashed audit arguments —

@@ -1,5 +1,5 @@
 """`tool_search` called through the gateway over the `full_aws` pool (18,378 tools), a new query
-and a cached one, against the cheapest answer of the same host (issue 6 §7).
+and a cached one, against the cheapest answer of the same host (docs/tool-search.md).
 
     .venv/bin/python -m bench.tool_search_call [--calls N] [--output FILE]
 

@@ -1,4 +1,4 @@
-"""Long-lived upstream sessions against connect-initialize-call-teardown (issue 7 §5), in one run
+"""Long-lived upstream sessions against connect-initialize-call-teardown (docs/sessions.md), in one run
 against the same backend, so the ratio holds on a noisy machine.
 
     .venv/bin/python -m bench.upstream_sessions [--calls N] [--output BENCHMARKS.md]

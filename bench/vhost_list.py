@@ -1,5 +1,5 @@
 """`tools/list` of a virtual host with 10 backends × 100 tools, cold and cached, against the list
-of one of those backends alone, in one run (issue 4 §7).
+of one of those backends alone, in one run (docs/virtual-hosts.md, "Lists").
 
     .venv/bin/python -m bench.vhost_list [--calls N] [--output FILE]
 

@@ -1,4 +1,4 @@
-"""Keeping the tool index in step with the catalog (issue 6 §1).
+"""Keeping the tool index in step with the catalog (docs/tool-search.md, "The index").
 
 A backend's entries are brought up to date as a whole (`tool_index_sync`): entries of tools that
 are gone are deleted, and only tools whose indexed text changed are embedded again, so republishing

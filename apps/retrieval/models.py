@@ -1,4 +1,4 @@
-"""The tool index: one entry per tool of a backend, for `tool_search` (issue 6 §1).
+"""The tool index: one entry per tool of a backend, for `tool_search` (docs/tool-search.md, "The index").
 
 Entries are keyed by backend and upstream tool name, not by catalog row: a spec's publication
 replaces its backend's tool rows, and an unchanged tool must keep its embedding (`digest`)."""

@@ -1,4 +1,4 @@
-"""Rewriting identifier queries (issue 6 §4). Pure: no I/O, no Django.
+"""Rewriting identifier queries (docs/tool-search.md, "Ids in queries"). Pure: no I/O, no Django.
 
 An agent often knows only an id: "is i-070a5bbc7e7f40dc5 up", "rtb-3d560345 routes". Neither an
 embedding model nor full-text search knows that `rtb-` is a route table. Catalogs rarely spell their

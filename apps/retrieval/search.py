@@ -1,5 +1,5 @@
 """Searching the tool index: dense (pgvector, cosine) and full-text (PostgreSQL `tsvector`)
-candidates, fused by Reciprocal Rank Fusion (issue 6 §2).
+candidates, fused by Reciprocal Rank Fusion (docs/tool-search.md, "How a search runs").
 
 The caller's view of the catalog (`SearchScope`) is a condition of both SQL queries, never a
 filter over their results: a top-k taken before filtering would come back short, or empty, for a

@@ -1,4 +1,4 @@
-"""What the tool index reads of a tool (issue 6 §1). Pure: no I/O, no Django.
+"""What the tool index reads of a tool (docs/tool-search.md, "The index"). Pure: no I/O, no Django.
 
 A tool's name is the densest description it has (`DescribeVpcEndpoints`, `create_pull_request`),
 but neither full-text search nor an embedding model reads it as words unless it is split; the

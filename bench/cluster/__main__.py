@@ -118,7 +118,7 @@ def markdown(loads: dict[str, Load], kinds: list[ClientKind], not_found: int, cl
             lines.append(f"| {kind} | {label} | {len(latencies)} | {len(errors)} | "
                          f"{percentile(latencies, 50):.1f} ms | {percentile(latencies, 99):.1f} ms |")
     lines.append("")
-    for kind in (STREAMABLE_SESSION.name, None):  # the stateful mode issue 7 asks about, then every kind
+    for kind in (STREAMABLE_SESSION.name, None):  # the stateful mode first, then every kind
         one, three = (load.latencies(kind=kind) for load in loads.values())
         lines.append(f"{kind or 'All kinds'}: p99 with 3 instances / p99 with 1 = "
                      f"**{percentile(three, 99) / percentile(one, 99):.2f}×** "

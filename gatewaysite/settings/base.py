@@ -329,7 +329,7 @@ LOGGING = {
     "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
 }
 
-# tool_search (issue 6): the embedding model (a name in apps.retrieval.embeddings.PACKAGED_MODELS or
+# tool_search (docs/tool-search.md): the embedding model (a name in apps.retrieval.embeddings.PACKAGED_MODELS or
 # a model directory), torch threads per process, and whether a backend's tools are indexed (in Celery)
 # whenever they change.
 GATEWAY_EMBEDDING_MODEL = os.environ.get("GATEWAY_EMBEDDING_MODEL", "all-MiniLM-L6-v2")

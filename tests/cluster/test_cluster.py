@@ -1,4 +1,4 @@
-"""The scale-out harness in CI (issue 7, item 6): three gateway instances behind nginx doing plain
+"""The scale-out harness in CI (docs/sessions.md, "Many instances"): three gateway instances behind nginx doing plain
 round robin, two stateful backends of two replicas each (a request routed to the wrong replica for
 its session gets the SDK's 404), and official-SDK clients of every kind (Streamable HTTP sessions,
 stateless 2026-07-28, HTTP+SSE) making mixed calls at once. One instance — one that holds HTTP+SSE

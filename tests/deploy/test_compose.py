@@ -1,5 +1,5 @@
 """docker/compose.yml as `docker compose config` resolves it (no Docker engine needed): the topology
-of issue 9 — PostgreSQL with pgvector, Redis, a migration job the rest waits for, two gateway
+of docs/deploy.md ("Containers") — PostgreSQL with pgvector, Redis, a migration job the rest waits for, two gateway
 replicas behind nginx, a Celery worker and one beat — with every secret required from the
 environment, and an environment the production settings accept."""
 

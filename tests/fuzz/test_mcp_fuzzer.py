@@ -1,4 +1,4 @@
-"""mcp-fuzzer against the MCP endpoint (issue 9 §3): a real gateway under Daphne fronting the demo
+"""mcp-fuzzer against the MCP endpoint (docs/conformance.md, "Fuzzing"): a real gateway under Daphne fronting the demo
 MCP backend (Streamable HTTP), an OpenAPI backend on the recording REST service and the host's own
 tool_search, fuzzed with a fixed seed in tools mode (realistic and aggressive arguments) and
 protocol mode (realistic and aggressive messages).

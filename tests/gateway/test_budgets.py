@@ -1,4 +1,4 @@
-"""Budgets end to end, through a real gateway (issue 5 §5): tool costs charged per call, a spent
+"""Budgets end to end, through a real gateway (docs/policies.md, "Budgets"): tool costs charged per call, a spent
 daily budget refused with -32005 until the UTC day resets (through the official SDK client, in both
 protocol eras), a team's budget as a ceiling over its keys, the plan's cap below the team's budget,
 two instances sharing Redis under concurrency never overspending, and Redis gone failing open with

@@ -1,4 +1,4 @@
-"""Egress credentials end to end (issue 5 §2, §7): a backend that checks its credential receives the
+"""Egress credentials end to end (docs/openapi.md, "The egress credential"): a backend that checks its credential receives the
 right one per caller, in both protocol eras and for OpenAPI services; the caller's own credential
 never reaches a backend; OAuth client-credentials tokens are fetched once for every instance."""
 

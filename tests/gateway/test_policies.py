@@ -1,4 +1,4 @@
-"""Tool access control end to end (issue 5 §3, §7): the pitfalls seen in other gateways, through the
+"""Tool access control end to end (docs/policies.md): the pitfalls seen in other gateways, through the
 official SDK client and raw JSON-RPC, on single- and multi-backend virtual hosts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`tool_search` through the gateway (issue 6 §2): listed, called by the official SDK client in both
+"""`tool_search` through the gateway (docs/tool-search.md): listed, called by the official SDK client in both
 eras, answering with the very objects tools/list shows, and never with a tool the caller may not see."""
 
 from __future__ import annotations

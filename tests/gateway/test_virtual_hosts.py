@@ -1,4 +1,4 @@
-"""Virtual hosts with several backends, end to end through the official SDK client (issue 4 §6):
+"""Virtual hosts with several backends, end to end through the official SDK client (docs/virtual-hosts.md):
 an MCP server of each era, a paginating one, an OpenAPI service, one that is down and one that is
 too slow, under map keys that contain `-` (`gateway` and `gateway-one`), with aliases."""
 

@@ -1,5 +1,5 @@
 """Messages of a virtual host whose names are rewritten (`VirtualHostView.composed`), on their way to
-one backend and back (ARCHITECTURE §6, issue 4 §4).
+one backend and back (docs/virtual-hosts.md).
 
 - A routed request (`names.ROUTED_METHODS`) reaches exactly one backend, with its identifier in the
   backend's own terms; an identifier that names nothing is -32602 (a resource: -32002 before 2026).

@@ -1,4 +1,4 @@
-"""What a routed call costs against budgets (issue 5 §5). Compiled once per configuration snapshot;
+"""What a routed call costs against budgets (docs/policies.md, "Tool costs"). Compiled once per configuration snapshot;
 looking a cost up is pure and needs no I/O.
 
 A virtual host's tool costs are entries of tool patterns and a cost in units, in the order written.

@@ -20,7 +20,7 @@ Wire format (version 1) — URL-safe base64 without padding of::
 Decisions:
 - *Stale cursors fail.* The cursor is bound to the list version; when the merged list gained, lost
   or renamed items since the cursor was made, decoding raises -32602 ("stale", the client lists
-  again from the start), as issue 4 asks. Changed descriptions or schemas do not change the version:
+  again from the start), as docs/virtual-hosts.md ("Lists") promises. Changed descriptions or schemas do not change the version:
   positions stay valid. Callers may opt into `allow_stale`, in which case the position is the last
   key, which survives insertions and removals before it (no item is skipped or served twice, except
   ones added or removed meanwhile). Keys longer than `KEY_BUDGET` bytes (long resource URIs) are

@@ -2,7 +2,7 @@
 backend's complete list, fetched concurrently and cached per backend, exposed under the host's
 naming contract (`names.py`), merged (`listing.py`) and handed out in signed pages (`cursors.py`).
 
-Caching (issue 4 §3). A backend's complete list is kept until the first of:
+Caching (docs/virtual-hosts.md, "Lists"). A backend's complete list is kept until the first of:
 - its lifetime ends: `cache_seconds`; for a backend that sends a `ttlMs` and that the gateway is not
   subscribed to (below), that hint, if shorter;
 - the backend sends `notifications/{tools,prompts,resources}/list_changed` on any stream this

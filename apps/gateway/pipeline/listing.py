@@ -1,4 +1,4 @@
-"""The list operations of a virtual host with several backends (ARCHITECTURE §6, issue 4): ask every
+"""The list operations of a virtual host with several backends (docs/virtual-hosts.md, "Lists"): ask every
 backend at once, follow each one's pages to the end, merge into one deterministic list, and hand it
 out downstream in pages behind signed cursors (`cursors.py`).
 

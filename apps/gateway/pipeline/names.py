@@ -3,7 +3,7 @@ prompts, resources and resource templates, and which backend (map key) and upstr
 incoming name or URI routes to. Operators rely on this contract: **changing a map key changes every
 exposed name and URI of that backend**, and changing or adding an alias changes which tool a name reaches.
 
-Rules (ARCHITECTURE §6, issue 4):
+Rules (docs/virtual-hosts.md, "The naming contract"):
 
 1. **Aliases.** An explicit tool alias is advertised and routed exactly as written (case, dots,
    underscores), on single- and multi-backend hosts alike. An aliased tool is shown *only* under its

@@ -1,4 +1,4 @@
-"""Tool access control of a virtual host (ARCHITECTURE §9, issue 5 §3): who may see and call which
+"""Tool access control of a virtual host (docs/policies.md): who may see and call which
 tool, with which arguments. Compiled once per configuration snapshot; deciding is pure.
 
 A policy is a default effect (`allow` or `deny`) and rules, each with

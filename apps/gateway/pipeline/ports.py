@@ -300,7 +300,7 @@ class Found:
 
 
 class ToolFinder(Protocol):
-    """The tool index behind `tool_search` (issue 6)."""
+    """The tool index behind `tool_search` (docs/tool-search.md)."""
 
     async def find(
         self,

@@ -1,4 +1,4 @@
-"""`tool_search`: the tool the gateway itself offers on a virtual host (issue 6 §2).
+"""`tool_search`: the tool the gateway itself offers on a virtual host (docs/tool-search.md).
 
 An agent facing thousands of tools asks for the few it needs: `tool_search(query, also, k, expand)` answers
 with the best `k` tools the caller may call, as the objects `tools/list` shows them (exposed names,
