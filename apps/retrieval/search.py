@@ -1,10 +1,11 @@
-"""Searching the tool index: dense (pgvector, cosine) and full-text (PostgreSQL `tsvector`)
-candidates, fused by Reciprocal Rank Fusion (docs/tool-search.md, "How a search runs").
+"""Searching the tool index: dense (pgvector, cosine) and full-text (BM25F over PostgreSQL's
+`tsvector`s, `bm25.py`) candidates, fused (`fusion.py`; docs/tool-search.md, "How a search runs").
 
-The caller's view of the catalog (`SearchScope`) is a condition of both SQL queries, never a
-filter over their results: a top-k taken before filtering would come back short, or empty, for a
-caller who may see few tools. The dense query lets pgvector's HNSW index scan on until it has found
-enough rows that pass the condition (`hnsw.iterative_scan`)."""
+The caller's view of the catalog (`SearchScope`) is a condition of each path, never a filter over
+its results: a top-k taken before filtering would come back short, or empty, for a caller who may
+see few tools. The dense query lets pgvector's HNSW index scan on until it has found enough rows
+that pass the condition (`hnsw.iterative_scan`); the full-text ranking scores only the tools of
+the scope."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+import numpy as np
 import redis
 from django.db import connection, transaction
 
 from apps.catalog.models import Backend, VirtualHost
 from apps.common.redis import redis_client
 from apps.gateway.pipeline.names import Naming
+from apps.retrieval.bm25 import TextIndex, tsvector_terms
 from apps.retrieval.chains import prerequisites_get
 from apps.retrieval.embeddings import embedder
 from apps.retrieval.fusion import ALSO_WEIGHT, fuse, fuse_also
@@ -30,7 +33,7 @@ from apps.retrieval.text import split_identifiers
 from apps.tenants.models import Tenant
 
 if TYPE_CHECKING:
-    import numpy as np
+    from numpy.typing import NDArray
 
 #: Candidates each path contributes to the fusion, at least; more for a larger k.
 MIN_DEPTH = 50
@@ -64,6 +67,13 @@ class SearchScope:
                 params += [backend_id, list(names)]
         return ("(" + " OR ".join(clauses) + ")" if clauses else "FALSE"), params
 
+    def mask(self, text: TextIndex[tuple[int, str]], backend_of: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Which of `text`'s tools the scope holds (`backend_of`: each one's backend id)."""
+        allowed = np.isin(backend_of, np.asarray(self.backends, dtype=np.int64))
+        for backend_id, names in self.restricted:
+            allowed |= text.mask((backend_id, name) for name in names)
+        return allowed
+
     def size(self, tools_per_backend: Mapping[int, int]) -> int:
         """How many tools the scope holds, at most, given each backend's count of indexed tools."""
         return sum(tools_per_backend.get(b, 0) for b in self.backends) + sum(
@@ -77,7 +87,7 @@ class SearchHit:
     name: str
     score: float  # fused
     ranks: dict[str, int] = field(default_factory=dict)  # path → rank (1-based), for the paths that found it
-    scores: dict[str, float] = field(default_factory=dict)  # path → its own score (cosine similarity, ts_rank)
+    scores: dict[str, float] = field(default_factory=dict)  # path → its own score (cosine similarity, BM25)
 
 
 def tool_index_search(
@@ -157,12 +167,13 @@ def _rankings(
     depth = max(MIN_DEPTH, 4 * k)
     where, params = scope.sql()
     vectors = [embedder().encode_soon(text) if DENSE in paths and raw else None for raw, text in zip(texts, read, strict=True)]
+    allowed = scope.mask(facts.text, facts.backend_of) if TEXT in paths else None
     for raw, rewrite, text, out in zip(texts, rewrites, read, found, strict=True):
         if not raw:
             continue
         if TEXT in paths:
             types = " ".join(m.type for m in rewrite.matches) if rewrite is not None else ""
-            out[TEXT] = _full_text(tenant_id, where, params, text, depth, facts.common, types)
+            out[TEXT] = _full_text(facts, allowed, text, depth, types)
         if REWRITE in paths and rewrite is not None and rewrite.weak:
             out[REWRITE] = _describers(tenant_id, where, params, rewrite)
     for vector, out in zip(vectors, found, strict=True):
@@ -214,18 +225,14 @@ def _describers(tenant_id: int, where: str, params: list[object], rewrite: Rewri
 GRAPH_MIN_TOOLS = 2000
 GRAPH_MIN_SHARE = 0.1
 
-#: A word in more than this share of a tenant's tools cannot pick candidates for full-text search,
-#: only rank them: "list" or "amazon" alone would match thousands of tools, each to be ranked.
-COMMON_SHARE = 0.1
-
-
 @dataclass(frozen=True, slots=True)
 class IndexFacts:
     """What searches of a tenant's index read from the whole index: the id-reading rules, and the
-    full-text lexemes too common to select candidates."""
+    full-text index (its lexemes too common to select candidates among them)."""
 
     vocabulary: Vocabulary
-    common: frozenset[str]
+    text: TextIndex[tuple[int, str]]
+    backend_of: NDArray[np.int64]  # each of `text`'s tools' backend id
     tools_per_backend: Mapping[int, int]
     table_rows: int  # the whole index's, every tenant's, as PostgreSQL last estimated it
 
@@ -248,24 +255,19 @@ def index_facts_get(*, tenant_id: int) -> IndexFacts:
     if cached is not None and cached[0] == stamp:
         return cached[1]
     with _facts_lock:
-        rows = IndexedTool.objects.filter(tenant_id=tenant_id).values_list(
-            "backend_id", "name", "parameters", "description", "backend__name")
+        rows = list(IndexedTool.objects.filter(tenant_id=tenant_id).order_by("backend_id", "name").values_list(
+            "backend_id", "name", "parameters", "description", "backend__name", "search"))
         vocabulary = Vocabulary.build(
             ToolFacts((backend_id, name), name, parameters or [], description, service)
-            for backend_id, name, parameters, description, service in rows
+            for backend_id, name, parameters, description, service, _ in rows
         )
+        text = TextIndex(((backend_id, name), tsvector_terms(search or "")) for backend_id, name, *_, search in rows)
+        backend_of = np.asarray([backend_id for backend_id, *_ in rows], dtype=np.int64)
         with connection.cursor() as cursor:
-            # ts_stat runs the query it is given as text: the tenant id is an int, formatted in.
-            cursor.execute(
-                f"SELECT word FROM ts_stat('SELECT search FROM retrieval_indexedtool WHERE tenant_id = {int(tenant_id)}') "
-                f"WHERE ndoc > %s",
-                [COMMON_SHARE * len(rows)],
-            )
-            common = frozenset(word for (word,) in cursor.fetchall())
             cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = 'retrieval_indexedtool'::regclass")
             table_rows = max(int(cursor.fetchone()[0]), len(rows))
         tools_per_backend = Counter(backend_id for backend_id, *_ in rows)
-        facts = IndexFacts(vocabulary, common, tools_per_backend, table_rows)
+        facts = IndexFacts(vocabulary, text, backend_of, tools_per_backend, table_rows)
         _facts[tenant_id] = (stamp, facts)
     return facts
 
@@ -344,34 +346,22 @@ def rewrite_rules_describe(*, tenant_slug: str, explain: Sequence[str] = ()) -> 
 
 
 def _full_text(
-    tenant_id: int, where: str, params: list[object], text: str, depth: int, common: frozenset[str], types: str = ""
+    facts: IndexFacts, allowed: NDArray[np.bool_] | None, text: str, depth: int, types: str = ""
 ) -> list[tuple[tuple[int, str], float]]:
     # Any of the query's words may match — a phrase of five words rarely has all five in one tool's
-    # text — and ts_rank favours the tools that hold more of them, in heavier parts. Only the
-    # tenant's uncommon words pick the candidates (unless it has none), and the words of the
-    # resource types its ids were read as (`types`), however common: they are what the query is about.
-    with transaction.atomic(), connection.cursor() as cursor:
+    # text — and BM25 favours the tools that hold more of the rarer ones. Only the tenant's
+    # uncommon words pick the candidates (unless it has none), and the words of the resource types
+    # its ids were read as (`types`), however common: they are what the query is about. The words
+    # are PostgreSQL's lexemes, as the index's vectors hold them.
+    with connection.cursor() as cursor:
         cursor.execute("SELECT tsvector_to_array(to_tsvector('english', %s)), tsvector_to_array(to_tsvector('english', %s))",
                        [text, types])
         lexemes, named = cursor.fetchone()
-        if not lexemes:
-            return []
-        picking = [lexeme for lexeme in lexemes if lexeme not in common or lexeme in named] or lexemes
-        # Two cores share the query's embedding and this scan; parallel workers only add to the wait.
-        cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
-        cursor.execute(
-            f"SELECT backend_id, name, ts_rank(search, to_tsquery('simple', %s)) AS score FROM retrieval_indexedtool "
-            f"WHERE tenant_id = %s AND search @@ to_tsquery('simple', %s) AND {where} "
-            f"ORDER BY score DESC, backend_id, name LIMIT %s",
-            [_any_of(lexemes), tenant_id, _any_of(picking), *params, depth],
-        )
-        rows: Sequence[tuple[int, str, float]] = cursor.fetchall()
-    return [((backend_id, name), float(score)) for backend_id, name, score in rows]
-
-
-def _any_of(lexemes: Sequence[str]) -> str:
-    """A tsquery text matching any of `lexemes`, each quoted as to_tsquery reads quotes."""
-    return " | ".join("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)
+    if not lexemes:
+        return []
+    common = facts.text.common
+    picking = [lexeme for lexeme in lexemes if lexeme not in common or lexeme in named] or lexemes
+    return facts.text.rank(lexemes, picking=picking, allowed=allowed, depth=depth)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ class NamedBackendSerializer(serializers.Serializer):
 
 class PathRankSerializer(serializers.Serializer):
     rank = serializers.IntegerField(help_text="1-based, in that path's own ranking.")
-    score = serializers.FloatField(help_text="dense: cosine similarity; text: ts_rank; rewrite: 1.")
+    score = serializers.FloatField(help_text="dense: cosine similarity; text: BM25; rewrite: 1.")
 
 
 class PrerequisiteNameSerializer(serializers.Serializer):

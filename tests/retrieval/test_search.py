@@ -65,6 +65,19 @@ def test_only_uncommon_words_pick_full_text_candidates(indexing_on, django_captu
     assert len([h for h in hits if TEXT in h.ranks]) == len(GADGETS)
 
 
+def test_full_text_weighs_a_rare_word_above_common_ones(indexing_on, django_capture_on_commit_callbacks) -> None:
+    # ts_rank counted matching words, not how rare they are: 15 tools holding "security" and
+    # "group" (not common: 7 % of the tools) buried the one holding "ingress".
+    operations = {f"DescribeSecurityGroupThing{n}": (f"Describes security group thing {n}.", []) for n in range(15)}
+    operations |= {f"ReadWidget{n}": (f"Reads widget {n}.", []) for n in range(200)}
+    operations["AuthorizeIngress"] = ("Adds an ingress rule.", [])
+    backend = openapi_backend_factory(name="cloud")
+    publish(backend, network_spec(operations), django_capture_on_commit_callbacks)
+    scope = SearchScope(backends=(backend.pk,))
+    hits = tool_index_search(tenant_id=backend.tenant_id, scope=scope, query="security group ingress", k=5, paths=(TEXT,))
+    assert hits[0].name == "AuthorizeIngress"
+
+
 def test_the_type_an_id_is_read_as_picks_candidates_however_common(
     indexing_on, django_capture_on_commit_callbacks
 ) -> None:
