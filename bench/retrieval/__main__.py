@@ -4,7 +4,7 @@ fused without id rewriting, and fused by plain Reciprocal Rank Fusion — then s
 
     .venv/bin/python -m bench.retrieval [--tier cloud3k] [--queries queries.jsonl ...] [--tuning-only]
                                         [--run NAME ...] [--k 15] [--output FILE] [--rankings FILE]
-                                        [--alternatives FILE [--also-weight W]]
+                                        [--alternatives FILE [--also-weight W]] [--predictions FILE]
 
 Every number is given for the tuning and the validation part separately (`split.py`: by the
 answer tool's service), overall and per query kind: Recall@1/5/15 and MRR; then the search latency
@@ -13,7 +13,9 @@ answer tool's service), overall and per query kind: Recall@1/5/15 and MRR; then 
 (`bench/retrieval/data/*.jsonl`, validation only whatever their service) that have answers in the
 pool are added unless `--no-held-out`; `--tuning-only` runs and prints the tuning part alone (for
 tuning loops: a validation number never shows). `--rankings` writes each query's per-path
-rankings before fusion (JSONL), to try fusions offline; `--output` appends the report as markdown.
+rankings before fusion (JSONL), to try fusions offline; `--predictions` writes each run's ranked
+tools per query (JSONL `{"set", "part", "run", "qid", "ranked_tools"}`), to compare other rankers
+query by query; `--output` appends the report as markdown.
 `--alternatives` (JSONL rows `{"qid", "alternatives": [...]}`, an agent's other phrasings of each
 query) adds the run "fused + agent phrasings": each query searched with its alternatives as
 `tool_search`'s `also` (a query without any: alone), with its gains and losses against "fused"."""
@@ -55,6 +57,8 @@ from bench.retrieval.split import PARTS, TUNING, VALIDATION, part_of_tool  # noq
 
 DATA = SHARED / "retrieval-dev"
 HELD_OUT = Path(__file__).resolve().parent / "data"
+#: The project's own prerequisite gold over tuning-part services (the others of `HELD_OUT` validate).
+TUNING_GOLD = "prereqs-tuning.jsonl"
 #: run -> (paths, whether ids are rewritten, whether fused by plain RRF rather than the search's own fusion)
 RUNS = {
     "fused": (PATHS, True, False),
@@ -125,6 +129,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=15)
     parser.add_argument("--output", type=Path, help="append the markdown report to this file")
     parser.add_argument("--rankings", type=Path, help="write each query's per-path rankings (JSONL) here")
+    parser.add_argument("--predictions", type=Path, help="write each run's ranked tools per query (JSONL) here")
     parser.add_argument("--alternatives", type=Path, help="JSONL of {qid, alternatives}: add the run with them")
     parser.add_argument("--also-weight", type=float, default=ALSO_WEIGHT, help="an alternative's weight in the fusion")
     args = parser.parse_args()
@@ -146,6 +151,7 @@ def main() -> None:
     results: dict[tuple[str, str, str], dict] = {}  # (set, run, part) -> scores
     ranks: dict[tuple[str, str, str], list[int | None]] = {}  # (set, run, part) -> each query's answer's rank
     latencies: dict[tuple[str, str], list[float]] = {}  # (set, run) -> ms per query
+    written = []  # with --predictions: every run's predictions, with their set, part and run
     for qset in sets:
         for run, (paths, rewrite_ids, plain) in runs.items():
             times = latencies.setdefault((qset.name, run), [])
@@ -165,6 +171,7 @@ def main() -> None:
                     if run != ALSO_RUN or also:  # its latency: of the queries searched with alternatives
                         times.append((time.perf_counter() - t0) * 1000)
                     predictions.append({"qid": query["qid"], "ranked_tools": [pool.tool_ids[key] for key in keys[:args.k]]})
+                written += [{"set": qset.name, "part": part, "run": run, **p} for p in predictions]
                 if predictions:
                     results[(qset.name, run, part)] = _score(predictions, qset.path)
                     ranks[(qset.name, run, part)] = [
@@ -172,6 +179,8 @@ def main() -> None:
                         for p, q in zip(predictions, queries, strict=True)]
     if args.rankings:
         _rankings_write(args.rankings, pool, sets, args.k)
+    if args.predictions:
+        args.predictions.write_text("".join(json.dumps(p) + "\n" for p in written), encoding="utf-8")
 
     report = (_markdown(args, pool, sets, runs, results, latencies) + _changes(sets, runs, ranks)
               + (_changes(sets, runs, ranks, baseline=SINGLE, only=(ALSO_RUN,), alternatives=alternatives)
@@ -215,16 +224,20 @@ def _rankings_write(path: Path, pool: Pool, sets: list[QuerySet], k: int) -> Non
 def _prerequisites(pool: Pool, *, tuning_only: bool) -> str:
     """Score the stored prerequisite chains of the gold targets that lie in the pool (with every
     tool of their gold chain) with the data set's `score_prereqs.py`: the development set's per
-    part, then (unless `tuning_only`) the held-out gold's (`bench/retrieval/data/prereqs*.jsonl`)."""
+    part, then the project's own: its tuning gold (`TUNING_GOLD`) and, unless `tuning_only`, its
+    held-out gold (`bench/retrieval/data/prereqs*.jsonl`)."""
     ids = {tool_id: key for key, tool_id in pool.tool_ids.items()}
     groups: dict[str, list[dict]] = {}
-    for path in [DATA / "prereqs.jsonl", *(() if tuning_only else sorted(HELD_OUT.glob("prereqs*.jsonl")))]:
+    own = [path for path in sorted(HELD_OUT.glob("prereqs*.jsonl"))
+           if path.name == TUNING_GOLD or not tuning_only]
+    for path in [DATA / "prereqs.jsonl", *own]:
         for line in path.read_text().splitlines():
             if not line.strip():
                 continue
             g = json.loads(line)
             if g["target"] in ids and set(g["closure"]) <= ids.keys():
-                group = part_of_tool(g["target"]) if path.parent == DATA else f"data/{path.name} ({VALIDATION})"
+                part = TUNING if path.name == TUNING_GOLD else VALIDATION
+                group = part_of_tool(g["target"]) if path.parent == DATA else f"data/{path.name} ({part})"
                 groups.setdefault(group, []).append(g)
     if tuning_only:
         groups.pop(VALIDATION, None)
