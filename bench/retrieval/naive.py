@@ -1,4 +1,4 @@
-"""The naive baseline of issue 22, offline (no database, no Django), beside our search.
+"""The naive baseline of the hidden evaluation (docs/tool-search.md, "Evaluation"), offline (no database, no Django), beside our search.
 
     .venv/bin/python -m bench.retrieval.naive run [--tier cloud3k ...] [--predictions FILE] [--rankings FILE]
     .venv/bin/python -m bench.retrieval.naive compare FILE [FILE ...] --a RUN --b RUN
