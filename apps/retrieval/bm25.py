@@ -80,9 +80,9 @@ class TextIndex(Generic[K]):
                           for lexeme, (docs, tfs) in postings.items()}
         self._idf = {lexeme: math.log(1 + (size - len(docs) + 0.5) / (len(docs) + 0.5))
                      for lexeme, (docs, _) in postings.items()}
-        # Equal scores are ordered by key, as the index's SQL ordered them.
-        self._order = np.empty(size, dtype=np.int64)
-        self._order[sorted(range(size), key=keys.__getitem__)] = np.arange(size)
+        #: Each tool's place among the keys in order: equal scores are ordered by key.
+        self.order = np.empty(size, dtype=np.int64)
+        self.order[sorted(range(size), key=keys.__getitem__)] = np.arange(size)
         self.common = frozenset(lexeme for lexeme, (docs, _) in postings.items() if len(docs) > COMMON_SHARE * size)
 
     def __len__(self) -> int:
@@ -114,5 +114,5 @@ class TextIndex(Generic[K]):
             if found is not None:
                 docs, tfs = found
                 scores[docs] += self._idf[lexeme] * tfs * (self._k1 + 1) / (tfs + self._norm[docs])
-        best = chosen[np.lexsort((self._order[chosen], -scores[chosen]))][:depth]
+        best = chosen[np.lexsort((self.order[chosen], -scores[chosen]))][:depth]
         return [(self.keys[at], float(scores[at])) for at in best]

@@ -107,26 +107,28 @@ def test_hostile_or_empty_words_are_searched_as_text(indexing_on, django_capture
     assert tool_index_search(tenant_id=backend.tenant_id, scope=scope, query="subnet", k=1)[0].name
 
 
-def test_walking_the_graph_finds_what_scoring_every_row_finds(
-    indexing_on, django_capture_on_commit_callbacks, monkeypatch
+def test_the_dense_path_ranks_the_scope_exactly_by_cosine_whatever_k(
+    indexing_on, django_capture_on_commit_callbacks
 ) -> None:
+    from apps.retrieval.models import IndexedTool
+
     backend = openapi_backend_factory(name="cloud")
     publish(backend, network_spec(), django_capture_on_commit_callbacks)
     whole = SearchScope(backends=(backend.pk,))
-    part = SearchScope(restricted=((backend.pk, ("DescribeVpcs", "CreateSubnet", "SendMessage")),))
+    part = SearchScope(restricted=((backend.pk, ("DescribeVpcs", "CreateSubnet", "SendMessage", "Nope")),))
     query = "create a subnet in my VPC"
+    vector = embedder().encode_soon(search.query_read(tenant_id=backend.tenant_id, query=query).text).result()
+    stored = IndexedTool.objects.filter(backend=backend).values_list("name", "embedding")
+    cosine = {name: float(np.dot(e, vector) / np.linalg.norm(e)) for name, e in stored}
 
-    def dense(scope: SearchScope) -> list[str]:
-        return [h.name for h in tool_index_search(tenant_id=backend.tenant_id, scope=scope, query=query, k=50,
+    def dense(scope: SearchScope, k: int) -> list[str]:
+        return [h.name for h in tool_index_search(tenant_id=backend.tenant_id, scope=scope, query=query, k=k,
                                                   paths=(DENSE,))]
 
-    exact = {scope: dense(scope) for scope in (whole, part)}
-    monkeypatch.setattr(search, "GRAPH_MIN_TOOLS", 1)
-    monkeypatch.setattr(search, "GRAPH_MIN_SHARE", 0.0)
-    search._facts.clear()
-    for scope, names in exact.items():
-        assert dense(scope) == names  # a small graph walked with ef_search ≥ its size is exact
-    assert set(dense(part)) == {"DescribeVpcs", "CreateSubnet", "SendMessage"}
+    assert dense(whole, 50) == sorted(cosine, key=lambda name: (-round(cosine[name], 5), name))
+    assert dense(whole, 3) == dense(whole, 50)[:3]  # a nearest-neighbour walk asked for fewer found others
+    assert dense(part, 50) == [n for n in dense(whole, 50) if n in {"DescribeVpcs", "CreateSubnet", "SendMessage"}]
+    assert dense(SearchScope(), 5) == []
 
 
 def test_prerequisites_are_read_in_one_query_through_cycles_and_never_from_another_tenant(
