@@ -5,10 +5,9 @@ replaces its backend's tool rows, and an unchanged tool must keep its embedding 
 
 from __future__ import annotations
 
-from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
-from pgvector.django import HnswIndex, VectorField
+from pgvector.django import VectorField
 
 from apps.catalog.models import Backend
 from apps.retrieval.embeddings import DIMENSIONS
@@ -40,11 +39,6 @@ class IndexedTool(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["backend", "name"], name="indexed_tool_unique_name")]
-        indexes = [
-            HnswIndex(name="indexed_tool_embedding", fields=["embedding"], m=16, ef_construction=64,
-                      opclasses=["vector_cosine_ops"]),
-            GinIndex(name="indexed_tool_search", fields=["search"]),
-        ]
 
     def __str__(self) -> str:
         return f"{self.backend_id}:{self.name}"

@@ -166,7 +166,8 @@ def _dense(
     chosen = np.flatnonzero(allowed)
     if not chosen.size:
         return []
-    similarity = facts.vectors[chosen] @ np.asarray(embedding, dtype=np.float32)
+    # Every tool scored, then the scope's picked: gathering the scope's rows first copies them all.
+    similarity = (facts.vectors @ np.asarray(embedding, dtype=np.float32))[chosen]
     if chosen.size > depth:
         near = np.argpartition(-similarity, depth - 1)[:depth]
         chosen, similarity = chosen[near], similarity[near]
