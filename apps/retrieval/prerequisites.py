@@ -7,30 +7,47 @@ the resource usually exists already, of the read-only tool that finds one (`Desc
 
 The chain is derived from the catalog alone, and follows only the ids a tool cannot work without:
 - a parameter is id-like when its name ends in Id, Arn, Name or Identifier (singular or plural,
-  camel or snake case), or names a resource type outright (`Bucket`, `Subnets`); the resource type
+  camel or snake case), or names a resource type outright (`Bucket`, `Subnets`), or is a plain string
+  the schema requires whose description opens on one ("The name of S3 bucket …": `destination`); an
+  id ending in OwnerId or AccountId is an account's, never made here; the resource type
   is the rest of the name, read with the words of the tool's own name when they extend it
   (`GroupId` of `AuthorizeSecurityGroupIngress` is a security group's id), else with leading words
   dropped until a type is known (`executionRoleArn`: a role). A bare `name`, `Id` or `Arn` the schema
-  requires, of a tool that makes nothing, names what the tool acts on (`name` of eks `DescribeCluster`:
-  a cluster; the longest start of the tool's type its backend makes). The name or id of what a tool
-  makes, down to its type's last words, is no prerequisite (`PolicyName` of PutRolePolicy);
+  requires names what its description says it identifies ("the name or the CloudTrail ARN of the
+  trail" of StartLogging), else, of a tool that makes nothing, what the tool acts on (`name` of eks
+  `DescribeCluster`: a cluster; the longest start of the tool's type its backend makes). The name or
+  id of what a tool makes, down to its type's last words, is no prerequisite (`PolicyName` of
+  PutRolePolicy); a required ARN never is what the tool makes, since the service assigns ARNs
+  (`TransitGatewayArn` of RegisterTransitGateway, `VpcArn` of CreateVpcAttachment);
 - where the name gives no type a tool of the same backend makes (`VPCZoneIdentifier`,
   `DeliverLogsPermissionArn`, `Targets.Id`), the parameter's description may: the first made type
-  it names as identified ("a comma-separated list of subnet IDs", "the ARN of the IAM role");
+  it names as identified ("a comma-separated list of subnet IDs", "the ARN of the IAM role", "the ARN
+  for the log group", "the name of the S3 bucket"; a type named before an ARN is the one it
+  identifies: "the subnet ARN of the VPC attachment");
 - an id-like parameter is essential when the schema requires it; or, of a tool that does not only
-  read (Describe, List, Get), when its description says it must be given ("This parameter is
-  required if …", "You must specify …"), when it names the very type the tool acts on (the
-  `GroupId` of `AuthorizeSecurityGroupIngress`), or when it is one id of a type its own backend
-  makes and many tools require (`HUB_MIN_REQUIRED`: where a resource is placed, a VPC, a subnet);
+  read (Describe, List, Get), when its description says it must be given of this parameter ("This
+  parameter is required if …", "You must specify …"; not "The service-linked role is required
+  if …"), a plain name too ("A task definition must be specified if …"), when it names the very
+  type the tool acts on (the `GroupId` of `AuthorizeSecurityGroupIngress`), or when it is one id of
+  a type its own backend makes and many tools require (`HUB_MIN_REQUIRED`: where a resource is
+  placed, a VPC, a subnet);
   or, as a member of an object the schema requires though it requires none of its members, when it
   is an id of a type the making tools of many backends require (`PLACED_BY`: `resourcesVpcConfig.
-  subnetIds` of eks CreateCluster, a subnet; not its security groups). Filters, lists of optional
-  ids, optional names and pagination tokens never are;
+  subnetIds` of eks CreateCluster, a subnet; not its security groups). Of optional ids whose
+  descriptions say they exclude another ("you cannot specify …", "but not both"), the one whose type
+  shares a word with the tool's name is essential and the others are not (`VpnGatewayId` of
+  CreateVpnConnection, not its `TransitGatewayId`). Filters, lists of optional ids, optional names
+  and pagination tokens never are;
 - the tools that make a type are the ones named for making it (Create, Allocate, Run, Register,
   Request, Import, Publish + the type: `RunInstances` makes instances; not one handed a list of
   what it makes, `CreateTags` takes `Tags`), and, for an id no such
   name explains, the making tools whose response carries a member of that very name
-  (`AllocateAddress` answers with an `AllocationId`); one producer per parameter: of the tool's
+  (`AllocateAddress` answers with an `AllocationId`), else the tools of the same backend named for
+  no making that answer with it, are not handed it and require no id of what they act on
+  (`Subscribe` answers with a `SubscriptionArn`; not UpdateResource), else, for an essential id, the
+  making tool of the same backend that requires it and nothing the tool does not: it registered it
+  under the same keys (RegisterScalableTarget for PutScalingPolicy's `ResourceId`); one producer
+  per parameter: of the tool's
   own backend first, then of any other. Put and Start + a type (WEAK_MAKERS) make it only for their
   own backend, where no tool of it is named for making it, and when they require no list
   (PutRule, StartExecution, ebs StartSnapshot; not StartInstances beside RunInstances, nor PutEvents
@@ -68,12 +85,15 @@ WEAK_MAKERS = ("put", "start")
 READERS = ("describe", "list", "get")
 _SUFFIX = re.compile(r"^(.*?)(Ids?|IDs?|Arns?|ARNs?|Names?|Identifiers?)$")
 _SNAKE_SUFFIX = re.compile(r"^(.+?)[_-](ids?|arns?|names?|identifiers?)$")
+_ARN = re.compile(r"(?:Arns?|ARNs?|[_-]arns?)$")
 #: Parameters that look like ids but name no resource anyone must make first.
 GENERIC = frozenset({
-    "clienttoken", "nexttoken", "dryrun", "requestid", "accountid", "ownerid", "regionid", "zoneid",
-    "availabilityzoneid", "resourceownerid", "resourcegroupid", "name", "id", "arn", "identifier",
+    "clienttoken", "nexttoken", "dryrun", "requestid", "regionid", "zoneid",
+    "availabilityzoneid", "resourcegroupid", "name", "id", "arn", "identifier",
     "type",  # the kind of something (`Type` of CreateVpnConnection: "ipsec.1"), not a resource
 })
+#: Endings of an account's id, whatever it is the account of (`EC2SecurityGroupOwnerId`).
+_ACCOUNT = ("ownerid", "accountid")
 _MAX_DEPTH = 5
 #: An optional id is essential when its type is made by the tool's own backend and this many tools
 #: of the catalog require it (`cloud3k`: a VPC 43, a subnet 27), or one tool in HUB_SHARE of a
@@ -90,15 +110,18 @@ PLACED_BY = 5
 #: A type tools of most backends, and at least this many, require without making it is no other
 #: service's at all: a word each service uses for its own things.
 GENERIC_BY = 3
-#: What a parameter's description says it identifies: "<words> ID(s)/ARN(s)", "ID(s)/ARN(s) of the <words>".
+#: What a parameter's description says it identifies: "<words> ID(s)/ARN(s)", "ID(s)/ARN(s) of (or for) the
+#: <words>", "the name of the <words>" (not "the logical name of the resource": a template's).
 _NAMED_BEFORE = re.compile(r"((?:[A-Za-z][\w-]* ){1,3})(?:IDs?|ARNs?)\b")
-_NAMED_AFTER = re.compile(r"\b(?:IDs?|ARNs?)\)? of (?:the |an? )?((?:[A-Za-z][\w-]*\s?){1,3})")
+_NAMED_AFTER = re.compile(r"(?:\b(?:IDs?|ARNs?)\)?|\b[Tt]he names?) (?:of|for) (?:the |an? )?((?:[A-Za-z][\w-]*\s?){1,3})")
 #: A description saying its parameter must be given, perhaps only in some cases ("This parameter is
 #: required if the destination type is …"); a sentence that opens on another choice ("If you specify
 #: a network interface, you must specify …") says it of something else.
 _STATED = re.compile(
-    r"^required\b|\b(?:this(?: parameter| field| value)?|it) is required\b|\bis required (?:if|when|for)\b"
+    r"^required\b|\b(?:this(?: parameter| field| value)?|it) is required\b"
     r"|\bmust (?:be specified|specify (?:this|either|the|a|an)\b)", re.IGNORECASE)
+#: A description saying its parameter excludes another.
+_EXCLUSIVE = re.compile(r"\b(?:cannot|can't|can not) (?:also )?specify\b|\bbut not both\b", re.IGNORECASE)
 #: A bare name or id: of a tool that makes nothing, it names what the tool acts on.
 _BARE = frozenset({"name", "id", "arn", "identifier"})
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -283,10 +306,13 @@ class Catalog:
         self.weak_makers: dict[tuple[str, ...], list[ToolSchemas]] = {}
         self.readers: dict[tuple[str, ...], list[ToolSchemas]] = {}
         self.answers: dict[Hashable, frozenset[str]] = {}  # maker's key -> member names of its answer
+        #: The same of the tools that neither make nor only read (`Subscribe`, `AssociateRouteTable`).
+        self.other_answers: dict[Hashable, frozenset[str]] = {}
         self._required_by: dict[tuple[str, ...], int] | None = None
         self._required_in: dict[tuple[str, ...], set[Hashable]] = {}  # kind -> backends requiring it
         self._placed_in: dict[tuple[str, ...], set[Hashable]] = {}  # kind -> backends whose makers require it
         self._needs: dict[Hashable, list[Need]] = {}
+        self._makers_in: dict[Hashable, list[ToolSchemas]] | None = None
         self._read_cache: dict[Hashable, list[tuple[Need, _Parameter]]] = {}
         self.hub = max(2, min(HUB_MIN_REQUIRED, len(self.tools) // HUB_SHARE))
         self.backends = {tool.backend for tool in tools}
@@ -299,6 +325,8 @@ class Catalog:
                 self.weak_makers.setdefault(kind, []).append(tool)
             elif kind and verb in READERS:
                 self.readers.setdefault(kind, []).append(tool)
+            if verb not in READERS and tool.key not in self.answers:
+                self.other_answers[tool.key] = frozenset(_members(tool.output_schema))
 
     def needs(self, tool: ToolSchemas) -> list[Need]:
         """The tool's id-like parameters with the types they name (worked out once per tool)."""
@@ -309,7 +337,22 @@ class Catalog:
                 replace(need, essential=self._essential(tool, p, need, reads),
                         foreign=(need.foreign or self._plain_shared(p, need.kind)) and not self._generic(need.kind))
                 for need, p in self._read(tool)]
+            if not reads:
+                found = self._needs[tool.key] = self._one_of(tool, found)
         return found
+
+    def _one_of(self, tool: ToolSchemas, needs: list[Need]) -> list[Need]:
+        """Of optional ids that exclude each other ("If you specify a virtual private gateway, you cannot
+        specify a transit gateway"), the one whose type shares a word with the tool's own name is
+        essential and the others are not (`VpnGatewayId` of CreateVpnConnection); with no such one,
+        or several, they stay as they are."""
+        own = {singular(word) for word in name_words(tool.name)[1:]}
+        group = [i for i, (need, p) in enumerate(self._read(tool))
+                 if not p.required and p.single and "." not in p.name and need.by_id and _EXCLUSIVE.search(p.description)]
+        chosen = [i for i in group if own & set(needs[i].kind)]
+        if len(chosen) != 1:
+            return needs
+        return [replace(need, essential=i == chosen[0]) if i in group else need for i, need in enumerate(needs)]
 
     def _read(self, tool: ToolSchemas) -> list[tuple[Need, _Parameter]]:
         """The tool's id-like parameters, read as needs (none essential yet), each with its parameter."""
@@ -324,11 +367,19 @@ class Catalog:
         for p in _parameters(tool.input_schema):
             parent, _, leaf = p.name.rpartition(".")
             id_name = _id_name(leaf)
-            if leaf.lower().replace("_", "").replace("-", "") in GENERIC:
+            plain = leaf.lower().replace("_", "").replace("-", "")
+            if plain.endswith(_ACCOUNT):
+                continue  # an account (`EC2SecurityGroupOwnerId`), which no tool here makes
+            if plain in GENERIC:
                 # `Targets.Id` says nothing of its type; its description may ("specify an instance ID").
                 described = self._described(p.description, type_words(parent)) if parent and id_name else None
+                if described is None and not parent and p.required and leaf.lower() in _BARE:
+                    # "the name or the CloudTrail ARN of the trail" (`Name` of StartLogging): not what it makes.
+                    described = self._described(p.description, ())
+                    if described is not None and made is not None and made[len(made) - len(described):] == described:
+                        described = None
                 if described is not None:
-                    yield Need(p.name, described, p.required, False, True, True), p
+                    yield Need(p.name, described, p.required, False, leaf.lower() != "name", True), p
                 elif not parent and p.required and made is None and leaf.lower() in _BARE:
                     # The `name` of eks `DescribeCluster` is the cluster's: what the tool's own name is for.
                     acted = self._acted_on(tool)
@@ -347,16 +398,24 @@ class Catalog:
                     kind = described
             # A list of strings named for a type in the plural holds ids of it (`subnets`, `SecurityGroups`).
             listed = id_name is None and p.strings and singular(leaf.lower()) != leaf.lower() and kind in self.makers
-            if id_name is None and not listed and (parent or not p.required or kind not in self.makers
+            if id_name is None and not listed and not parent and p.stated and p.text and kind not in self.makers:
+                kind = self._opened_on(p.description) or kind  # `destination`: "The name of S3 bucket for …"
+            if id_name is None and not listed and (parent or not p.stated or kind not in self.makers
                                                    or not p.text):
-                continue  # a plain parameter counts only when required, a string, named for a type (`Bucket`)
+                # A plain parameter counts only when required (or said to be: "A task definition must be
+                # specified if …"), a string, named for a type (`Bucket`).
+                continue
             if parent:  # `Placement.GroupId`: a placement group
                 wider = (*name_words(parent), *kind)
                 kind = next((wider[i:] for i in range(len(wider) - len(kind)) if wider[i:] in self.makers), kind)
             kind = self._extend(kind, own)
+            # The service assigns an ARN, no caller picks one: an ARN names what exists already, never
+            # what the tool makes (`VpcArn` of CreateVpcAttachment, `TransitGatewayArn` of RegisterTransitGateway).
+            arn = p.required and _ARN.search(leaf) is not None
             if not self._made_near(kind, tool):
-                kind = self._extend_right(kind, own, tool)
-            if made is not None and made[len(made) - len(kind):] == kind:
+                longer = self._extend_right(kind, own, tool)
+                kind = kind if arn and longer == made else longer
+            if made is not None and made[len(made) - len(kind):] == kind and not arn:
                 continue  # the name or id of what the tool itself makes (`PolicyName` of PutRolePolicy)
             # Another service makes it only when the name spells all of its type (`roleArn`; not
             # `LogicalResourceId`: a resource) or the description names the type as identified.
@@ -386,6 +445,20 @@ class Catalog:
         return next((kind[:end] for end in range(len(kind), 0, -1)
                      if self._made_near(kind[:end], tool) or self._weakly_made_near(kind[:end], tool)), None)
 
+    def makers_of(self, backend: Hashable) -> list[ToolSchemas]:
+        """The tools of `backend` named for making something."""
+        if self._makers_in is None:
+            self._makers_in = {}
+            for made in self.makers.values():
+                for t in made:
+                    self._makers_in.setdefault(t.backend, []).append(t)
+        return self._makers_in.get(backend, [])
+
+    def _changes(self, tool: ToolSchemas) -> bool:
+        """Whether the tool requires an id of the type its name says it acts on (UpdateResource)."""
+        acted = self._acted_on(tool)
+        return acted is not None and any(need.required and need.kind == acted for need, _ in self._read(tool))
+
     def _weakly_made_near(self, kind: tuple[str, ...], tool: ToolSchemas) -> bool:
         """Whether a weak maker of `tool`'s own backend makes `kind` (none is named for making it)."""
         return not self._made_near(kind, tool) and any(t.backend == tool.backend for t in self.weak_makers.get(kind, ()))
@@ -408,11 +481,22 @@ class Catalog:
         found = [(at, kind) for at, kind in self._identified(description) if kind != own]
         return min(found)[1] if found else None
 
+    def _opened_on(self, description: str) -> tuple[str, ...] | None:
+        """The made type a description opens by naming as identified ("The name of the S3 bucket …")."""
+        found = self._identified(description)
+        if not found:
+            return None
+        at, kind = min(found)
+        return kind if set(description[:at].lower().split()) <= {"the", "a", "an", "specifies"} else None
+
     def _identified(self, description: str) -> list[tuple[int, tuple[str, ...]]]:
         """Every made type the description names as identified, with where (see `_described`)."""
         found: list[tuple[int, tuple[str, ...]]] = []
+        named_before: set[int] = set()  # where the "ID"/"ARN" of each type named before one starts
         for pattern, before in ((_NAMED_BEFORE, True), (_NAMED_AFTER, False)):
             for match in pattern.finditer(description):
+                if not before and match.start() in named_before:
+                    continue  # "the subnet ARN of the VPC attachment" identifies a subnet
                 words = match.group(1).lower().split()  # "VPCs" is one word here, not "VP Cs"
                 # Longest runs first; nearest the "ID" first among equals ("IAM role" → a role).
                 runs = sorted((words[i:j] for i in range(len(words)) for j in range(i + 1, len(words) + 1)),
@@ -420,6 +504,8 @@ class Catalog:
                 kind = next((k for k in (type_words("-".join(run)) for run in runs) if k in self.makers), None)
                 if kind is not None:
                     found.append((match.start(), kind))
+                    if before:
+                        named_before.add(match.end(1))
         return found
 
     def required_by(self, kind: tuple[str, ...]) -> int:
@@ -509,6 +595,21 @@ class Catalog:
             candidates = [self.tools[key] for key, answer in self.answers.items()
                           if key != tool.key and self.tools[key].backend == tool.backend
                           and (member in answer or leaf in answer)]
+            # Else a tool named for no making that answers with it, is not handed it and changes nothing
+            # that exists (`Subscribe` answers with the `SubscriptionArn` SetSubscriptionAttributes takes;
+            # UpdateResource, handed a resource, answers with its `parentId`).
+            candidates = candidates or [
+                self.tools[key] for key, answer in self.other_answers.items()
+                if key != tool.key and self.tools[key].backend == tool.backend and (member in answer or leaf in answer)
+                and not {member, leaf} & set(self.tools[key].input_schema.get("properties") or {})
+                and not self._changes(self.tools[key])]
+        if not candidates and need.essential:
+            # Else the making tool of the same backend that registered it under the same keys: it
+            # requires this parameter and nothing the tool does not (RegisterScalableTarget takes the
+            # `ResourceId`, `ServiceNamespace` and `ScalableDimension` PutScalingPolicy requires).
+            required = set(tool.input_schema.get("required") or ())
+            candidates = [t for t in self.makers_of(tool.backend) if t.key != tool.key
+                          and need.parameter in set(t.input_schema.get("required") or ()) <= required]
         if not candidates:
             return None
         # Of several, the one of the tool's own backend whose made type shares most words with the

@@ -254,3 +254,126 @@ def test_put_and_start_make_their_type_where_no_tool_is_named_for_making_it() ->
     assert found["id:PutRolePolicy"] == ["id:CreateRole"]
     # StartInstances starts what RunInstances makes: it takes instances that exist.
     assert found["net:StartInstances"] == ["net:CreateVpc", "net:CreateSubnet", "net:RunInstances"]
+
+
+def test_an_arn_names_what_exists_never_what_the_tool_makes() -> None:
+    # The service assigns ARNs: RegisterTransitGateway is handed one another service made, and the
+    # VPC whose ARN CreateVpcAttachment takes is no VPC attachment.
+    catalog = [*CATALOG,
+               tool("net", "CreateTransitGateway", schema(), answer("TransitGatewayId")),
+               tool("wan", "CreateGlobalNetwork", schema(), answer("GlobalNetworkId")),
+               tool("wan", "RegisterTransitGateway", schema("GlobalNetworkId", "TransitGatewayArn")),
+               tool("wan", "CreateVpcAttachment", schema("VpcArn"))]
+    found = named(catalog)
+    assert found["wan:RegisterTransitGateway"] == ["wan:CreateGlobalNetwork", "net:CreateTransitGateway"]
+    assert found["wan:CreateVpcAttachment"] == ["net:CreateVpc"]
+
+
+def test_a_type_named_before_an_arn_is_what_it_identifies() -> None:
+    # "The subnet ARN of the VPC attachment": a subnet's ARN, not the attachment's.
+    catalog = [*CATALOG, tool("wan", "CreateVpcAttachment", {"type": "object", "required": ["SubnetArns"], "properties": {
+        "SubnetArns": strings() | {"description": "The subnet ARN of the VPC attachment."}}})]
+    assert named(catalog)["wan:CreateVpcAttachment"] == ["net:CreateVpc", "net:CreateSubnet"]
+
+
+def test_a_plain_name_counts_when_its_description_says_it_must_be_given() -> None:
+    catalog = [*CATALOG,
+               tool("task", "RegisterTaskDefinition", schema("family"), answer("taskDefinitionArn")),
+               tool("task", "CreateService", {"type": "object", "required": ["serviceName"], "properties": {
+                   "serviceName": {"type": "string"},
+                   "taskDefinition": described("The task definition to run. A task definition must be specified "
+                                               "if the service uses the rolling deployment controller.")}})]
+    assert named(catalog)["task:CreateService"] == ["task:RegisterTaskDefinition"]
+
+
+def test_is_required_says_it_of_this_parameter_only() -> None:
+    # "The service-linked role is required if …" is said of another role than the one `Role` names.
+    catalog = [*CATALOG, tool("task", "CreateService", {"type": "object", "required": ["serviceName"], "properties": {
+        "serviceName": {"type": "string"},
+        "RoleArn": described("The ARN of the role for your load balancer. The service-linked role is required if "
+                             "your tasks use the awsvpc mode."),
+        "SubnetId": described("The ID of the subnet. This parameter is required if the tasks use the awsvpc mode.")}})]
+    assert named(catalog)["task:CreateService"] == ["net:CreateVpc", "net:CreateSubnet"]
+
+
+def test_a_description_names_a_type_as_the_name_of_it_or_an_arn_for_it() -> None:
+    catalog = [*CATALOG,
+               tool("log", "CreateLogGroup", schema("logGroupName")),
+               tool("trail", "CreateTrail", {"type": "object", "required": ["Name", "S3BucketName"], "properties": {
+                   "Name": {"type": "string"},
+                   "S3BucketName": described("Specifies the name of the Amazon S3 bucket for log files.")}}),
+               tool("dns", "CreateQueryLoggingConfig", {"type": "object", "required": ["WatchLogGroupArn"], "properties": {
+                   "WatchLogGroupArn": described("The Amazon Resource Name (ARN) for the log group to send logs to.")}})]
+    found = named(catalog)
+    assert found["trail:CreateTrail"] == ["store:CreateBucket"]
+    assert found["dns:CreateQueryLoggingConfig"] == ["log:CreateLogGroup"]
+
+
+def test_a_bare_required_name_is_what_its_description_says_it_names() -> None:
+    # StartLogging starts "logging", nothing named; its `Name` is a trail's, as the description says.
+    catalog = [*CATALOG,
+               tool("trail", "CreateTrail", schema("Name")),
+               tool("trail", "StartLogging", {"type": "object", "required": ["Name"], "properties": {
+                   "Name": described("Specifies the name or the CloudTrail ARN of the trail to log for.")}})]
+    assert named(catalog)["trail:StartLogging"] == ["trail:CreateTrail"]
+
+
+def test_a_tool_named_for_no_making_makes_what_it_answers_with() -> None:
+    # Subscribe answers with the SubscriptionArn SetSubscriptionAttributes takes; UpdateSubscription
+    # answers with one too, but is handed a subscription that exists.
+    catalog = [*CATALOG,
+               tool("note", "CreateTopic", schema("Name"), answer("TopicArn")),
+               tool("note", "Subscribe", schema("TopicArn", "Protocol"), answer("SubscriptionArn")),
+               tool("note", "SetSubscriptionAttributes", schema("SubscriptionArn", "AttributeName")),
+               tool("note", "AbandonSubscription", schema("SubscriptionArn"), answer("SubscriptionArn")),
+               tool("note", "CreateWatch", schema("Name"), answer("WatchId")),
+               tool("note", "UpdateWatch", schema("WatchId"), answer("ParentId")),
+               tool("note", "CreateChild", schema("ParentId"))]
+    found = named(catalog)
+    assert found["note:SetSubscriptionAttributes"] == ["note:CreateTopic", "note:Subscribe"]
+    assert "note:CreateChild" not in found  # UpdateWatch changes a watch that exists
+
+
+def test_an_owner_s_id_is_an_account_s() -> None:
+    catalog = [*CATALOG,
+               tool("id", "CreateAccessKey", schema("UserName"), answer("AccessKeyId")),
+               tool("cache", "AuthorizeIngress", {"type": "object", "required": ["SecurityGroupOwnerId"], "properties": {
+                   "SecurityGroupOwnerId": described("The account number of the group owner, not an access key ID.")}})]
+    assert "cache:AuthorizeIngress" not in named(catalog)
+
+
+def test_of_ids_that_exclude_each_other_the_one_the_tool_is_named_for_is_essential() -> None:
+    catalog = [*CATALOG,
+               tool("net", "CreateCustomerGateway", schema("Type"), answer("CustomerGatewayId")),
+               tool("net", "CreateVpnGateway", schema("Type"), answer("VpnGatewayId")),
+               tool("net", "CreateTransitGateway", schema(), answer("TransitGatewayId")),
+               *[tool("net", f"Use{n}", schema("TransitGatewayId")) for n in range(20)],
+               tool("net", "CreateVpnConnection", {"type": "object", "required": ["CustomerGatewayId"], "properties": {
+                   "CustomerGatewayId": described("The ID of the customer gateway."),
+                   "VpnGatewayId": described("The ID of the virtual private gateway. If you specify a virtual private "
+                                             "gateway, you cannot specify a transit gateway."),
+                   "TransitGatewayId": described("The ID of the transit gateway. If you specify a transit gateway, "
+                                                 "you cannot specify a virtual private gateway.")}})]
+    # A transit gateway is taken by many tools, but the connection is a VPN's.
+    assert named(catalog)["net:CreateVpnConnection"] == ["net:CreateCustomerGateway", "net:CreateVpnGateway"]
+
+
+def test_an_id_no_type_explains_is_what_a_maker_registered_under_the_same_keys() -> None:
+    catalog = [*CATALOG,
+               tool("scale", "RegisterScalableTarget", schema("ServiceNamespace", "ResourceId", "ScalableDimension")),
+               tool("scale", "PutScalingPolicy", schema("PolicyName", "ServiceNamespace", "ResourceId",
+                                                        "ScalableDimension")),
+               tool("scale", "TagResource", schema("ResourceId", "Tags"))]
+    found = named(catalog)
+    assert found["scale:PutScalingPolicy"] == ["scale:RegisterScalableTarget"]
+    assert "scale:TagResource" not in found  # the maker requires more than TagResource does
+
+
+def test_a_plain_parameter_whose_description_opens_on_a_type_names_it() -> None:
+    catalog = [*CATALOG,
+               tool("log", "CreateLogGroup", schema("logGroupName")),
+               tool("log", "CreateExportTask", {"type": "object", "required": ["logGroupName", "destination"],
+                                                "properties": {"logGroupName": {"type": "string"},
+                                                               "destination": described("The name of S3 bucket for the "
+                                                                                        "exported log data.")}})]
+    assert named(catalog)["log:CreateExportTask"] == ["log:CreateLogGroup", "store:CreateBucket"]
