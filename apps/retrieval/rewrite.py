@@ -210,18 +210,53 @@ def _add_longer_names(types: dict[tuple[str, ...], ResourceType], descriptions: 
                 if rtype is not None:
                     rtype.longer.add(words)
                     break
-    text = " ".join(descriptions).lower()
     before: Counter[tuple[tuple[str, ...], str]] = Counter()
-    pattern = re.compile(r"\b([a-z]+) (" + "|".join(
-        re.escape(" ".join(words)) for words in sorted(types, key=len, reverse=True) if len(words) > 1
-    ) + r")(?:e?s)?\b") if any(len(words) > 1 for words in types) else None
-    if pattern is not None:
-        for adjective, phrase in pattern.findall(text):
-            if adjective not in _STOPWORDS:
-                before[(tuple(phrase.split()), adjective)] += 1
+    for adjective, words in _adjectives(" ".join(descriptions).lower(), [words for words in types if len(words) > 1]):
+        if adjective not in _STOPWORDS:
+            before[(words, adjective)] += 1
     for (words, adjective), count in before.items():
         if count >= 3:
             types[words].longer.add((adjective, *words))
+
+
+_WORD = re.compile(r"\w+")
+_LOWER = re.compile(r"[a-z]+")
+
+
+def _adjectives(text: str, names: Sequence[tuple[str, ...]]) -> Iterable[tuple[str, tuple[str, ...]]]:
+    """Each word of `text` that is lower-case letters alone and is followed, one space apart, by one
+    of `names` (its last word perhaps plural: +s, +es), with that name: the longest name first,
+    scanning on after it. A word-by-word lookup: one regular expression alternating thousands of
+    names took 12 s over the AWS catalog's descriptions."""
+    if not names:
+        return
+    known = set(names)
+    longest = max(len(name) for name in names)
+    tokens = [(m.group(), m.start(), m.end()) for m in _WORD.finditer(text)]
+    at = 0
+    while at < len(tokens):
+        word, _, end = tokens[at]
+        found = None
+        if _LOWER.fullmatch(word):
+            run: list[str] = []
+            for nxt in range(at + 1, min(len(tokens), at + 1 + longest)):
+                if tokens[nxt][1] != end + 1 or text[end] != " ":
+                    break
+                run.append(tokens[nxt][0])
+                end = tokens[nxt][2]
+            for size in range(len(run), 1, -1):
+                head, last = tuple(run[:size - 1]), run[size - 1]
+                for stem in (last, last[:-1] if last.endswith("s") else None, last[:-2] if last.endswith("es") else None):
+                    if stem and (*head, stem) in known:
+                        found = (size, (*head, stem))
+                        break
+                if found:
+                    break
+        if found is None:
+            at += 1
+            continue
+        yield word, found[1]
+        at += 1 + found[0]
 
 
 @lru_cache(maxsize=65536)

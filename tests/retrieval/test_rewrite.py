@@ -99,3 +99,17 @@ def test_an_arn_prefers_its_own_services_tools_and_says_its_service() -> None:
     rewrite = vocabulary.rewrite("arn:aws:queue:us-west-2:123456789012:orders settings")
     assert rewrite is not None and (rewrite.text, rewrite.matches) == ("queue settings", ())
     assert vocabulary.rewrite("arn:aws:unknown:us-west-2:123456789012:thing") is None
+
+
+def test_the_adjectives_before_a_type_are_read_word_by_word() -> None:
+    from apps.retrieval.rewrite import _adjectives
+
+    names = [("network", "interface"), ("network", "interface", "card"), ("route", "table")]
+    text = ("an elastic network interfaces; a virtual network interface card and the main route tables, "
+            "main  route table (two spaces), 9th route table, main route-table")
+    assert list(_adjectives(text, names)) == [
+        ("elastic", ("network", "interface")),  # its last word plural
+        ("virtual", ("network", "interface", "card")),  # the longest name
+        ("main", ("route", "table")),
+    ]
+    assert list(_adjectives(text, [])) == []
