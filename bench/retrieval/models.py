@@ -33,7 +33,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data"
@@ -44,26 +46,34 @@ K = 15
 EXTRA = {"aws-paraphrases": "cloud3k", "alibaba": "alibaba", "restbench": "restbench"}
 
 
-def _documents(tier: str) -> tuple[list[str], list[str]]:
-    """(tool ids, the text the index embeds for each) of the tier's tools."""
+def tier_tools(tier: str) -> Iterator[tuple[str, bytes, Any, Any]]:
+    """(service, its spec's bytes, its compiled result, a tool) of each of the tier's tools, compiled
+    by the product's compiler, services in order."""
     from apps.catalog.openapi.compiler import compile_spec
     from apps.catalog.openapi.model import CompileOptions
-    from apps.retrieval.text import ToolText, index_text
 
     wanted: dict[str, set[str]] = {}
     for line in (CATALOG / "tiers" / f"{tier}.txt").read_text().split():
         service, operation = line.split("::", 1)
         wanted.setdefault(service, set()).add(operation)
-    ids, texts = [], []
     for service in sorted(wanted):
-        path = next(p for vendor in ("aws", "alibaba", "restbench")
-                    if (p := CATALOG / "openapi" / vendor / f"{service}.json").exists())
-        result = compile_spec(path.read_bytes(), options=CompileOptions(include_deprecated=True))
-        title = result.title[:255]
+        document = next(p for vendor in ("aws", "alibaba", "restbench")
+                        if (p := CATALOG / "openapi" / vendor / f"{service}.json").exists()).read_bytes()
+        result = compile_spec(document, options=CompileOptions(include_deprecated=True))
         for tool in result.tools:
             if tool.operation_id in wanted[service]:
-                ids.append(f"{service}::{tool.operation_id}")
-                texts.append(index_text(ToolText(tool.name, tool.description, tool.input_schema, service[:64], title)).document())
+                yield service, document, result, tool
+
+
+def _documents(tier: str) -> tuple[list[str], list[str]]:
+    """(tool ids, the text the index embeds for each) of the tier's tools."""
+    from apps.retrieval.text import ToolText, index_text
+
+    ids, texts = [], []
+    for service, _, result, tool in tier_tools(tier):
+        ids.append(f"{service}::{tool.operation_id}")
+        texts.append(index_text(ToolText(tool.name, tool.description, tool.input_schema, service[:64],
+                                         result.title[:255])).document())
     return ids, texts
 
 

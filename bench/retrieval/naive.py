@@ -40,7 +40,7 @@ import numpy as np
 
 from apps.retrieval.fusion import fuse, rrf
 from apps.retrieval.text import identifier_words
-from bench.retrieval.models import CATALOG, DATA, ROOT, _embedder, _score
+from bench.retrieval.models import DATA, ROOT, _embedder, _score
 from bench.retrieval.split import PARTS, TUNING, VALIDATION, part_of_tool
 
 HELD_OUT = ROOT / "bench" / "retrieval" / "data"
@@ -65,29 +65,19 @@ BM25, DENSE = "bm25", "dense"
 
 def naive_tools(tier: str) -> tuple[list[str], list[str]]:
     """(tool ids, the baseline's text of each) of the tier's tools."""
-    from apps.catalog.openapi.compiler import compile_spec
-    from apps.catalog.openapi.model import CompileOptions
+    from bench.retrieval.models import tier_tools
 
-    wanted: dict[str, set[str]] = {}
-    for line in (CATALOG / "tiers" / f"{tier}.txt").read_text().split():
-        service, operation = line.split("::", 1)
-        wanted.setdefault(service, set()).add(operation)
     ids, texts = [], []
-    for service in sorted(wanted):
-        document = next(path for vendor in ("aws", "alibaba", "restbench")
-                        if (path := CATALOG / "openapi" / vendor / f"{service}.json").exists()).read_bytes()
-        spec = json.loads(document)
-        result = compile_spec(document, options=CompileOptions(include_deprecated=True))
-        for tool in result.tools:
-            if tool.operation_id not in wanted[service]:
-                continue
-            operation = _pointed(spec, tool.pointer)
-            summary, description = (" ".join(str(operation.get(field) or "").split()) for field in ("summary", "description"))
-            required = tool.input_schema.get("required") or []
-            parts = (result.title, service, " ".join(identifier_words(tool.operation_id)), summary,
-                     description[:DESCRIPTION_CHARS], " ".join(required))
-            ids.append(f"{service}::{tool.operation_id}")
-            texts.append(" ".join(part for part in parts if part))
+    specs: dict[str, Mapping] = {}
+    for service, document, result, tool in tier_tools(tier):
+        spec = specs.get(service) or specs.setdefault(service, json.loads(document))
+        operation = _pointed(spec, tool.pointer)
+        summary, description = (" ".join(str(operation.get(field) or "").split()) for field in ("summary", "description"))
+        required = tool.input_schema.get("required") or []
+        parts = (result.title, service, " ".join(identifier_words(tool.operation_id)), summary,
+                 description[:DESCRIPTION_CHARS], " ".join(required))
+        ids.append(f"{service}::{tool.operation_id}")
+        texts.append(" ".join(part for part in parts if part))
     return ids, texts
 
 
