@@ -30,8 +30,13 @@ from apps.retrieval.text import identifier_words, singular, type_words
 # (`sg-0123abcd`, `vpc-1a2b3c4d`, `eipalloc-64d5890a`), not a plain hyphenated word (`t3-micro` passes,
 # and finds nothing).
 _ID = re.compile(r"^([a-z][a-z0-9]{0,15})-([a-z0-9]{4,})$")
-_ARN = re.compile(r"^arn:[a-z0-9-]+:([a-z0-9-]+):[a-z0-9-]*:[0-9]*:(?:([A-Za-z0-9-_]+)[/:])?")
+_ARN = re.compile(r"^arn:[a-z0-9-]+:([a-z0-9-]+):[a-z0-9-]*:[0-9]*:(\S+)$")
+# An endpoint URL or host name (`https://sqs.eu-west-1.amazonaws.com/1234/orders`,
+# `1234.dkr.ecr.us-east-1.amazonaws.com/web-api`): its dot-separated labels, one of which may
+# name the service.
+_HOST = re.compile(r"^(?:[a-z][a-z0-9+.-]*://)?((?:[A-Za-z0-9-]+\.){2,}[A-Za-z]{2,})(?::\d+)?(?:/\S*)?$")
 _ID_PARAMETER = re.compile(r"^(.+?)(?:Ids?|IDs?|Arns?|ARNs?)$")
+_NAMING_PARAMETER = re.compile(r"^(.+?)(?:Ids?|IDs?|Arns?|ARNs?|Names?|Urls?|URLs?|Identifiers?)$")
 _DESCRIBER = re.compile(r"^(Describe|Get|List)([A-Z][A-Za-z0-9]*)$")
 _ACRONYM = re.compile(r"((?:[A-Z][a-z]+ ){1,4}[A-Za-z]+) \(([A-Z]{2,6})s?\)")
 _STOPWORDS = frozenset(
@@ -61,6 +66,7 @@ class ToolFacts:
     parameters: Sequence[str]
     description: str
     service: str = ""
+    service_title: str = ""  # its API's title ("Elastic Load Balancing"), which ARNs may name it by
 
 
 @dataclass
@@ -94,13 +100,25 @@ class Rewrite:
 
 
 class Vocabulary:
-    def __init__(self, types: dict[tuple[str, ...], ResourceType], services: Mapping[str, frozenset[Hashable]]) -> None:
+    def __init__(
+        self,
+        types: dict[tuple[str, ...], ResourceType],
+        services: Mapping[str, frozenset[Hashable]],
+        namespaces: Mapping[str, tuple[str, ...]] | None = None,
+        main: Mapping[str, ResourceType] | None = None,
+    ) -> None:
         self.types = types
         self.services = services  # service name -> keys of its tools
+        # What ARNs and endpoint host names may call a service (`elasticloadbalancing`: elbv2), and
+        # the type an ARN of it means when it spells none (`arn:aws:sns:…:alerts`: a topic).
+        self.namespaces = {**(namespaces or {}), **{service: (service,) for service in services}}
+        self.main = dict(main or {})
         self._by_letter: dict[str, list[ResourceType]] = defaultdict(list)
-        for rtype in types.values():  # a prefix starts with the first letter of one of a name's words
+        self._squashed: dict[str, list[ResourceType]] = defaultdict(list)  # ARNs write `targetgroup`, `webacl`
+        for words, rtype in types.items():  # a prefix starts with the first letter of one of a name's words
             for letter in {word[0] for name in (rtype.words, *rtype.longer) for word in name}:
                 self._by_letter[letter].append(rtype)
+            self._squashed["".join(words)].append(rtype)
 
     @classmethod
     def build(cls, tools: Iterable[ToolFacts]) -> Vocabulary:
@@ -133,7 +151,8 @@ class Vocabulary:
         for tool in tools:
             if tool.service:
                 services[tool.service].add(tool.key)
-        return cls(types, {service: frozenset(keys) for service, keys in services.items()})
+        return cls(types, {service: frozenset(keys) for service, keys in services.items()},
+                   _namespaces(tools), _main_types(types, tools))
 
     def match(self, prefix: str) -> list[Match]:
         """The resource types `prefix` may abbreviate, best first (lowest cost, then the type whose
@@ -157,16 +176,16 @@ class Vocabulary:
         changed = False
         for word in words:
             token = word.strip("?!.,;:()'\"")
-            arn = _ARN.match(token)
-            readings = self._explain(token, arn)
-            if arn is not None and arn.group(1) in self.services:
-                # An ARN names its service: its words say where to look, its tools come first.
-                service = arn.group(1)
-                readings = [replace(r, tools=_service_first(r.tools, self.services[service])) for r in readings]
-                out.append(" ".join([service, *(identifier_words(readings[0].type) if readings else ())]))
+            services, readings = self._located(token)
+            if services:
+                # An ARN or endpoint names its service: its words say where to look, its tools come first.
+                keys = frozenset().union(*(self.services[service] for service in services))
+                readings = [replace(r, tools=_service_first(r.tools, keys)) for r in readings]
+                out.append(" ".join([*services, *(identifier_words(readings[0].type) if readings else ())]))
                 matches.extend(readings)
                 changed = True
                 continue
+            readings = readings or self._explain(token)
             if not readings:
                 out.append(word)
                 if token.lower() not in _STOPWORDS and token:
@@ -178,12 +197,39 @@ class Vocabulary:
             return None
         return Rewrite(" ".join(out), tuple(matches), weak=len(rest) <= _WEAK_WORDS_MAX)
 
-    def _explain(self, token: str, arn: re.Match[str] | None) -> list[Match]:
-        """The readings of one token: the best, and those nearly as good (`acl-` may be a network
+    def _located(self, token: str) -> tuple[tuple[str, ...], list[Match]]:
+        """What an ARN or an endpoint URL says: the services of this catalog it names (none: it is
+        neither, or names none of them), and the resource type. An ARN spells its type in the
+        resource part (`function:name`, `db-instance:name`, `loadbalancer/app/name/id`,
+        `regional/webacl/name/id`: the first part naming a type, as written or run together); one
+        whose resource is a bare name (`arn:aws:sns:…:alerts`), like an endpoint URL, means its
+        service's main type, if it has one."""
+        arn = _ARN.match(token)
+        if arn is not None:
+            services = self.namespaces.get(arn.group(1), ())
+            of_services = frozenset().union(*(self.services[service] for service in services))
+            parts = re.split(r"[/:]", arn.group(2))
+            for part in parts[:-1]:
+                words = type_words(part)
+                named = [rtype for rtype in (self.types.get(words), *self._squashed.get("".join(words), ()))
+                         if rtype is not None]
+                if named:  # another service's type of the same name is the likelier misreading
+                    rtype = min(named, key=lambda t: (not of_services.intersection(t.tools()), -t.weight, t.name))
+                    return services, [Match(token, rtype.name, 0.0, tuple(rtype.tools()))]
+            if len(parts) > 1:
+                return services, []
+        else:
+            host = _HOST.match(token)
+            if host is None:
+                return (), []
+            labels = host.group(1).lower().split(".")
+            services = next((self.namespaces[label] for label in labels[:-1] if label in self.namespaces), ())
+        mains = [self.main[service] for service in services if service in self.main]
+        return services, [Match(token, main.name, _LONGER_NAME, tuple(main.tools())) for main in mains[:1]]
+
+    def _explain(self, token: str) -> list[Match]:
+        """The readings of one id token: the best, and those nearly as good (`acl-` may be a network
         ACL or a web ACL), at most three."""
-        if arn is not None:  # an ARN spells its resource type out: `function`, `db-instance`
-            rtype = self.types.get(type_words(arn.group(2) or ""))
-            return [Match(token, rtype.name, 0.0, tuple(rtype.tools()))] if rtype is not None else []
         m = _ID.match(token)
         if m is None or not any(c.isdigit() for c in m.group(2)):
             return []
@@ -196,6 +242,46 @@ class Vocabulary:
 
 def _service_first(tools: tuple[Hashable, ...], of_service: frozenset[Hashable]) -> tuple[Hashable, ...]:
     return tuple(sorted(tools, key=lambda key: key not in of_service))
+
+
+def _namespaces(tools: Sequence[ToolFacts]) -> dict[str, tuple[str, ...]]:
+    """The names ARNs and endpoints may give services besides their own: an API's title run
+    together, whole and without each leading word ("Amazon Elastic File System":
+    `amazonelasticfilesystem`, `elasticfilesystem`), as long as two words are left; a name the
+    titles of several services give (`elasticloadbalancing`) is theirs together."""
+    claims: dict[str, set[str]] = defaultdict(set)
+    for tool in tools:
+        words = [w.lower() for w in _WORD.findall(tool.service_title)] if tool.service else []
+        for start in range(max(0, len(words) - 1)):
+            claims["".join(words[start:])].add(tool.service)
+    return {name: tuple(sorted(owners)) for name, owners in claims.items()}
+
+
+def _main_types(types: Mapping[tuple[str, ...], ResourceType], tools: Sequence[ToolFacts]) -> dict[str, ResourceType]:
+    """Each service's main type: of the types some tool of the service describes and some of its
+    parameters name (by id, ARN, name or URL: `TopicArn`, `QueueUrl`, `TableName`), the one they
+    name most, then the one with the most describing tools. A service whose parameters name no
+    described type has none."""
+    taken: Counter[tuple[str, tuple[str, ...]]] = Counter()
+    of_service: dict[Hashable, str] = {tool.key: tool.service for tool in tools if tool.service}
+    for tool in tools:
+        for parameter in tool.parameters:
+            m = _NAMING_PARAMETER.match(parameter)
+            if m and tool.service:
+                taken[(tool.service, type_words(m.group(1)))] += 1
+    described: Counter[tuple[str, tuple[str, ...]]] = Counter()
+    for words, rtype in types.items():
+        for _, key in rtype.describers:
+            if key in of_service:
+                described[(of_service[key], words)] += 1
+    best: dict[str, tuple[tuple[int, int, int, str], ResourceType]] = {}
+    for (service, words), count in described.items():
+        if not taken[(service, words)]:
+            continue
+        rank = (-taken[(service, words)], -count, len(words), types[words].name)
+        if service not in best or rank < best[service][0]:
+            best[service] = (rank, types[words])
+    return {service: rtype for service, (_, rtype) in best.items()}
 
 
 def _add_longer_names(types: dict[tuple[str, ...], ResourceType], descriptions: Sequence[str]) -> None:

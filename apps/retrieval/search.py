@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import zip_longest
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -177,9 +178,12 @@ def _dense(
 
 
 def _describers(facts: IndexFacts, allowed: NDArray[np.bool_], rewrite: Rewrite) -> list[tuple[tuple[int, str], float]]:
-    """The tools describing the types of the query's ids, in the vocabulary's order, of those in scope."""
+    """The tools describing the types of the query's ids, of those in scope: each reading's first,
+    then each one's second, and so on (an id read two ways, `acl-` as a network or a web ACL, puts
+    the first describer of both near the top), each reading's in the vocabulary's order."""
     position = facts.text.position
-    wanted: list[tuple[int, str]] = list(dict.fromkeys(key for m in rewrite.matches for key in m.tools))  # type: ignore[misc]
+    wanted: list[tuple[int, str]] = list(dict.fromkeys(  # type: ignore[misc]
+        key for tools in zip_longest(*(m.tools for m in rewrite.matches)) for key in tools if key is not None))
     return [(key, 1.0) for key in wanted if key in position and allowed[position[key]]]
 
 
@@ -213,16 +217,17 @@ def index_facts_get(*, tenant_id: int) -> IndexFacts:
         return cached[1]
     with _facts_lock:
         rows = list(IndexedTool.objects.filter(tenant_id=tenant_id).order_by("backend_id", "name").values_list(
-            "backend_id", "name", "parameters", "description", "backend__name", "search", "embedding"))
+            "backend_id", "name", "parameters", "description", "backend__name", "backend__active_spec__title",
+            "search", "embedding"))
         vocabulary = Vocabulary.build(
-            ToolFacts((backend_id, name), name, parameters or [], description, service)
-            for backend_id, name, parameters, description, service, *_ in rows
+            ToolFacts((backend_id, name), name, parameters or [], description, service, title or "")
+            for backend_id, name, parameters, description, service, title, *_ in rows
         )
-        text = TextIndex(((row[0], row[1]), tsvector_terms(row[5] or "")) for row in rows)
+        text = TextIndex(((row[0], row[1]), tsvector_terms(row[6] or "")) for row in rows)
         backend_of = np.asarray([row[0] for row in rows], dtype=np.int64)
         vectors = np.zeros((len(rows), DIMENSIONS), dtype=np.float32)
         for at, row in enumerate(rows):
-            vectors[at] = row[6]
+            vectors[at] = row[7]
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         facts = IndexFacts(vocabulary, text, backend_of, vectors)
         _facts[tenant_id] = (stamp, facts)

@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # A word boundary inside an identifier: lower→Upper (`describeVpc`), acronym→Word (`VPCEndpoint`),
-# letter↔digit (`ipv6Cidr` keeps `ipv6`: digits stick to the letters before them).
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+# but not before the plural s of an acronym (`WebACLs`, `DescribeVPCs`), letter↔digit (`ipv6Cidr`
+# keeps `ipv6`: digits stick to the letters before them).
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s(?![a-z]))")
 _SEPARATORS = re.compile(r"[^0-9A-Za-z]+")
 
 #: Enough of a description to say what a tool does; the rest (every caveat of a long API reference)

@@ -113,3 +113,56 @@ def test_the_adjectives_before_a_type_are_read_word_by_word() -> None:
         ("main", ("route", "table")),
     ]
     assert list(_adjectives(text, [])) == []
+
+
+@pytest.fixture(scope="module")
+def services() -> Vocabulary:
+    """Three services, two of them one API's versions under one title, the third named apart from its title."""
+
+    def of(service: str, title: str, name: str, *parameters: str) -> ToolFacts:
+        return ToolFacts((service, name), name, parameters, "", service, title)
+
+    return Vocabulary.build([
+        of("lb1", "Elastic Load Balancing", "DescribeLoadBalancers", "LoadBalancerNames"),
+        of("lb2", "Elastic Load Balancing", "DescribeLoadBalancers", "LoadBalancerArns"),
+        of("lb2", "Elastic Load Balancing", "DescribeTargetGroups", "TargetGroupArns", "LoadBalancerArn"),
+        of("lattice", "Amazon VPC Lattice", "GetTargetGroup", "targetGroupIdentifier"),
+        of("waf", "AWS WAFV2", "GetWebACL", "Name", "Id", "Scope"),
+        of("waf", "AWS WAFV2", "ListWebACLs", "Scope"),
+        of("topics", "Amazon Simple Notification Service", "GetTopicAttributes", "TopicArn"),
+        of("topics", "Amazon Simple Notification Service", "ListTopics"),
+        of("topics", "Amazon Simple Notification Service", "ListSubscriptionsByTopic", "TopicArn"),
+        of("topics", "Amazon Simple Notification Service", "GetSMSAttributes", "attributes"),
+        of("queues", "Amazon Simple Queue Service", "GetQueueAttributes", "QueueUrl", "AttributeNames"),
+        of("queues", "Amazon Simple Queue Service", "ListQueues"),
+        of("db", "Amazon Relational Database Service", "DescribeDBClusters", "DBClusterIdentifier"),
+    ])
+
+
+def test_an_arn_spells_its_type_run_together_or_after_other_parts(services: Vocabulary) -> None:
+    # `targetgroup` is TargetGroup, and of the load balancing services: not VPC Lattice's, whose
+    # name the ARN's namespace does not give.
+    rewrite = services.rewrite("arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/web-tg/6d0ecf831eec9f09")
+    assert rewrite is not None and rewrite.matches[0].type == "TargetGroup"
+    assert rewrite.matches[0].tools == (("lb2", "DescribeTargetGroups"), ("lattice", "GetTargetGroup"))
+    assert rewrite.text == "lb1 lb2 Target Group"  # the namespace is both services' title, run together
+    # The first part that names a type, past those that do not (`regional`).
+    rewrite = services.rewrite("arn:aws:wafv2:us-east-1:123456789012:regional/webacl/shop-acl/a1b2c3d4 rules")
+    assert rewrite is not None and rewrite.matches[0].type == "WebAcl"  # `wafv2`: the title's last word
+    assert rewrite.matches[0].tools[0] == ("waf", "GetWebACL") and rewrite.weak
+
+
+def test_an_arn_or_endpoint_without_a_type_means_its_services_main_type(services: Vocabulary) -> None:
+    rewrite = services.rewrite("arn:aws:sns:us-west-2:123456789012:alerts settings")
+    assert rewrite is None  # `sns` is no name of `topics`: its title is not run together to it
+    rewrite = services.rewrite("arn:aws:simplenotificationservice:us-west-2:123456789012:alerts settings")
+    assert rewrite is not None and rewrite.matches[0].type == "Topic"  # the type its parameters name most
+    assert rewrite.text == "topics Topic settings"
+    rewrite = services.rewrite("https://queues.eu-west-1.amazonaws.com/123456789012/orders-dlq attributes")
+    assert rewrite is not None and rewrite.matches[0].type == "Queue"  # named by `QueueUrl`
+    assert rewrite.matches[0].tools == (("queues", "ListQueues"),)
+    # A type the ARN spells but the catalog does not know is not guessed at: `db` is no DBCluster.
+    rewrite = services.rewrite("arn:aws:db:us-west-2:123456789012:proxy:orders engine version")
+    assert rewrite is not None and (rewrite.text, rewrite.matches) == ("db engine version", ())
+    # A host name of no service of the catalog is left alone.
+    assert services.rewrite("get a certificate for shop.example.com") is None

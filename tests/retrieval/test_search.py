@@ -172,3 +172,22 @@ def test_alternatives_are_searched_and_repeats_of_the_query_count_once(
     joined = found(also=["send a message to a queue"])
     assert joined != alone and alone[0][0] in [name for name, _ in joined[:5]]
     assert {name for name, _ in joined} == {name for name, _ in alone}
+
+
+def test_an_id_read_two_ways_puts_the_first_describer_of_both_first(
+    indexing_on, django_capture_on_commit_callbacks
+) -> None:
+    # `acl-` is the head noun of both types; the web ACL's ids are taken more often, so it is the
+    # first reading, and its three describers would fill the first three places alone.
+    operations = {
+        "DescribeWebAcls": ("Describes web ACLs.", []), "GetWebAcl": ("Gets a web ACL.", ["WebAclId"]),
+        "ListWebAcls": ("Lists web ACLs.", []), "DescribeNetworkAcls": ("Describes network ACLs.", []),
+        "DeleteNetworkAcl": ("Deletes a network ACL.", ["NetworkAclId"]),
+        **{f"UseWebAcl{n}": (f"Uses a web ACL {n}.", ["WebAclId"]) for n in range(4)},
+    }
+    backend = openapi_backend_factory(name="cloud")
+    publish(backend, network_spec(operations), django_capture_on_commit_callbacks)
+    scope = SearchScope(backends=(backend.pk,))
+    ranked = search.tool_index_rankings(tenant_id=backend.tenant_id, scope=scope, query="acl-5fb85d36", k=5,
+                                        paths=(search.REWRITE,))
+    assert [name for (_, name), _ in ranked[search.REWRITE]][:2] == ["DescribeWebAcls", "DescribeNetworkAcls"]

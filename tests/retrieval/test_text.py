@@ -19,6 +19,9 @@ def test_identifiers_split_into_words_on_case_separators_and_acronyms() -> None:
     assert identifier_words("create_pull-request") == ["create", "pull", "request"]
     assert identifier_words("DescribeVPCEndpoints") == ["Describe", "VPC", "Endpoints"]
     assert identifier_words("AssociateIpv6CidrBlock") == ["Associate", "Ipv6", "Cidr", "Block"]
+    # The plural s of an acronym stays on it: `ACLs` is one word, not `AC` and `Ls`.
+    assert identifier_words("ListWebACLsForResource") == ["List", "Web", "ACLs", "For", "Resource"]
+    assert identifier_words("DescribeVPCs") == ["Describe", "VPCs"]
     assert identifier_words("ec2") == ["ec2"]
 
 

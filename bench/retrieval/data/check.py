@@ -27,6 +27,8 @@ KINDS = {
     "alibaba.jsonl": {"handwritten", "keyword", "id-only"},
     "restbench.jsonl": {"handwritten", "keyword"},
     "aws-paraphrases.jsonl": {"handwritten", "id-only"},
+    "aws-paraphrases-2.jsonl": {"handwritten"},
+    "aws-ids.jsonl": {"id-only"},
 }
 PREREQS = "prereqs-extra.jsonl"
 
@@ -89,7 +91,7 @@ def main() -> int:
             operation = q["tool"].split("::", 1)[1]
             if q["kind"] != "keyword" and re.search(re.escape(operation), q["query"], re.I):
                 problems.append(f"{where}: the query spells the operation id")
-            if fname == "aws-paraphrases.jsonl" and (
+            if fname.startswith("aws-paraphrases") and (
                 part_of_tool(q["tool"]) != VALIDATION or q["tool"] not in tiers["cloud3k"]
             ):
                 problems.append(f"{where}: {q['tool']} is not a validation-part cloud3k tool")
