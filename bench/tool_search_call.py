@@ -10,7 +10,7 @@ stateless (2026-07-28) requests from one client, alternated in rounds:
 - tools/list: the host's list (the `tool_search` tool alone), the floor of any answer;
 - tool_search, cached: the same query every time, answered from the gateway's cache;
 - tool_search, new query: each call a query the gateway has not seen (the development queries,
-  numbered), embedded and searched in PostgreSQL.
+  numbered), embedded and searched (the database only stems it: docs/tool-search.md, "How a search runs").
 The in-process search service alone (`tool_index_search`, same queries) is timed after."""
 
 from __future__ import annotations

@@ -317,7 +317,7 @@ def _adjectives(text: str, names: Sequence[tuple[str, ...]]) -> Iterable[tuple[s
     if not names:
         return
     known = set(names)
-    longest = max(len(name) for name in names)
+    starts = {name[:size] for name in names for size in range(1, len(name))}  # what a longer name starts with
     tokens = [(m.group(), m.start(), m.end()) for m in _WORD.finditer(text)]
     at = 0
     while at < len(tokens):
@@ -325,11 +325,13 @@ def _adjectives(text: str, names: Sequence[tuple[str, ...]]) -> Iterable[tuple[s
         found = None
         if _LOWER.fullmatch(word):
             run: list[str] = []
-            for nxt in range(at + 1, min(len(tokens), at + 1 + longest)):
+            for nxt in range(at + 1, len(tokens)):
                 if tokens[nxt][1] != end + 1 or text[end] != " ":
                     break
                 run.append(tokens[nxt][0])
                 end = tokens[nxt][2]
+                if tuple(run) not in starts:  # it may end a name; no longer one goes on from here
+                    break
             for size in range(len(run), 1, -1):
                 head, last = tuple(run[:size - 1]), run[size - 1]
                 for stem in (last, last[:-1] if last.endswith("s") else None, last[:-2] if last.endswith("es") else None):

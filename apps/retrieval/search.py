@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import redis
 from django.db import connection
+from django.db.models import BinaryField, F, Func
 
 from apps.catalog.models import Backend, VirtualHost
 from apps.common.redis import redis_client
@@ -216,22 +217,33 @@ def index_facts_get(*, tenant_id: int) -> IndexFacts:
     if cached is not None and cached[0] == stamp:
         return cached[1]
     with _facts_lock:
-        rows = list(IndexedTool.objects.filter(tenant_id=tenant_id).order_by("backend_id", "name").values_list(
-            "backend_id", "name", "parameters", "description", "backend__name", "backend__active_spec__title",
-            "search", "embedding"))
+        # The embeddings in pgvector's binary form: parsing 18,378 of them as text took 1 s of 1.5.
+        sent = Func(F("embedding"), function="vector_send", output_field=BinaryField())
+        rows = list(IndexedTool.objects.filter(tenant_id=tenant_id).order_by("backend_id", "name").annotate(
+            sent=sent).values_list("backend_id", "name", "parameters", "description", "backend__name",
+                                   "backend__active_spec__title", "search", "sent"))
         vocabulary = Vocabulary.build(
             ToolFacts((backend_id, name), name, parameters or [], description, service, title or "")
             for backend_id, name, parameters, description, service, title, *_ in rows
         )
         text = TextIndex(((row[0], row[1]), tsvector_terms(row[6] or "")) for row in rows)
         backend_of = np.asarray([row[0] for row in rows], dtype=np.int64)
-        vectors = np.zeros((len(rows), DIMENSIONS), dtype=np.float32)
-        for at, row in enumerate(rows):
-            vectors[at] = row[7]
-        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        vectors = _vectors([bytes(row[7]) for row in rows])
         facts = IndexFacts(vocabulary, text, backend_of, vectors)
         _facts[tenant_id] = (stamp, facts)
     return facts
+
+
+def _vectors(sent: Sequence[bytes]) -> NDArray[np.float32]:
+    """Embeddings as pgvector sends them (a 2-byte dimension count, 2 unused bytes, then big-endian
+    float4s), as rows of unit length."""
+    width = 4 + 4 * DIMENSIONS
+    if any(len(one) != width for one in sent):
+        raise ValueError(f"an index embedding is not of {DIMENSIONS} dimensions: index again (manage.py tool_index sync)")
+    raw = np.frombuffer(b"".join(sent), dtype=np.uint8).reshape(len(sent), width)
+    vectors = raw[:, 4:].copy().view(">f4").astype(np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return vectors
 
 
 @dataclass(frozen=True, slots=True)
