@@ -55,7 +55,9 @@ BM25_K1, BM25_B = 1.2, 0.75
 TIER_SETS = {
     "cloud3k": [("queries.jsonl", DATA / "queries.jsonl", False),
                 ("queries_awscli.jsonl", DATA / "queries_awscli.jsonl", False),
-                ("data/aws-paraphrases.jsonl", HELD_OUT / "aws-paraphrases.jsonl", True)],
+                ("data/aws-paraphrases.jsonl", HELD_OUT / "aws-paraphrases.jsonl", True),
+                ("data/aws-paraphrases-2.jsonl", HELD_OUT / "aws-paraphrases-2.jsonl", True),
+                ("data/aws-ids.jsonl", HELD_OUT / "aws-ids.jsonl", True)],
     "alibaba": [("data/alibaba.jsonl", HELD_OUT / "alibaba.jsonl", True)],
     "restbench": [("data/restbench.jsonl", HELD_OUT / "restbench.jsonl", True)],
 }
