@@ -14,7 +14,7 @@ from django.db import transaction
 
 from apps.catalog.models import Backend, BackendReplica, ToolAlias, VirtualHost, VirtualHostBackend
 from apps.catalog.specs import spec_recompile
-from apps.catalog.validators import egress_url_validate
+from apps.catalog.validators import BackendFields, backend_check
 from apps.common.config_version import config_version_bump
 from apps.retrieval.indexing import tool_index_queue
 from apps.tenants.models import ApiKey, Tenant
@@ -31,27 +31,21 @@ class ToolTarget:
     upstream_name: str
 
 
-def _check_kind(*, kind: str, urls: Sequence[str], base_url: str, tenant: Tenant) -> None:
-    if kind == Backend.Kind.OPENAPI:
-        if urls:
-            raise ValidationError({"urls": "an OpenAPI backend has no replica URLs; set its base URL"})
-        if base_url:
-            egress_url_validate(base_url, allow_private=tenant.private_networks_allowed)
-    elif base_url:
-        raise ValidationError({"base_url": "only OpenAPI backends have a base URL (MCP backends list replica URLs)"})
+def _check(*, tenant: Tenant, fields: BackendFields) -> None:
+    """ValidationError with every problem `backend_check` finds, by field."""
+    problems = backend_check(fields, allow_private=tenant.private_networks_allowed)
+    if problems:
+        by_field: dict[str, list[str]] = {}
+        for problem in problems:
+            by_field.setdefault(problem.field, []).append(problem.message)
+        raise ValidationError(by_field)
 
 
 def _replicas_set(*, backend: Backend, urls: Sequence[str]) -> None:
     if backend.kind == Backend.Kind.OPENAPI:
         backend.replicas.all().delete()
         return
-    if not urls:
-        raise ValidationError({"urls": "a backend needs at least one replica URL"})
-    if len(set(urls)) != len(urls):
-        raise ValidationError({"urls": "replica URLs must be distinct"})
-    for url in urls:
-        egress_url_validate(url, allow_private=backend.tenant.private_networks_allowed)
-    # No full_clean on replicas: URLField's validator refuses single-label hosts (see the validator).
+    # Checked by `backend_check`. No full_clean on replicas: URLField's validator refuses single-label hosts (see the validator).
     replicas = [BackendReplica(backend=backend, url=url, position=i) for i, url in enumerate(urls)]
     if [r.url for r in backend.replicas.order_by("position")] == list(urls):
         return
@@ -78,15 +72,14 @@ def backend_create(
     """Create a backend: an MCP server with one replica per URL, in the given order, or an OpenAPI
     service (no URLs; `base_url` overrides its spec's servers, and its tools come from a spec upload).
     `max_concurrency`: calls one gateway instance forwards to it at once (None: the deployment's default)."""
-    _check_kind(kind=kind, urls=urls, base_url=base_url, tenant=tenant)
+    _check(tenant=tenant, fields=BackendFields(kind, transport, tuple(urls), timeout_seconds, base_url,
+                                               tool_name_max_length, max_concurrency))
     backend = Backend(
         tenant=tenant, name=name, kind=kind, transport=transport, timeout_seconds=timeout_seconds, base_url=base_url,
         tool_name_max_length=tool_name_max_length, include_deprecated=include_deprecated,
         max_concurrency=max_concurrency,
     )
     backend.full_clean()
-    if timeout_seconds <= 0:
-        raise ValidationError({"timeout_seconds": "must be positive"})
     backend.save()
     _replicas_set(backend=backend, urls=urls)
     config_version_bump(tenant_id=tenant.pk)
@@ -110,7 +103,8 @@ def backend_update(
 ) -> Backend:
     """Replace every editable attribute of the backend, its replica URLs included. A change of an
     OpenAPI backend's compile options compiles its active spec again (as a new version)."""
-    _check_kind(kind=kind, urls=urls, base_url=base_url, tenant=backend.tenant)
+    _check(tenant=backend.tenant, fields=BackendFields(kind, transport, tuple(urls), timeout_seconds, base_url,
+                                                       tool_name_max_length, max_concurrency))
     recompile = (backend.tool_name_max_length, backend.include_deprecated) != (tool_name_max_length, include_deprecated)
     backend.kind = kind
     backend.transport = transport
@@ -120,8 +114,6 @@ def backend_update(
     backend.include_deprecated = include_deprecated
     backend.max_concurrency = max_concurrency
     backend.full_clean()
-    if timeout_seconds <= 0:
-        raise ValidationError({"timeout_seconds": "must be positive"})
     backend.save(update_fields=[
         "kind", "transport", "timeout_seconds", "base_url", "tool_name_max_length", "include_deprecated",
         "max_concurrency", "updated_at",

@@ -1,14 +1,18 @@
-"""Field rules the models cannot express without a migration, shared by services and the config
-validator."""
+"""Field rules the models cannot express without a migration, and each entity's one check
+(`backend_check`), shared by the services, the API, the console and the configuration validator."""
 
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 
+from apps.catalog.models import Backend
 from apps.common.url_guard import url_address_validate
 
 REPLICA_URL_MAX_LENGTH = 500
@@ -42,3 +46,75 @@ def egress_url_validate(url: str, *, allow_private: bool) -> None:
     """`replica_url_validate`, then the SSRF guard on the URL's address (`url_address_validate`)."""
     replica_url_validate(url)
     url_address_validate(url, allow_private=allow_private)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendFields:
+    """A backend's editable attributes, as any face hands them over: the console's form, the API's
+    body, a configuration document, a service call. Values are as given (a document may hold a
+    string where a number belongs): `backend_check` judges them."""
+
+    kind: object
+    transport: object
+    urls: Sequence[object]
+    timeout_seconds: object
+    base_url: object = ""
+    tool_name_max_length: object = 64
+    max_concurrency: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class FieldProblem:
+    """What is wrong with one field of an entity (`field` as the entity names it)."""
+
+    field: str
+    message: str
+
+
+def backend_check(fields: BackendFields, *, allow_private: bool, resolve: bool = True) -> list[FieldProblem]:
+    """What is wrong with `fields`, each with the field it is about; empty when nothing is. The one
+    set of backend rules every face applies, with the same words. `resolve`: judge host names by
+    the addresses they resolve to now (a document is checked before it is applied: literal
+    addresses only)."""
+    problems: list[FieldProblem] = []
+    if fields.kind not in Backend.Kind.values:
+        problems.append(FieldProblem("kind", f"kind must be one of {', '.join(Backend.Kind.values)}"))
+    if fields.transport not in Backend.Transport.values:
+        problems.append(FieldProblem("transport", f"transport must be one of {', '.join(Backend.Transport.values)}"))
+    timeout = fields.timeout_seconds
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
+        problems.append(FieldProblem("timeout_seconds", "timeout_seconds must be a positive number of seconds"))
+    concurrency = fields.max_concurrency
+    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
+        problems.append(FieldProblem(
+            "max_concurrency", "max_concurrency must be a whole number of at least 1 (empty: the deployment's default)"))
+    length = fields.tool_name_max_length
+    if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= 128:
+        problems.append(FieldProblem("tool_name_max_length", "tool_name_max_length must be a whole number from 1 to 128"))
+    urls, base_url = list(fields.urls), fields.base_url
+    if fields.kind == Backend.Kind.OPENAPI:
+        if urls:
+            problems.append(FieldProblem("urls", "an OpenAPI backend has no replica URLs; set its base URL"))
+        if not isinstance(base_url, str):
+            problems.append(FieldProblem("base_url", "base_url must be a URL"))
+        elif base_url:
+            problems.extend(FieldProblem("base_url", message) for message in _url_problems(base_url, allow_private, resolve))
+    elif fields.kind == Backend.Kind.MCP:
+        if base_url:
+            problems.append(FieldProblem("base_url", "only OpenAPI backends have a base URL (MCP backends list replica URLs)"))
+        if not urls:
+            problems.append(FieldProblem("urls", "a backend needs at least one replica URL"))
+        elif len({repr(url) for url in urls}) != len(urls):
+            problems.append(FieldProblem("urls", "replica URLs must be distinct"))
+        for url in urls:
+            problems.extend(FieldProblem("urls", message) for message in _url_problems(url, allow_private, resolve))
+    return problems
+
+
+def _url_problems(url: object, allow_private: bool, resolve: bool) -> list[str]:
+    try:
+        replica_url_validate(url)  # type: ignore[arg-type]
+        url_address_validate(url, allow_private=allow_private, resolve=resolve)  # type: ignore[arg-type]
+    except ValidationError as error:
+        return list(error.messages)
+    return []

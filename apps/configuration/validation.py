@@ -6,7 +6,6 @@ passes never fails on a field rule when it is applied."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import yaml
@@ -15,7 +14,7 @@ from django.core.exceptions import ValidationError
 
 from apps.catalog.models import Backend, VirtualHost, map_key_validator, name_validator, tool_name_validator
 from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX_LENGTH
-from apps.catalog.validators import replica_url_validate
+from apps.catalog.validators import BackendFields, backend_check, replica_url_validate
 from apps.common.url_guard import url_address_validate
 from apps.configuration.budgets import budgets_check, tool_costs_check
 from apps.configuration.credentials import credential_check, tenant_secrets_check
@@ -244,9 +243,6 @@ class _Checker(FieldChecks):
                     self.add(f"{path}.urls", "an OpenAPI backend has no replica URLs; use base_url")
                 base_url, spec_file, credential = self.openapi_fields(fields, path, private=private)
                 name_length = fields.get("tool_name_max_length", DEFAULT_TOOL_NAME_MAX_LENGTH)
-                if isinstance(name_length, bool) or not isinstance(name_length, int) or not 1 <= name_length <= 128:
-                    self.add(f"{path}.tool_name_max_length", "must be a whole number from 1 to 128")
-                    name_length = DEFAULT_TOOL_NAME_MAX_LENGTH
                 if "include_deprecated" in fields:
                     deprecated = self.flag(fields["include_deprecated"], f"{path}.include_deprecated")
             else:
@@ -259,15 +255,20 @@ class _Checker(FieldChecks):
                 if "credential" in fields:
                     credential = credential_check(self, fields["credential"], f"{path}.credential")
             timeout = fields.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
-            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
-                self.add(f"{path}.timeout_seconds", "must be a positive number of seconds")
-                timeout = DEFAULT_TIMEOUT_SECONDS
             concurrency = fields.get("max_concurrency")
-            if concurrency is not None and (
-                isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+            # The backend's own value rules, as every face applies them (kind, transport and the URLs
+            # are read above, each URL at its own index).
+            wrong = set()
+            for problem in backend_check(
+                BackendFields(kind, transport, urls, timeout, base_url, name_length, concurrency),
+                allow_private=private, resolve=False,
             ):
-                self.add(f"{path}.max_concurrency", "must be a whole number of at least 1 (leave it out for the default)")
-                concurrency = None
+                if problem.field in ("timeout_seconds", "max_concurrency", "tool_name_max_length"):
+                    self.add(f"{path}.{problem.field}", problem.message)
+                    wrong.add(problem.field)
+            timeout = DEFAULT_TIMEOUT_SECONDS if "timeout_seconds" in wrong else timeout
+            concurrency = None if "max_concurrency" in wrong else concurrency
+            name_length = DEFAULT_TOOL_NAME_MAX_LENGTH if "tool_name_max_length" in wrong else name_length
             if (tenant, name) in backends:
                 self.add(f"{path}.name", f"duplicate backend {name!r} in tenant {tenant!r}")
             elif tenant and name:
@@ -298,8 +299,11 @@ class _Checker(FieldChecks):
         return base_url, spec_file, credential
 
     def urls(self, raw: Any, path: str, *, private: bool) -> tuple[str, ...]:
-        if not isinstance(raw, list) or not raw:
-            self.add(path, "must be a list of one or more replica URLs")
+        if not isinstance(raw, list):
+            self.add(path, "must be a list of replica URLs")
+            return ()
+        if not raw:
+            self.add(path, "a backend needs at least one replica URL")  # backend_check's words
             return ()
         urls: list[str] = []
         for i, url in enumerate(raw):
@@ -311,7 +315,7 @@ class _Checker(FieldChecks):
                 self.add(url_path, error.messages[0])
                 continue
             if url in urls:
-                self.add(url_path, f"duplicate URL {url!r}")
+                self.add(url_path, f"replica URLs must be distinct: {url!r} is given twice")
             urls.append(url)
         return tuple(urls)
 

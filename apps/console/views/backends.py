@@ -33,9 +33,11 @@ from apps.tenants.models import Tenant
 
 class _BackendForm(forms.Form):
     name = forms.CharField(label="Name", max_length=64, help_text="Letters, digits, '_', '.' and '-'.")
-    timeout_seconds = forms.FloatField(label="Timeout (seconds)", initial=DEFAULT_TIMEOUT_SECONDS, min_value=0.1)
+    # Ranges are the service's (`backend_check`): the form reads numbers, the browser is told the range.
+    timeout_seconds = forms.FloatField(label="Timeout (seconds)", initial=DEFAULT_TIMEOUT_SECONDS,
+                                       widget=forms.NumberInput(attrs={"min": "0.1", "step": "any"}))
     max_concurrency = forms.IntegerField(
-        label="Most calls at once", required=False, min_value=1,
+        label="Most calls at once", required=False, widget=forms.NumberInput(attrs={"min": "1"}),
         help_text="Per gateway instance, over all replicas; more wait briefly, then fail. Empty: the deployment's default.",
     )
 
@@ -57,7 +59,8 @@ class OpenApiBackendForm(_BackendForm):
         help_text="Where the service is reached; empty: the spec's servers.",
     )
     tool_name_max_length = forms.IntegerField(
-        label="Longest tool name", initial=DEFAULT_TOOL_NAME_MAX_LENGTH, min_value=1, max_value=128,
+        label="Longest tool name", initial=DEFAULT_TOOL_NAME_MAX_LENGTH,
+        widget=forms.NumberInput(attrs={"min": "1", "max": "128"}),
     )
     include_deprecated = forms.BooleanField(label="Turn deprecated operations into tools too", required=False)
 
