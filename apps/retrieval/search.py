@@ -200,7 +200,9 @@ class IndexFacts:
 
 
 _facts: dict[int, tuple[tuple[object, ...], IndexFacts]] = {}
-_facts_lock = threading.Lock()
+#: One lock a tenant: a tenant's facts are built once however many searches wait for them, while
+#: other tenants' searches go on (building takes seconds for a big catalog).
+_facts_locks: dict[int, threading.Lock] = {}
 
 
 def index_facts_get(*, tenant_id: int) -> IndexFacts:
@@ -216,7 +218,10 @@ def index_facts_get(*, tenant_id: int) -> IndexFacts:
     cached = _facts.get(tenant_id)
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    with _facts_lock:
+    with _facts_locks.setdefault(tenant_id, threading.Lock()):
+        cached = _facts.get(tenant_id)
+        if cached is not None and cached[0] == stamp:  # built by the search this one waited for
+            return cached[1]
         # The embeddings in pgvector's binary form: parsing 18,378 of them as text took 1 s of 1.5.
         sent = Func(F("embedding"), function="vector_send", output_field=BinaryField())
         rows = list(IndexedTool.objects.filter(tenant_id=tenant_id).order_by("backend_id", "name").annotate(

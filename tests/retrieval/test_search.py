@@ -191,3 +191,45 @@ def test_an_id_read_two_ways_puts_the_first_describer_of_both_first(
     ranked = search.tool_index_rankings(tenant_id=backend.tenant_id, scope=scope, query="acl-5fb85d36", k=5,
                                         paths=(search.REWRITE,))
     assert [name for (_, name), _ in ranked[search.REWRITE]][:2] == ["DescribeWebAcls", "DescribeNetworkAcls"]
+
+
+@pytest.mark.django_db(transaction=True)  # the builds run on threads of their own, each with its connection
+def test_a_tenants_index_facts_are_built_once_and_never_wait_for_another_tenants(monkeypatch) -> None:  # noqa: ANN001
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    from apps.retrieval.rewrite import Vocabulary
+    from tests.factories import tenant_factory
+
+    slow, quick = tenant_factory(), tenant_factory()
+    entered, release = threading.Event(), threading.Event()
+    builds: list[int] = []
+    build = Vocabulary.build.__func__  # type: ignore[attr-defined]
+
+    def held(cls, tools):  # noqa: ANN001, ANN202
+        tools = list(tools)
+        builds.append(threading.get_ident())
+        if threading.current_thread().name.startswith("slow"):
+            entered.set()
+            assert release.wait(10)
+        return build(cls, tools)
+
+    monkeypatch.setattr(Vocabulary, "build", classmethod(held))
+
+    def facts(tenant_id: int) -> object:
+        try:
+            return search.index_facts_get(tenant_id=tenant_id)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(2, thread_name_prefix="slow") as waiting:
+        first = waiting.submit(facts, slow.pk)
+        assert entered.wait(10)
+        second = waiting.submit(facts, slow.pk)  # waits for the first one's build, builds nothing
+        with ThreadPoolExecutor(1, thread_name_prefix="quick") as other:
+            assert other.submit(facts, quick.pk).result(timeout=10) is not None  # while `slow` is held
+        release.set()
+        assert first.result(timeout=10) is second.result(timeout=10)
+    assert len(builds) == 2  # one build a tenant
