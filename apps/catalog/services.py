@@ -7,14 +7,21 @@ can report them and carry on."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from apps.catalog.models import Backend, BackendReplica, ToolAlias, VirtualHost, VirtualHostBackend
 from apps.catalog.specs import spec_recompile
-from apps.catalog.validators import BackendFields, backend_check
+from apps.catalog.validators import (
+    BackendFields,
+    FieldProblem,
+    VirtualHostFields,
+    backend_check,
+    virtual_host_check,
+)
 from apps.common.config_version import config_version_bump
 from apps.retrieval.indexing import tool_index_queue
 from apps.tenants.models import ApiKey, Tenant
@@ -31,14 +38,17 @@ class ToolTarget:
     upstream_name: str
 
 
-def _check(*, tenant: Tenant, fields: BackendFields) -> None:
-    """ValidationError with every problem `backend_check` finds, by field."""
-    problems = backend_check(fields, allow_private=tenant.private_networks_allowed)
+def _refuse(problems: Sequence[FieldProblem]) -> None:
+    """ValidationError with every problem of an entity's check, by field; nothing when there are none."""
     if problems:
         by_field: dict[str, list[str]] = {}
         for problem in problems:
             by_field.setdefault(problem.field, []).append(problem.message)
         raise ValidationError(by_field)
+
+
+def _check(*, tenant: Tenant, fields: BackendFields) -> None:
+    _refuse(backend_check(fields, allow_private=tenant.private_networks_allowed))
 
 
 def _replicas_set(*, backend: Backend, urls: Sequence[str]) -> None:
@@ -137,11 +147,20 @@ def backend_delete(*, backend: Backend) -> None:
     config_version_bump(tenant_id=tenant_id)
 
 
-def _check_anonymous(*, tenant: Tenant, allow_anonymous: bool, anonymous_key: ApiKey | None) -> None:
-    if anonymous_key is not None and anonymous_key.tenant_id != tenant.pk:
-        raise ValidationError({"anonymous_key": "the anonymous key must belong to the virtual host's tenant"})
-    if allow_anonymous and anonymous_key is None:
-        raise ValidationError({"anonymous_key": "allowing anonymous callers needs an anonymous key"})
+def _host_fields(virtual_host: VirtualHost, **changes: Any) -> VirtualHostFields:
+    """What `virtual_host_check` reads of the host as stored, with `changes`."""
+    stored = VirtualHostFields(
+        map_keys=set(virtual_host.mounts.values_list("map_key", flat=True)),
+        aliases=list(virtual_host.tool_aliases.values_list("alias", "map_key")),
+        allow_anonymous=virtual_host.allow_anonymous, anonymous_key=virtual_host.anonymous_key_id is not None,
+        tool_search=virtual_host.tool_search, tool_search_name=virtual_host.tool_search_name,
+    )
+    return replace(stored, **changes)
+
+
+def _anonymous(tenant_id: int, anonymous_key: ApiKey | None) -> dict[str, bool]:
+    return {"anonymous_key": anonymous_key is not None,
+            "anonymous_key_of_tenant": anonymous_key is None or anonymous_key.tenant_id == tenant_id}
 
 
 @transaction.atomic
@@ -156,11 +175,16 @@ def virtual_host_create(
     tool_search: str = VirtualHost.ToolSearch.AUTO,
     tool_search_name: str = "tool_search",
 ) -> VirtualHost:
-    """Create a virtual host mounting each backend under its map key, with the given aliases (and
-    tool_search as `virtual_host_tool_search_set` gives it)."""
-    _check_anonymous(tenant=tenant, allow_anonymous=allow_anonymous, anonymous_key=anonymous_key)
+    """Create a virtual host mounting each backend under its map key, with the given aliases and
+    tool_search (as `virtual_host_tool_search_set` gives it)."""
+    _refuse(virtual_host_check(VirtualHostFields(
+        map_keys=set(mounts or {}), aliases=[(alias, target.map_key) for alias, target in (tool_aliases or {}).items()],
+        allow_anonymous=allow_anonymous, **_anonymous(tenant.pk, anonymous_key), tool_search=tool_search,
+        tool_search_name=tool_search_name,
+    )))
     virtual_host = VirtualHost(
-        tenant=tenant, slug=slug, allow_anonymous=allow_anonymous, anonymous_key=anonymous_key
+        tenant=tenant, slug=slug, allow_anonymous=allow_anonymous, anonymous_key=anonymous_key,
+        tool_search=tool_search, tool_search_name=tool_search_name,
     )
     virtual_host.full_clean()
     virtual_host.save()
@@ -168,8 +192,6 @@ def virtual_host_create(
         mount_set(virtual_host=virtual_host, map_key=map_key, backend=backend)
     for alias, target in (tool_aliases or {}).items():
         tool_alias_set(virtual_host=virtual_host, alias=alias, target=target)
-    if (tool_search, tool_search_name) != (VirtualHost.ToolSearch.AUTO, "tool_search"):
-        virtual_host_tool_search_set(virtual_host=virtual_host, mode=tool_search, name=tool_search_name)
     config_version_bump(tenant_id=tenant.pk)
     return virtual_host
 
@@ -180,7 +202,12 @@ def virtual_host_settings_set(
     tool_search_name: str,
 ) -> VirtualHost:
     """Set who may call anonymously and the host's tool_search together (the console's and the API's
-    edit): both as `virtual_host_update` and `virtual_host_tool_search_set` say, or neither."""
+    edit): both as `virtual_host_update` and `virtual_host_tool_search_set` say, or neither (every
+    problem of both said at once)."""
+    _refuse(virtual_host_check(_host_fields(
+        virtual_host, allow_anonymous=allow_anonymous, **_anonymous(virtual_host.tenant_id, anonymous_key),
+        tool_search=tool_search, tool_search_name=tool_search_name,
+    )))
     virtual_host_update(virtual_host=virtual_host, allow_anonymous=allow_anonymous, anonymous_key=anonymous_key)
     return virtual_host_tool_search_set(virtual_host=virtual_host, mode=tool_search, name=tool_search_name)
 
@@ -189,7 +216,8 @@ def virtual_host_update(
     *, virtual_host: VirtualHost, allow_anonymous: bool, anonymous_key: ApiKey | None
 ) -> VirtualHost:
     """Set who may call anonymously. Mounts and aliases change through mount_* / tool_alias_*."""
-    _check_anonymous(tenant=virtual_host.tenant, allow_anonymous=allow_anonymous, anonymous_key=anonymous_key)
+    _refuse(virtual_host_check(_host_fields(
+        virtual_host, allow_anonymous=allow_anonymous, **_anonymous(virtual_host.tenant_id, anonymous_key))))
     virtual_host.allow_anonymous = allow_anonymous
     virtual_host.anonymous_key = anonymous_key
     virtual_host.full_clean()
@@ -204,10 +232,7 @@ def virtual_host_tool_search_set(*, virtual_host: VirtualHost, mode: str, name: 
     auto: only on a host of many tools, none on a small one — docs/tool-search.md) or take it away
     (off). ValidationError for an unknown mode, a name that is not a tool name, or
     one an alias of the host already takes; nothing changes then."""
-    if mode not in VirtualHost.ToolSearch.values:
-        raise ValidationError({"tool_search": f"unknown mode {mode!r}; use one of {', '.join(VirtualHost.ToolSearch.values)}"})
-    if mode != VirtualHost.ToolSearch.OFF and virtual_host.tool_aliases.filter(alias=name).exists():
-        raise ValidationError({"tool_search_name": f"{name!r} is an alias of this host; choose another name for tool_search"})
+    _refuse(virtual_host_check(_host_fields(virtual_host, tool_search=mode, tool_search_name=name)))
     virtual_host.tool_search = mode
     virtual_host.tool_search_name = name
     virtual_host.full_clean()
@@ -250,10 +275,9 @@ def mount_delete(*, mount: VirtualHostBackend) -> None:
 def tool_alias_set(*, virtual_host: VirtualHost, alias: str, target: ToolTarget) -> ToolAlias:
     """Expose `alias` routed to `target`, replacing an alias of that name. The map key must be
     mounted on the virtual host."""
-    if not virtual_host.mounts.filter(map_key=target.map_key).exists():
-        raise ValidationError({"map_key": f"map key {target.map_key!r} is not mounted on this virtual host"})
-    if virtual_host.tool_search != VirtualHost.ToolSearch.OFF and alias == virtual_host.tool_search_name:
-        raise ValidationError({"alias": f"{alias!r} is this host's tool_search; choose another alias"})
+    stored = _host_fields(virtual_host)
+    _refuse(virtual_host_check(replace(
+        stored, aliases=[*((a, k) for a, k in stored.aliases if a != alias), (alias, target.map_key)])))
     tool_alias = virtual_host.tool_aliases.filter(alias=alias).first() or ToolAlias(
         virtual_host=virtual_host, alias=alias
     )

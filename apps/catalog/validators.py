@@ -1,18 +1,18 @@
 """Field rules the models cannot express without a migration, and each entity's one check
-(`backend_check`), shared by the services, the API, the console and the configuration validator."""
+(`backend_check`, `virtual_host_check`), shared by the services, the API, the console and the configuration validator."""
 
 from __future__ import annotations
 
 import ipaddress
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 
-from apps.catalog.models import Backend
+from apps.catalog.models import Backend, VirtualHost, tool_name_validator
 from apps.common.url_guard import url_address_validate
 
 REPLICA_URL_MAX_LENGTH = 500
@@ -118,3 +118,43 @@ def _url_problems(url: object, allow_private: bool, resolve: bool) -> list[str]:
     except ValidationError as error:
         return list(error.messages)
     return []
+
+
+@dataclass(frozen=True, slots=True)
+class VirtualHostFields:
+    """What a virtual host's rules read of it, as it would be after a change: its mounted map
+    keys, its aliases (alias, map key), who may call anonymously (the key given: whether there is
+    one, and whether it is of the host's tenant), and its `tool_search`."""
+
+    map_keys: Collection[str] = ()
+    aliases: Collection[tuple[str, str]] = ()
+    allow_anonymous: bool = False
+    anonymous_key: bool = False
+    anonymous_key_of_tenant: bool = True
+    tool_search: object = "auto"
+    tool_search_name: object = "tool_search"
+
+
+def virtual_host_check(fields: VirtualHostFields) -> list[FieldProblem]:
+    """What is wrong with a virtual host as `fields` describe it (empty: nothing): the one set of
+    virtual host rules every face applies, with the same words."""
+    problems: list[FieldProblem] = []
+    modes = VirtualHost.ToolSearch.values
+    if fields.tool_search not in modes:
+        problems.append(FieldProblem("tool_search", f"tool_search must be one of {', '.join(modes)}"))
+    name = fields.tool_search_name
+    if not isinstance(name, str) or not tool_name_validator.regex.fullmatch(name):
+        problems.append(FieldProblem("tool_search_name", str(tool_name_validator.message)))
+    elif fields.tool_search != VirtualHost.ToolSearch.OFF and name in {alias for alias, _ in fields.aliases}:
+        problems.append(FieldProblem(
+            "tool_search_name", f"{name!r} is an alias of this host; tool_search and an alias cannot share a name"))
+    if fields.anonymous_key and not fields.anonymous_key_of_tenant:
+        problems.append(FieldProblem("anonymous_key", "the anonymous key must belong to the virtual host's tenant"))
+    if fields.allow_anonymous and not fields.anonymous_key:
+        problems.append(FieldProblem("anonymous_key", "allowing anonymous callers needs an anonymous key"))
+    mounted = set(fields.map_keys)
+    for alias, map_key in fields.aliases:
+        if map_key not in mounted:
+            problems.append(FieldProblem(
+                f"tool_aliases.{alias}", f"map key {map_key!r} is not mounted on this virtual host (alias {alias!r} routes to it)"))
+    return problems

@@ -14,7 +14,13 @@ from django.core.exceptions import ValidationError
 
 from apps.catalog.models import Backend, VirtualHost, map_key_validator, name_validator, tool_name_validator
 from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX_LENGTH
-from apps.catalog.validators import BackendFields, backend_check, replica_url_validate
+from apps.catalog.validators import (
+    BackendFields,
+    VirtualHostFields,
+    backend_check,
+    replica_url_validate,
+    virtual_host_check,
+)
 from apps.common.url_guard import url_address_validate
 from apps.configuration.budgets import budgets_check, tool_costs_check
 from apps.configuration.credentials import credential_check, tenant_secrets_check
@@ -347,24 +353,28 @@ class _Checker(FieldChecks):
                 if tenant and backend and (tenant, backend) not in backend_names:
                     self.add(mount_path, f"unknown backend {backend!r} (add it under backends for tenant {tenant!r})")
                 mounts.append(MountSpec(map_key=map_key, backend=backend))
-            aliases = self.aliases(fields.get("tool_aliases"), f"{path}.tool_aliases", {m.map_key for m in mounts})
+            aliases = self.aliases(fields.get("tool_aliases"), f"{path}.tool_aliases")
             allow_anonymous = (
                 self.flag(fields["allow_anonymous"], f"{path}.allow_anonymous") if "allow_anonymous" in fields else False
             )
             anonymous_key = self.anonymous_key(fields.get("anonymous_key"), f"{path}.anonymous_key", tenants.get(tenant))
-            if allow_anonymous and fields.get("anonymous_key") is None:
-                self.add(f"{path}.anonymous_key", "is required when allow_anonymous is true")
-            tool_search: str | None = None
-            if "tool_search" in fields:
-                mode = fields["tool_search"]
-                mode = {True: "listed", False: "off"}.get(mode, mode) if isinstance(mode, bool) else mode  # YAML reads `off` as false
-                tool_search = self.choice(mode, f"{path}.tool_search", VirtualHost.ToolSearch.values)
-            search_name: str | None = None
-            if "tool_search_name" in fields:
-                search_name = self.text(fields["tool_search_name"], f"{path}.tool_search_name",
-                                        max_length=128, validator=tool_name_validator, what="tool name")
-            if tool_search not in {None, "off"} and (search_name or "tool_search") in {a.alias for a in aliases}:
-                self.add(f"{path}.tool_search_name", f"{search_name or 'tool_search'!r} is also an alias of this host")
+            mode = fields.get("tool_search")
+            mode = {True: "listed", False: "off"}.get(mode, mode) if isinstance(mode, bool) else mode  # YAML reads `off` as false
+            search_name = fields.get("tool_search_name")
+            # The virtual host's own rules, as every face applies them. A host that leaves tool_search
+            # out keeps the mode it has, which this document does not know: no alias clashes with it.
+            wrong = set()
+            for problem in virtual_host_check(VirtualHostFields(
+                map_keys={m.map_key for m in mounts}, aliases=[(a.alias, a.map_key) for a in aliases],
+                allow_anonymous=allow_anonymous, anonymous_key=fields.get("anonymous_key") is not None,
+                tool_search=mode if "tool_search" in fields else VirtualHost.ToolSearch.OFF,
+                tool_search_name=search_name if "tool_search_name" in fields else "tool_search",
+            )):
+                self.add(f"{path}.{problem.field}", problem.message)
+                wrong.add(problem.field)
+            tool_search = mode if "tool_search" in fields and "tool_search" not in wrong else None
+            if "tool_search_name" not in fields or "tool_search_name" in wrong:
+                search_name = None
             if (tenant, slug) in hosts:
                 self.add(f"{path}.slug", f"duplicate virtual host {slug!r} in tenant {tenant!r}")
             elif tenant and slug:
@@ -375,7 +385,7 @@ class _Checker(FieldChecks):
                 )
         return tuple(hosts.values())
 
-    def aliases(self, raw: Any, path: str, mounted: set[str]) -> list[AliasSpec]:
+    def aliases(self, raw: Any, path: str) -> list[AliasSpec]:
         aliases = []
         for alias, target in self.pairs(raw, path):
             alias_path = f"{path}.{alias}"
@@ -386,8 +396,6 @@ class _Checker(FieldChecks):
             map_key, upstream_name = target.split(":", 1)
             if not upstream_name or len(upstream_name) > _UPSTREAM_NAME_MAX_LENGTH:
                 self.add(alias_path, f"upstream name must be 1-{_UPSTREAM_NAME_MAX_LENGTH} characters")
-            elif map_key not in mounted:
-                self.add(alias_path, f"map key {map_key!r} is not mounted on this virtual host (see its backends)")
             aliases.append(AliasSpec(alias=alias, map_key=map_key, upstream_name=upstream_name))
         return aliases
 

@@ -51,10 +51,10 @@ def test_a_document_that_does_not_say_leaves_an_existing_host_as_it_is() -> None
 
 
 @pytest.mark.parametrize(("extra", "expected"), [
-    ("    tool_search: sometimes\n", "virtual_hosts[0].tool_search: must be one of: auto, off, listed, only"),
+    ("    tool_search: sometimes\n", "virtual_hosts[0].tool_search: tool_search must be one of auto, off, listed, only"),
     ("    tool_search: listed\n    tool_search_name: 'find tools'\n", "virtual_hosts[0].tool_search_name: "),
     ("    tool_search: listed\n    tool_search_name: add\n",
-     "virtual_hosts[0].tool_search_name: 'add' is also an alias of this host"),
+     "virtual_hosts[0].tool_search_name: 'add' is an alias of this host; tool_search and an alias cannot share a name"),
 ])
 def test_a_bad_tool_search_is_refused_with_its_path_and_nothing_changes(extra: str, expected: str) -> None:
     with_alias = README_EXAMPLE.replace("tool_aliases: {}", 'tool_aliases: {add: "demo:add"}')

@@ -109,7 +109,7 @@ def test_empty_document_is_an_empty_configuration() -> None:
          "virtual_hosts[0].tool_aliases.find: map key 'docs' is not mounted"),
         (BASE + "    tool_aliases: {find: search}\n", "virtual_hosts[0].tool_aliases.find: must be 'map-key:upstream-name'"),
         (BASE + "    tool_aliases: {'bad alias': 'demo:x'}\n", "virtual_hosts[0].tool_aliases.bad alias: invalid alias"),
-        (BASE + "    allow_anonymous: true\n", "virtual_hosts[0].anonymous_key: is required when allow_anonymous is true"),
+        (BASE + "    allow_anonymous: true\n", "virtual_hosts[0].anonymous_key: allowing anonymous callers needs an anonymous key"),
         (BASE + "    anonymous_key: nobody\n", "virtual_hosts[0].anonymous_key: unknown key 'nobody'"),
         (BASE + "  - {tenant: acme, slug: main}\n", "virtual_hosts[1].slug: duplicate virtual host 'main'"),
         (BASE + "  - {tenant: nobody, slug: x}\n", "virtual_hosts[1].tenant: unknown tenant 'nobody'"),
