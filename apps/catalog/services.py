@@ -17,12 +17,12 @@ from apps.catalog.models import Backend, BackendReplica, ToolAlias, VirtualHost,
 from apps.catalog.specs import spec_recompile
 from apps.catalog.validators import (
     BackendFields,
-    FieldProblem,
     VirtualHostFields,
     backend_check,
     virtual_host_check,
 )
 from apps.common.config_version import config_version_bump
+from apps.common.problems import problems_refuse
 from apps.retrieval.indexing import tool_index_queue
 from apps.tenants.models import ApiKey, Tenant
 
@@ -38,17 +38,8 @@ class ToolTarget:
     upstream_name: str
 
 
-def _refuse(problems: Sequence[FieldProblem]) -> None:
-    """ValidationError with every problem of an entity's check, by field; nothing when there are none."""
-    if problems:
-        by_field: dict[str, list[str]] = {}
-        for problem in problems:
-            by_field.setdefault(problem.field, []).append(problem.message)
-        raise ValidationError(by_field)
-
-
 def _check(*, tenant: Tenant, fields: BackendFields) -> None:
-    _refuse(backend_check(fields, allow_private=tenant.private_networks_allowed))
+    problems_refuse(backend_check(fields, allow_private=tenant.private_networks_allowed))
 
 
 def _replicas_set(*, backend: Backend, urls: Sequence[str]) -> None:
@@ -177,7 +168,7 @@ def virtual_host_create(
 ) -> VirtualHost:
     """Create a virtual host mounting each backend under its map key, with the given aliases and
     tool_search (as `virtual_host_tool_search_set` gives it)."""
-    _refuse(virtual_host_check(VirtualHostFields(
+    problems_refuse(virtual_host_check(VirtualHostFields(
         map_keys=set(mounts or {}), aliases=[(alias, target.map_key) for alias, target in (tool_aliases or {}).items()],
         allow_anonymous=allow_anonymous, **_anonymous(tenant.pk, anonymous_key), tool_search=tool_search,
         tool_search_name=tool_search_name,
@@ -204,7 +195,7 @@ def virtual_host_settings_set(
     """Set who may call anonymously and the host's tool_search together (the console's and the API's
     edit): both as `virtual_host_update` and `virtual_host_tool_search_set` say, or neither (every
     problem of both said at once)."""
-    _refuse(virtual_host_check(_host_fields(
+    problems_refuse(virtual_host_check(_host_fields(
         virtual_host, allow_anonymous=allow_anonymous, **_anonymous(virtual_host.tenant_id, anonymous_key),
         tool_search=tool_search, tool_search_name=tool_search_name,
     )))
@@ -216,7 +207,7 @@ def virtual_host_update(
     *, virtual_host: VirtualHost, allow_anonymous: bool, anonymous_key: ApiKey | None
 ) -> VirtualHost:
     """Set who may call anonymously. Mounts and aliases change through mount_* / tool_alias_*."""
-    _refuse(virtual_host_check(_host_fields(
+    problems_refuse(virtual_host_check(_host_fields(
         virtual_host, allow_anonymous=allow_anonymous, **_anonymous(virtual_host.tenant_id, anonymous_key))))
     virtual_host.allow_anonymous = allow_anonymous
     virtual_host.anonymous_key = anonymous_key
@@ -232,7 +223,7 @@ def virtual_host_tool_search_set(*, virtual_host: VirtualHost, mode: str, name: 
     auto: only on a host of many tools, none on a small one — docs/tool-search.md) or take it away
     (off). ValidationError for an unknown mode, a name that is not a tool name, or
     one an alias of the host already takes; nothing changes then."""
-    _refuse(virtual_host_check(_host_fields(virtual_host, tool_search=mode, tool_search_name=name)))
+    problems_refuse(virtual_host_check(_host_fields(virtual_host, tool_search=mode, tool_search_name=name)))
     virtual_host.tool_search = mode
     virtual_host.tool_search_name = name
     virtual_host.full_clean()
@@ -276,7 +267,7 @@ def tool_alias_set(*, virtual_host: VirtualHost, alias: str, target: ToolTarget)
     """Expose `alias` routed to `target`, replacing an alias of that name. The map key must be
     mounted on the virtual host."""
     stored = _host_fields(virtual_host)
-    _refuse(virtual_host_check(replace(
+    problems_refuse(virtual_host_check(replace(
         stored, aliases=[*((a, k) for a, k in stored.aliases if a != alias), (alias, target.map_key)])))
     tool_alias = virtual_host.tool_aliases.filter(alias=alias).first() or ToolAlias(
         virtual_host=virtual_host, alias=alias

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 
 from apps.catalog.models import Backend, VirtualHost, tool_name_validator
+from apps.common.problems import FieldProblem
 from apps.common.url_guard import url_address_validate
 
 REPLICA_URL_MAX_LENGTH = 500
@@ -61,14 +62,6 @@ class BackendFields:
     base_url: object = ""
     tool_name_max_length: object = 64
     max_concurrency: object = None
-
-
-@dataclass(frozen=True, slots=True)
-class FieldProblem:
-    """What is wrong with one field of an entity (`field` as the entity names it)."""
-
-    field: str
-    message: str
 
 
 def backend_check(fields: BackendFields, *, allow_private: bool, resolve: bool = True) -> list[FieldProblem]:

@@ -15,14 +15,11 @@ from apps.configuration.document import RateLimitSpec, TenantSpec
 from apps.configuration.fields import FieldChecks
 from apps.configuration.reports import Action, Change
 from apps.policies.models import RateLimit
-from apps.policies.services import rate_limit_clear, rate_limit_set
+from apps.policies.services import rate_limit_check, rate_limit_clear, rate_limit_set
 from apps.tenants.models import Tenant
 from apps.tenants.selectors import api_key_list, team_list
 
 _FIELDS = ("tenant", "scope", "name", "limit", "window_seconds")
-# The largest value the database's positive integer columns hold: anything larger would pass the
-# check and then fail when written.
-_COUNT_MAX = 2_147_483_647
 
 
 # --- validation ----------------------------------------------------------------------------------
@@ -35,8 +32,12 @@ def rate_limits_check(checks: FieldChecks, raw: Any, *, tenants: dict[str, Tenan
         if fields is None:
             continue
         tenant, scope, name = subject_entry_check(checks, fields, path, tenants)
-        limit = _count(checks, fields["limit"], f"{path}.limit") if "limit" in fields else 0
-        window = _count(checks, fields["window_seconds"], f"{path}.window_seconds") if "window_seconds" in fields else 0
+        limit, window = fields.get("limit", 1), fields.get("window_seconds", 1)  # missing: reported as required
+        wrong = rate_limit_check(limit=limit, window_seconds=window)
+        for problem in wrong:
+            checks.add(f"{path}.{problem.field}", problem.message)
+        if wrong:
+            limit = window = 0
         if (tenant, scope, name) in limits:
             checks.add(f"{path}.name", f"duplicate rate limit for {scope} {name!r} in tenant {tenant!r}")
         elif tenant and scope and name:
@@ -65,14 +66,6 @@ def subject_entry_check(
         elif scope == RateLimit.Scope.KEY and name not in {key.name for key in spec.keys}:
             checks.add(f"{path}.name", f"unknown key {name!r} (add it to tenant {tenant!r}'s keys)")
     return tenant, scope, name
-
-
-def _count(checks: FieldChecks, value: Any, path: str) -> int:
-    # bool is an int subclass: `limit: true` would otherwise be read as 1.
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _COUNT_MAX:
-        checks.add(path, f"must be a whole number from 1 to {_COUNT_MAX}")
-        return 0
-    return value
 
 
 # --- reconcile -----------------------------------------------------------------------------------

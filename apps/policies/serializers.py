@@ -87,8 +87,10 @@ class RateLimitSerializer(serializers.Serializer):
 
 
 class RateLimitInputSerializer(serializers.Serializer):
-    limit = serializers.IntegerField(min_value=1, max_value=UNITS_MAX)
-    window_seconds = serializers.IntegerField(min_value=1, max_value=UNITS_MAX)
+    """Whole numbers; their range is the service's (`rate_limit_check`)."""
+
+    limit = serializers.IntegerField()
+    window_seconds = serializers.IntegerField()
 
 
 class CapsSerializer(serializers.Serializer):

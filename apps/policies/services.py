@@ -11,6 +11,7 @@ from django.db import transaction
 
 from apps.catalog.models import VirtualHost
 from apps.common.config_version import config_version_bump
+from apps.common.problems import FieldProblem, problems_refuse
 from apps.gateway.pipeline.costs import UNITS_MAX, ToolCostSpec, tool_costs_compile
 from apps.gateway.pipeline.policy import PolicyError, RuleSpec, policy_compile
 from apps.policies.models import AccessPolicy, AccessRule, Budget, RateLimit, ToolCost
@@ -73,14 +74,24 @@ def _subject_check(tenant: Tenant, scope: str, name: str, what: str) -> None:
         raise ValidationError(f"tenant {tenant.slug!r} has no {scope} {name!r}")
 
 
+def rate_limit_check(*, limit: object, window_seconds: object) -> list[FieldProblem]:
+    """What is wrong with a rate limit's numbers (empty: nothing): the rule every face applies, with
+    the same words. Both are whole numbers a database integer column holds, from 1."""
+    return [
+        FieldProblem(field, f"{field} must be a whole number from 1 to {UNITS_MAX}")
+        for field, value in (("limit", limit), ("window_seconds", window_seconds))
+        # bool is an int subclass: `limit: true` would otherwise be read as 1.
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= UNITS_MAX
+    ]
+
+
 @transaction.atomic
 def rate_limit_set(*, tenant: Tenant, scope: str, name: str, limit: int, window_seconds: int) -> RateLimit:
     """Limit a key (`scope="key"`, by name) or a team (by slug) of `tenant` to `limit` routed calls per
     `window_seconds`; replaces the subject's previous limit."""
     limits_editable_check(tenant=tenant)
     _subject_check(tenant, scope, name, "rate limit")
-    if not (isinstance(limit, int) and limit >= 1 and isinstance(window_seconds, int) and window_seconds >= 1):
-        raise ValidationError("limit and window_seconds must be whole numbers of at least 1")
+    problems_refuse(rate_limit_check(limit=limit, window_seconds=window_seconds))
     rate_limit, _ = RateLimit.objects.update_or_create(
         tenant=tenant, scope=scope, name=name, defaults={"limit": limit, "window_seconds": window_seconds}
     )

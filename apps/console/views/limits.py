@@ -39,8 +39,10 @@ class SubjectForm(forms.Form):
 
 
 class RateLimitForm(SubjectForm):
-    limit = forms.IntegerField(label="Calls", min_value=1, max_value=UNITS_MAX)
-    window_seconds = forms.IntegerField(label="Per seconds", min_value=1, max_value=UNITS_MAX)
+    # The range is the service's (`rate_limit_check`); the browser is told it.
+    limit = forms.IntegerField(label="Calls", widget=forms.NumberInput(attrs={"min": "1", "max": str(UNITS_MAX)}))
+    window_seconds = forms.IntegerField(label="Per seconds",
+                                        widget=forms.NumberInput(attrs={"min": "1", "max": str(UNITS_MAX)}))
 
 
 class BudgetForm(SubjectForm):
