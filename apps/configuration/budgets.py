@@ -18,7 +18,7 @@ from apps.configuration.reports import Action, Change
 from apps.gateway.pipeline.costs import UNITS_MAX, ToolCostSpec, tool_costs_compile
 from apps.gateway.pipeline.policy import PolicyError
 from apps.policies.models import Budget, ToolCost
-from apps.policies.services import budget_clear, budget_set, tool_costs_clear, tool_costs_set
+from apps.policies.services import budget_check, budget_clear, budget_set, tool_costs_clear, tool_costs_set
 from apps.tenants.models import Tenant
 from apps.tenants.selectors import api_key_list, team_list
 
@@ -50,10 +50,12 @@ def budgets_check(checks: FieldChecks, raw: Any, *, tenants: dict[str, TenantSpe
         if fields is None:
             continue
         tenant, scope, name = subject_entry_check(checks, fields, path, tenants)
-        daily = units_check(checks, fields, "daily", path)
-        monthly = units_check(checks, fields, "monthly", path)
-        if fields.get("daily") is None and fields.get("monthly") is None:
-            checks.add(path, "give daily, monthly or both")
+        daily, monthly = fields.get("daily"), fields.get("monthly")
+        wrong = budget_check(daily=daily, monthly=monthly)
+        for problem in wrong:
+            checks.add(f"{path}.{problem.field}", problem.message)
+        if wrong:
+            daily = monthly = None
         if (tenant, scope, name) in budgets:
             checks.add(f"{path}.name", f"duplicate budget for {scope} {name!r} in tenant {tenant!r}")
         elif tenant and scope and name:

@@ -106,11 +106,18 @@ def rate_limit_clear(*, tenant: Tenant, scope: str, name: str) -> None:
     config_version_bump(tenant_id=tenant.pk)
 
 
-def budget_caps_check(*, daily: int | None, monthly: int | None, what: str = "budget") -> None:
-    """Caps are whole numbers of units from 0 (only free calls pass) up to `UNITS_MAX`, or None."""
-    for period, cap in (("daily", daily), ("monthly", monthly)):
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or not 0 <= cap <= UNITS_MAX):
-            raise ValidationError(f"{what}: {period} must be a whole number from 0 to {UNITS_MAX}, or absent")
+def budget_check(*, daily: object, monthly: object) -> list[FieldProblem]:
+    """What is wrong with a budget's caps (empty: nothing): the rule every face applies, with the
+    same words. Each cap is a whole number of units from 0 (only free calls pass) up to
+    `UNITS_MAX`, or None (no cap for that period); at least one is given."""
+    problems = [
+        FieldProblem(period, f"{period} must be a whole number from 0 to {UNITS_MAX}, or empty")
+        for period, cap in (("daily", daily), ("monthly", monthly))
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or not 0 <= cap <= UNITS_MAX)
+    ]
+    if daily is None and monthly is None:
+        problems.append(FieldProblem("daily", "a budget needs a daily cap, a monthly cap or both"))
+    return problems
 
 
 @transaction.atomic
@@ -120,9 +127,7 @@ def budget_set(*, tenant: Tenant, scope: str, name: str, daily: int | None, mont
     needed); replaces the subject's previous budget. Units already spent this day and month count."""
     limits_editable_check(tenant=tenant)
     _subject_check(tenant, scope, name, "budget")
-    budget_caps_check(daily=daily, monthly=monthly)
-    if daily is None and monthly is None:
-        raise ValidationError("a budget needs a daily cap, a monthly cap or both")
+    problems_refuse(budget_check(daily=daily, monthly=monthly))
     budget, _ = Budget.objects.update_or_create(
         tenant=tenant, scope=scope, name=name, defaults={"daily": daily, "monthly": monthly}
     )

@@ -46,8 +46,11 @@ class RateLimitForm(SubjectForm):
 
 
 class BudgetForm(SubjectForm):
-    daily = forms.IntegerField(label="Units per UTC day", required=False, min_value=0, max_value=UNITS_MAX)
-    monthly = forms.IntegerField(label="Units per UTC month", required=False, min_value=0, max_value=UNITS_MAX)
+    # The range is the service's (`budget_check`); the browser is told it.
+    daily = forms.IntegerField(label="Units per UTC day", required=False,
+                               widget=forms.NumberInput(attrs={"min": "0", "max": str(UNITS_MAX)}))
+    monthly = forms.IntegerField(label="Units per UTC month", required=False,
+                                 widget=forms.NumberInput(attrs={"min": "0", "max": str(UNITS_MAX)}))
 
 
 class ToolCostForm(forms.Form):
