@@ -149,6 +149,13 @@ def _host_fields(virtual_host: VirtualHost, **changes: Any) -> VirtualHostFields
     return replace(stored, **changes)
 
 
+def _host_change_check(virtual_host: VirtualHost, changed: VirtualHostFields) -> None:
+    """Refuse what is wrong with the host as `changed` would make it and is not wrong with it as
+    stored: a state written past the services (the Django admin) does not block unrelated edits."""
+    stored = set(virtual_host_check(_host_fields(virtual_host)))
+    problems_refuse([problem for problem in virtual_host_check(changed) if problem not in stored])
+
+
 def _anonymous(tenant_id: int, anonymous_key: ApiKey | None) -> dict[str, bool]:
     return {"anonymous_key": anonymous_key is not None,
             "anonymous_key_of_tenant": anonymous_key is None or anonymous_key.tenant_id == tenant_id}
@@ -195,10 +202,10 @@ def virtual_host_settings_set(
     """Set who may call anonymously and the host's tool_search together (the console's and the API's
     edit): both as `virtual_host_update` and `virtual_host_tool_search_set` say, or neither (every
     problem of both said at once)."""
-    problems_refuse(virtual_host_check(_host_fields(
+    _host_change_check(virtual_host, _host_fields(
         virtual_host, allow_anonymous=allow_anonymous, **_anonymous(virtual_host.tenant_id, anonymous_key),
         tool_search=tool_search, tool_search_name=tool_search_name,
-    )))
+    ))
     virtual_host_update(virtual_host=virtual_host, allow_anonymous=allow_anonymous, anonymous_key=anonymous_key)
     return virtual_host_tool_search_set(virtual_host=virtual_host, mode=tool_search, name=tool_search_name)
 
@@ -207,8 +214,8 @@ def virtual_host_update(
     *, virtual_host: VirtualHost, allow_anonymous: bool, anonymous_key: ApiKey | None
 ) -> VirtualHost:
     """Set who may call anonymously. Mounts and aliases change through mount_* / tool_alias_*."""
-    problems_refuse(virtual_host_check(_host_fields(
-        virtual_host, allow_anonymous=allow_anonymous, **_anonymous(virtual_host.tenant_id, anonymous_key))))
+    _host_change_check(virtual_host, _host_fields(
+        virtual_host, allow_anonymous=allow_anonymous, **_anonymous(virtual_host.tenant_id, anonymous_key)))
     virtual_host.allow_anonymous = allow_anonymous
     virtual_host.anonymous_key = anonymous_key
     virtual_host.full_clean()
@@ -223,7 +230,7 @@ def virtual_host_tool_search_set(*, virtual_host: VirtualHost, mode: str, name: 
     auto: only on a host of many tools, none on a small one — docs/tool-search.md) or take it away
     (off). ValidationError for an unknown mode, a name that is not a tool name, or
     one an alias of the host already takes; nothing changes then."""
-    problems_refuse(virtual_host_check(_host_fields(virtual_host, tool_search=mode, tool_search_name=name)))
+    _host_change_check(virtual_host, _host_fields(virtual_host, tool_search=mode, tool_search_name=name))
     virtual_host.tool_search = mode
     virtual_host.tool_search_name = name
     virtual_host.full_clean()
@@ -267,8 +274,8 @@ def tool_alias_set(*, virtual_host: VirtualHost, alias: str, target: ToolTarget)
     """Expose `alias` routed to `target`, replacing an alias of that name. The map key must be
     mounted on the virtual host."""
     stored = _host_fields(virtual_host)
-    problems_refuse(virtual_host_check(replace(
-        stored, aliases=[*((a, k) for a, k in stored.aliases if a != alias), (alias, target.map_key)])))
+    _host_change_check(virtual_host, replace(
+        stored, aliases=[*((a, k) for a, k in stored.aliases if a != alias), (alias, target.map_key)]))
     tool_alias = virtual_host.tool_aliases.filter(alias=alias).first() or ToolAlias(
         virtual_host=virtual_host, alias=alias
     )

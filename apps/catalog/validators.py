@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import ipaddress
-import math
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,10 @@ from apps.common.problems import FieldProblem
 from apps.common.url_guard import url_address_validate
 
 REPLICA_URL_MAX_LENGTH = 500
+#: A day: a call the gateway waits on longer than that is a stream's work, not a call's.
+TIMEOUT_MAX_SECONDS = 86_400
+#: What the database's positive integer columns hold.
+INTEGER_MAX = 2_147_483_647
 _HOST_LABELS = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
 
 
@@ -75,12 +78,17 @@ def backend_check(fields: BackendFields, *, allow_private: bool, resolve: bool =
     if fields.transport not in Backend.Transport.values:
         problems.append(FieldProblem("transport", f"transport must be one of {', '.join(Backend.Transport.values)}"))
     timeout = fields.timeout_seconds
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
-        problems.append(FieldProblem("timeout_seconds", "timeout_seconds must be a positive number of seconds"))
-    concurrency = fields.max_concurrency
-    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
+    # Compared as given: `math.isfinite` of a huge int raises, and an int is finite anyway.
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= TIMEOUT_MAX_SECONDS:
         problems.append(FieldProblem(
-            "max_concurrency", "max_concurrency must be a whole number of at least 1 (empty: the deployment's default)"))
+            "timeout_seconds", f"timeout_seconds must be a positive number of seconds, at most {TIMEOUT_MAX_SECONDS}"))
+    concurrency = fields.max_concurrency
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= INTEGER_MAX
+    ):
+        problems.append(FieldProblem(
+            "max_concurrency",
+            f"max_concurrency must be a whole number from 1 to {INTEGER_MAX}; leave it out for the deployment's default"))
     length = fields.tool_name_max_length
     if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= 128:
         problems.append(FieldProblem("tool_name_max_length", "tool_name_max_length must be a whole number from 1 to 128"))

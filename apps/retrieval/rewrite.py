@@ -31,10 +31,6 @@ from apps.retrieval.text import identifier_words, singular, type_words
 # and finds nothing).
 _ID = re.compile(r"^([a-z][a-z0-9]{0,15})-([a-z0-9]{4,})$")
 _ARN = re.compile(r"^arn:[a-z0-9-]+:([a-z0-9-]+):[a-z0-9-]*:[0-9]*:(\S+)$")
-# An endpoint URL or host name (`https://sqs.eu-west-1.amazonaws.com/1234/orders`,
-# `1234.dkr.ecr.us-east-1.amazonaws.com/web-api`): its dot-separated labels, one of which may
-# name the service.
-_HOST = re.compile(r"^(?:[a-z][a-z0-9+.-]*://)?((?:[A-Za-z0-9-]+\.){2,}[A-Za-z]{2,})(?::\d+)?(?:/\S*)?$")
 _ID_PARAMETER = re.compile(r"^(.+?)(?:Ids?|IDs?|Arns?|ARNs?)$")
 _NAMING_PARAMETER = re.compile(r"^(.+?)(?:Ids?|IDs?|Arns?|ARNs?|Names?|Urls?|URLs?|Identifiers?)$")
 _DESCRIBER = re.compile(r"^(Describe|Get|List)([A-Z][A-Za-z0-9]*)$")
@@ -109,7 +105,7 @@ class Vocabulary:
     ) -> None:
         self.types = types
         self.services = services  # service name -> keys of its tools
-        # What ARNs and endpoint host names may call a service (`elasticloadbalancing`: elbv2), and
+        # What ARNs may call a service (`elasticloadbalancing`: elbv2), and
         # the type an ARN of it means when it spells none (`arn:aws:sns:…:alerts`: a topic).
         self.namespaces = {**(namespaces or {}), **{service: (service,) for service in services}}
         self.main = dict(main or {})
@@ -178,7 +174,7 @@ class Vocabulary:
             token = word.strip("?!.,;:()'\"")
             services, readings = self._located(token)
             if services:
-                # An ARN or endpoint names its service: its words say where to look, its tools come first.
+                # An ARN names its service: its words say where to look, its tools come first.
                 keys = frozenset().union(*(self.services[service] for service in services))
                 readings = [replace(r, tools=_service_first(r.tools, keys)) for r in readings]
                 out.append(" ".join([*services, *(identifier_words(readings[0].type) if readings else ())]))
@@ -198,32 +194,28 @@ class Vocabulary:
         return Rewrite(" ".join(out), tuple(matches), weak=len(rest) <= _WEAK_WORDS_MAX)
 
     def _located(self, token: str) -> tuple[tuple[str, ...], list[Match]]:
-        """What an ARN or an endpoint URL says: the services of this catalog it names (none: it is
-        neither, or names none of them), and the resource type. An ARN spells its type in the
-        resource part (`function:name`, `db-instance:name`, `loadbalancer/app/name/id`,
-        `regional/webacl/name/id`: the first part naming a type, as written or run together); one
-        whose resource is a bare name (`arn:aws:sns:…:alerts`), like an endpoint URL, means its
-        service's main type, if it has one."""
+        """What an ARN says: the services of this catalog it names (none: it is no ARN, or names
+        none of them), and the resource type. An ARN spells its type in the resource part
+        (`function:name`, `db-instance:name`, `loadbalancer/app/name/id`, `regional/webacl/name/id`:
+        the first part naming a type some tool of its service describes, as written or run
+        together; a bucket's object path names none); one whose resource is a bare name
+        (`arn:aws:sns:…:alerts`) means its service's main type, if it has one. (Endpoint URLs are
+        not read: a host's labels are anybody's words, `api.github.com` no backend called `api`.)"""
         arn = _ARN.match(token)
-        if arn is not None:
-            services = self.namespaces.get(arn.group(1), ())
-            of_services = frozenset().union(*(self.services[service] for service in services))
-            parts = re.split(r"[/:]", arn.group(2))
-            for part in parts[:-1]:
-                words = type_words(part)
-                named = [rtype for rtype in (self.types.get(words), *self._squashed.get("".join(words), ()))
-                         if rtype is not None]
-                if named:  # another service's type of the same name is the likelier misreading
-                    rtype = min(named, key=lambda t: (not of_services.intersection(t.tools()), -t.weight, t.name))
-                    return services, [Match(token, rtype.name, 0.0, tuple(rtype.tools()))]
-            if len(parts) > 1:
-                return services, []
-        else:
-            host = _HOST.match(token)
-            if host is None:
-                return (), []
-            labels = host.group(1).lower().split(".")
-            services = next((self.namespaces[label] for label in labels[:-1] if label in self.namespaces), ())
+        if arn is None:
+            return (), []
+        services = self.namespaces.get(arn.group(1), ())
+        of_services = frozenset().union(*(self.services[service] for service in services))
+        parts = re.split(r"[/:]", arn.group(2))
+        for part in parts[:-1]:
+            words = type_words(part)
+            named = [rtype for rtype in (self.types.get(words), *self._squashed.get("".join(words), ()))
+                     if rtype is not None and (not services or of_services.intersection(rtype.tools()))]
+            if named:  # of a known service, only its own types: `my-logs/snapshots/x` is no EC2 snapshot
+                rtype = min(named, key=lambda t: (-t.weight, t.name))
+                return services, [Match(token, rtype.name, 0.0, tuple(rtype.tools()))]
+        if len(parts) > 1 or not services:
+            return services, []
         mains = [self.main[service] for service in services if service in self.main]
         return services, [Match(token, main.name, _LONGER_NAME, tuple(main.tools())) for main in mains[:1]]
 
@@ -245,7 +237,7 @@ def _service_first(tools: tuple[Hashable, ...], of_service: frozenset[Hashable])
 
 
 def _namespaces(tools: Sequence[ToolFacts]) -> dict[str, tuple[str, ...]]:
-    """The names ARNs and endpoints may give services besides their own: an API's title run
+    """The names ARNs may give services besides their own: an API's title run
     together, whole and without each leading word ("Amazon Elastic File System":
     `amazonelasticfilesystem`, `elasticfilesystem`), as long as two words are left; a name the
     titles of several services give (`elasticloadbalancing`) is theirs together."""

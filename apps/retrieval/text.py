@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # A word boundary inside an identifier: lower→Upper (`describeVpc`), acronym→Word (`VPCEndpoint`),
-# but not before the plural s of an acronym (`WebACLs`, `DescribeVPCs`), letter↔digit (`ipv6Cidr`
-# keeps `ipv6`: digits stick to the letters before them).
+# but not before the plural s of an acronym (`WebACLs`, `ListAPIs`: an acronym followed by a word
+# of two letters, `DNSIsEnabled`, reads as `DNSIs Enabled`, the rarer case), letter↔digit
+# (`ipv6Cidr` keeps `ipv6`: digits stick to the letters before them).
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s(?![a-z]))")
 _SEPARATORS = re.compile(r"[^0-9A-Za-z]+")
 

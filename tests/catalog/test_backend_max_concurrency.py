@@ -24,7 +24,7 @@ URL = "http://127.0.0.1:9301/mcp"
 def test_the_services_keep_a_limit_of_at_least_one_or_none() -> None:
     backend = backend_create(tenant=tenant_factory(), name="slow", urls=[URL], max_concurrency=4)
     assert Backend.objects.get(pk=backend.pk).max_concurrency == 4
-    with pytest.raises(ValidationError, match="max_concurrency must be a whole number of at least 1"):
+    with pytest.raises(ValidationError, match="max_concurrency must be a whole number from 1 to"):
         backend_update(backend=backend, kind="mcp", transport="streamable-http", urls=[URL], timeout_seconds=5,
                        max_concurrency=0)
     assert Backend.objects.get(pk=backend.pk).max_concurrency == 4
@@ -63,7 +63,7 @@ backends:
     exported = config_export()
     assert "max_concurrency: 3" in exported
     assert not config_apply(document=exported, prune=False).changed
-    with pytest.raises(ConfigInvalid, match=r"backends\[0\]\.max_concurrency: max_concurrency must be a whole number of at least 1"):
+    with pytest.raises(ConfigInvalid, match=r"backends\[0\]\.max_concurrency: max_concurrency must be a whole number from 1 to"):
         config_apply(document=document.replace("max_concurrency: 3", "max_concurrency: 0"), prune=False)
     assert Backend.objects.get(name="slow").max_concurrency == 3
 

@@ -11,7 +11,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.test import Client
 
-from apps.catalog.models import VirtualHost
+from apps.catalog.models import ToolAlias, VirtualHost
 from apps.catalog.services import ToolTarget, tool_alias_set, virtual_host_tool_search_set, virtual_host_update
 from apps.catalog.validators import VirtualHostFields, virtual_host_check
 from apps.configuration.document import ConfigInvalid
@@ -107,3 +107,26 @@ def test_a_configuration_document_refuses_each(change: dict[str, object], words:
         config_apply(document=json.dumps(document), prune=False)
     assert words in str(refused.value)
     assert not VirtualHost.objects.filter(slug="cloud").exists()
+
+
+def test_the_console_shows_an_alias_that_takes_tool_searchs_name_as_a_refusal(admin_client: Client, host: VirtualHost) -> None:
+    # The check names `tool_search_name`, a field the alias form does not have: shown above the form.
+    before = _stored(host)
+    response = admin_client.post(f"/console/t/{host.tenant.slug}/virtual-hosts/{host.pk}/aliases/",
+                                 {"alias": "tool_search", "map_key": "demo", "upstream_name": "add"})
+    words = "'tool_search' is an alias of this host; tool_search and an alias cannot share a name"
+    assert response.status_code == 400 and html.escape(words) in response.content.decode()
+    assert _stored(host) == before
+
+
+def test_a_stored_problem_does_not_block_an_unrelated_change(admin_client: Client, host: VirtualHost) -> None:
+    # Written past the services (as the Django admin can): an alias to a map key nothing mounts.
+    ToolAlias.objects.create(virtual_host=host, alias="old", map_key="gone", upstream_name="x")
+    virtual_host_tool_search_set(virtual_host=host, mode="listed", name="find")
+    assert VirtualHost.objects.get(pk=host.pk).tool_search == "listed"
+    edit = f"/console/t/{host.tenant.slug}/virtual-hosts/{host.pk}/edit/"
+    response = admin_client.post(edit, {"slug": host.slug, "tool_search": "only", "tool_search_name": "find"})
+    assert response.status_code == 302 and VirtualHost.objects.get(pk=host.pk).tool_search == "only"
+    # What a change would add is still refused.
+    with pytest.raises(ValidationError, match="map key 'nope' is not mounted"):
+        tool_alias_set(virtual_host=host, alias="find2", target=ToolTarget("nope", "search"))

@@ -152,17 +152,21 @@ def test_an_arn_spells_its_type_run_together_or_after_other_parts(services: Voca
     assert rewrite.matches[0].tools[0] == ("waf", "GetWebACL") and rewrite.weak
 
 
-def test_an_arn_or_endpoint_without_a_type_means_its_services_main_type(services: Vocabulary) -> None:
+def test_an_arn_without_a_type_means_its_services_main_type(services: Vocabulary) -> None:
     rewrite = services.rewrite("arn:aws:sns:us-west-2:123456789012:alerts settings")
     assert rewrite is None  # `sns` is no name of `topics`: its title is not run together to it
     rewrite = services.rewrite("arn:aws:simplenotificationservice:us-west-2:123456789012:alerts settings")
     assert rewrite is not None and rewrite.matches[0].type == "Topic"  # the type its parameters name most
     assert rewrite.text == "topics Topic settings"
-    rewrite = services.rewrite("https://queues.eu-west-1.amazonaws.com/123456789012/orders-dlq attributes")
+    rewrite = services.rewrite("arn:aws:simplequeueservice:eu-west-1:123456789012:orders-dlq attributes")
     assert rewrite is not None and rewrite.matches[0].type == "Queue"  # named by `QueueUrl`
     assert rewrite.matches[0].tools == (("queues", "ListQueues"),)
+    # The path of an object is its owner's words: a `targetgroup` in it is no type of the topics service.
+    rewrite = services.rewrite("arn:aws:simplenotificationservice:::my-logs/targetgroup/2024/x.tar")
+    assert rewrite is not None and (rewrite.text, rewrite.matches) == ("topics", ())
     # A type the ARN spells but the catalog does not know is not guessed at: `db` is no DBCluster.
     rewrite = services.rewrite("arn:aws:db:us-west-2:123456789012:proxy:orders engine version")
     assert rewrite is not None and (rewrite.text, rewrite.matches) == ("db engine version", ())
-    # A host name of no service of the catalog is left alone.
+    # Host names are not read, not even one whose label is a backend's name.
     assert services.rewrite("get a certificate for shop.example.com") is None
+    assert services.rewrite("comment on https://topics.github.com/acme/web/issues/42") is None

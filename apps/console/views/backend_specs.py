@@ -23,6 +23,7 @@ from apps.catalog.credentials import egress_credential_clear, egress_credential_
 from apps.catalog.models import Backend, EgressCredential, SpecVersion
 from apps.catalog.specs import spec_upload
 from apps.console.access import console_view
+from apps.console.refusals import refusal_show
 from apps.tenants.models import Tenant
 
 _IN_PROGRESS = {SpecVersion.Status.PENDING, SpecVersion.Status.COMPILING}
@@ -144,7 +145,7 @@ def credential_set(request: HttpRequest, tenant: Tenant, backend_id: int) -> Htt
         try:
             egress_credential_set(backend=backend, **form.cleaned_data)
         except ValidationError as exc:
-            form.add_error(None, exc)  # messages the service keys by field go to that field
+            refusal_show(form, exc)  # messages the service keys by field go to that field
         else:
             messages.success(request, "Credential saved.")
             return redirect("console:backend-spec", tenant=tenant.slug, backend_id=backend.pk)

@@ -27,6 +27,7 @@ from apps.catalog.services import (
 )
 from apps.console.access import console_view
 from apps.console.paging import page_of
+from apps.console.refusals import refusal_show
 from apps.console.views.backend_specs import backend_or_404
 from apps.tenants.models import Tenant
 
@@ -35,7 +36,7 @@ class _BackendForm(forms.Form):
     name = forms.CharField(label="Name", max_length=64, help_text="Letters, digits, '_', '.' and '-'.")
     # Ranges are the service's (`backend_check`): the form reads numbers, the browser is told the range.
     timeout_seconds = forms.FloatField(label="Timeout (seconds)", initial=DEFAULT_TIMEOUT_SECONDS,
-                                       widget=forms.NumberInput(attrs={"min": "0.1", "step": "any"}))
+                                       widget=forms.NumberInput(attrs={"min": "0.001", "max": "86400", "step": "any"}))
     max_concurrency = forms.IntegerField(
         label="Most calls at once", required=False, widget=forms.NumberInput(attrs={"min": "1"}),
         help_text="Per gateway instance, over all replicas; more wait briefly, then fail. Empty: the deployment's default.",
@@ -93,7 +94,7 @@ def backend_new(request: HttpRequest, tenant: Tenant, kind: str) -> HttpResponse
         try:
             backend = backend_create(tenant=tenant, kind=kind, urls=data.pop("urls", []), **data)
         except ValidationError as exc:
-            form.add_error(None, exc)
+            refusal_show(form, exc)
         else:
             messages.success(request, f"Backend {backend.name} created.")
             return redirect(backend_page_url(tenant, backend))
@@ -124,7 +125,7 @@ def backend_edit(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpR
                 transport=data.pop("transport", backend.transport), **data,
             )
         except ValidationError as exc:
-            form.add_error(None, exc)
+            refusal_show(form, exc)
         else:
             messages.success(request, f"Backend {backend.name} saved.")
             return redirect(backend_page_url(tenant, backend))

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.console.access import console_view
 from apps.console.paging import page_of
+from apps.console.refusals import refusal_show
 from apps.tenants import selectors
 from apps.tenants.models import ApiKey, Team, Tenant
 from apps.tenants.services import api_key_issue, api_key_revoke, api_key_update
@@ -99,7 +100,7 @@ def key_create(request: HttpRequest, tenant: Tenant) -> HttpResponse:
         try:
             issued = api_key_issue(tenant=tenant, owner=request.user, **form.cleaned_data)
         except ValidationError as exc:
-            form.add_error(None, exc)
+            refusal_show(form, exc)
         else:
             response = render(request, "console/keys/key_created.html", {"api_key": issued.api_key,
                                                                           "secret": issued.secret})
@@ -119,7 +120,7 @@ def key_edit(request: HttpRequest, tenant: Tenant, key_id: int) -> HttpResponse:
         try:
             api_key_update(api_key=api_key, **form.cleaned_data)
         except ValidationError as exc:
-            form.add_error(None, exc)
+            refusal_show(form, exc)
         else:
             messages.success(request, f"Key {api_key.name} saved.")
             return redirect("console:key-list", tenant=tenant.slug)

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.catalog.models import VirtualHost
 from apps.console.access import console_view
 from apps.console.paging import page_of
+from apps.console.refusals import refusal_show
 from apps.console.views.policies import subject_choices
 from apps.gateway.pipeline.costs import UNITS_MAX, ToolCostSpec
 from apps.policies import selectors
@@ -62,10 +63,6 @@ ToolCostFormSet = forms.formset_factory(ToolCostForm, extra=1, can_delete=True, 
                                         validate_max=True)
 
 
-def _refusal(form: forms.Form, error: ValidationError) -> None:
-    form.add_error(None, error.messages)
-
-
 def _limits_page(request: HttpRequest, tenant: Tenant, *, form: RateLimitForm | None = None,
                  status: int = 200) -> HttpResponse:
     page_obj = page_of(request, selectors.rate_limit_list(tenant=tenant))
@@ -89,7 +86,7 @@ def rate_limit_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
             rate_limit_set(tenant=tenant, scope=scope, name=name, limit=form.cleaned_data["limit"],
                            window_seconds=form.cleaned_data["window_seconds"])
         except ValidationError as exc:
-            _refusal(form, exc)
+            refusal_show(form, exc)
         else:
             messages.success(request, f"Rate limit for {scope} {name} saved.")
             return redirect("console:limit-list", tenant=tenant.slug)
@@ -134,7 +131,7 @@ def budget_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
             budget_set(tenant=tenant, scope=scope, name=name, daily=form.cleaned_data["daily"],
                        monthly=form.cleaned_data["monthly"])
         except ValidationError as exc:
-            _refusal(form, exc)
+            refusal_show(form, exc)
         else:
             messages.success(request, f"Budget for {scope} {name} saved.")
             return redirect("console:budget-list", tenant=tenant.slug)

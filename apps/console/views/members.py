@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.console.access import console_view
 from apps.console.paging import page_of
+from apps.console.refusals import refusal_show
 from apps.tenants import selectors
 from apps.tenants.models import Membership, Team, Tenant
 from apps.tenants.services import console_user_create, membership_delete, membership_set, team_create, team_delete
@@ -74,7 +75,7 @@ def team_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
         try:
             team = team_create(tenant=tenant, **form.cleaned_data)
         except ValidationError as exc:
-            form.add_error(None, exc)
+            refusal_show(form, exc)
         else:
             messages.success(request, f"Team {team.slug} created.")
             return redirect("console:team-list", tenant=tenant.slug)

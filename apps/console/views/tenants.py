@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.console.access import console_view
 from apps.console.paging import page_of
+from apps.console.refusals import refusal_show
 from apps.tenants import selectors
 from apps.tenants.models import Plan, Tenant
 from apps.tenants.services import (
@@ -106,7 +107,7 @@ def tenant_create_view(request: HttpRequest) -> HttpResponse:
         try:
             tenant = tenant_create(**form.cleaned_data)
         except ValidationError as exc:
-            form.add_error(None, exc)
+            refusal_show(form, exc)
         else:
             messages.success(request, f"Tenant {tenant.slug} created.")
             return redirect("console:tenant-list")
@@ -130,7 +131,7 @@ def tenant_edit(request: HttpRequest, slug: str) -> HttpResponse:
                 tenant_plan_set(tenant=tenant, plan=data["plan"])
                 tenant_private_networks_set(tenant=tenant, allowed=data["allow_private_networks"])
         except ValidationError as exc:
-            form.add_error(None, exc)
+            refusal_show(form, exc)
         else:
             messages.success(request, f"Tenant {tenant.slug} saved.")
             return redirect("console:tenant-list")
@@ -183,7 +184,7 @@ def plan_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
             try:
                 saved = plan_set(**form.cleaned_data)
             except ValidationError as exc:
-                form.add_error(None, exc)
+                refusal_show(form, exc)
             else:
                 messages.success(request, f"Plan {saved.name} saved.")
                 return redirect("console:plan-list")

@@ -32,6 +32,7 @@ from apps.catalog.services import (
 )
 from apps.console.access import console_view
 from apps.console.paging import page_of
+from apps.console.refusals import refusal_show
 from apps.tenants.models import ApiKey, Tenant
 
 
@@ -113,7 +114,7 @@ def vhost_new(request: HttpRequest, tenant: Tenant) -> HttpResponse:
         try:
             virtual_host = virtual_host_create(tenant=tenant, **form.cleaned_data)
         except ValidationError as exc:
-            form.add_error(None, exc)
+            refusal_show(form, exc)
         else:
             messages.success(request, f"Virtual host {virtual_host.slug} created: mount a backend next.")
             return redirect("console:vhost-detail", tenant=tenant.slug, vhost_id=virtual_host.pk)
@@ -138,7 +139,7 @@ def vhost_edit(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpRespo
         try:
             virtual_host_settings_set(virtual_host=virtual_host, **data)
         except ValidationError as exc:
-            form.add_error(None, exc)
+            refusal_show(form, exc)
         else:
             messages.success(request, f"Virtual host {virtual_host.slug} saved.")
             return redirect("console:vhost-detail", tenant=tenant.slug, vhost_id=virtual_host.pk)
@@ -181,7 +182,7 @@ def mount_add(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpRespon
         try:
             mount_set(virtual_host=virtual_host, **form.cleaned_data)
         except ValidationError as exc:
-            form.add_error(None, exc)
+            refusal_show(form, exc)
         else:
             messages.success(request, f"Mounted {form.cleaned_data['backend'].name} under {form.cleaned_data['map_key']}.")
             return redirect("console:vhost-detail", tenant=tenant.slug, vhost_id=virtual_host.pk)
@@ -216,7 +217,7 @@ def alias_add(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpRespon
                 target=ToolTarget(map_key=data["map_key"], upstream_name=data["upstream_name"]),
             )
         except ValidationError as exc:
-            form.add_error(None, exc)
+            refusal_show(form, exc)
         else:
             messages.success(request, f"Alias {data['alias']} saved.")
             return redirect("console:vhost-detail", tenant=tenant.slug, vhost_id=virtual_host.pk)
