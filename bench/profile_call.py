@@ -43,7 +43,7 @@ CATEGORIES = [
     ("sessions (Redis)", "RedisSessionStore"),
     ("upstream HTTP client", "HttpPool"),
     ("upstream SSE parsing", "UpstreamReply.events"),
-    ("pipeline: relay", "Relay."),
+    ("pipeline: forwarder", "Forwarder."),
     ("pipeline: gateway", "Gateway.handle"),
     ("consumer: response to Daphne", "McpConsumer._send"),
     ("consumer: request", "McpConsumer"),

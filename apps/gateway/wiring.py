@@ -18,10 +18,10 @@ from apps.gateway.egress import OAuthTokens
 from apps.gateway.limits import RedisRateLimiter
 from apps.gateway.metrics import metric_label_caps
 from apps.gateway.openapi import OpenApiHttp
+from apps.gateway.pipeline.answers import StreamCaps
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import ListSettings
 from apps.gateway.pipeline.metrics import Counters
-from apps.gateway.pipeline.streams import StreamCaps
 from apps.gateway.pubsub import RedisSubscription
 from apps.gateway.reindex import ToolReindex, tool_reindex_enqueue
 from apps.gateway.relay import ChannelMailbox

@@ -53,7 +53,7 @@ def test_a_request_logs_its_request_session_and_trace_ids(transactional_db: None
     lines = _lines(log_file)  # every line is one JSON object
     assert all({"timestamp", "level", "logger", "message"} <= line.keys() for line in lines)
     [failed] = [line for line in lines if line.get("request_id") == "req-json-1" and line["level"] == "WARNING"]
-    assert failed["logger"] == "apps.gateway.pipeline.relay"
+    assert failed["logger"] == "apps.gateway.pipeline.forwarder"
     assert "down-backend" in str(failed["message"])
     assert (failed["session_id"], failed["trace_id"]) == (session, TRACE)
     assert str(failed["timestamp"]).endswith("+00:00")

@@ -1,18 +1,29 @@
-"""One routed message on its way to a backend (`Call`): what the relay, the audit row and the
-admission need to know of it."""
+"""One routed message on its way to a backend (`Call`, built once and frozen), what the stages of
+the call find out about it (`Outcome`, its audit row is written from that), and what one era sends
+to reach a backend (`Outbound`, made by its `Leg`). The stages themselves: `forwarder.py`."""
 
 from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from apps.gateway.pipeline.costs import ToolCosts, call_cost
+from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.replies import Headers, Reply
 from apps.gateway.pipeline.tracing import NO_SPAN, Span, TraceContext, current, incoming_context
-from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, VirtualHostView
+from apps.gateway.pipeline.values import (
+    BackendInfo,
+    BackendSession,
+    BackendView,
+    HttpRequest,
+    Principal,
+    VirtualHostView,
+)
 from apps.gateway.protocol import jsonrpc
+from apps.gateway.protocol.errors import PolicyDenied
 from apps.gateway.protocol.jsonrpc import Kind, Message, RequestId
 
 #: Routed operations that leave an audit row, and the params field naming their target.
@@ -23,35 +34,50 @@ AUDITED = {"tools/call": "name", "resources/read": "uri", "prompts/get": "name"}
 Translate = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
-@dataclass(slots=True)
+class BadReply(UpstreamUnavailable):
+    """The backend answered, but not with an answer to the call (the upstream error metric counts
+    these as `bad_reply`)."""
+
+
+class BackendSessionGone(Exception):
+    """The backend answered 404 to a request in a session: it no longer knows the session."""
+
+
+@dataclass(frozen=True, slots=True)
 class Call:
-    """One message forwarded to one backend."""
+    """One message from a client, on its way to one backend, with everything its stages read."""
 
     principal: Principal
     virtual_host: str
     backend: BackendView
+    #: The mount the backend is under on its host ("" for one the gateway answers itself).
+    map_key: str
     message: Message
+    #: The message as the backend gets it (the request as received, unless routing renamed it).
+    body: bytes
     bytes_in: int
     session_id: str
+    #: What every reply to the call carries (the session id).
+    headers: Headers
+    #: The client takes an SSE answer; `sse_only`: and not a JSON one.
+    wants_sse: bool
+    sse_only: bool
     trace_id: str
+    #: The trace context the call continues (the request's).
+    trace: TraceContext | None
     started: float  # perf_counter
     at: float  # unix time
-    #: Era bridging: the id the request carries upstream (when the gateway had to change it), and
-    #: what every message coming back goes through before the client sees it.
-    upstream_id: RequestId | None = None
+    audit_arguments: str  # the tenant's setting: off | hash | full
+    costs: ToolCosts | None  # the host's tool costs
+    #: What every message coming back goes through before the client sees it.
     translate: Translate | None = None
+    #: The id the request carries upstream, when the gateway had to change it (era bridging).
+    upstream_id: RequestId | None = None
     #: The name the client used, when the backend knows the target by another (multi-backend hosts).
     exposed_name: str | None = None
     rule: str = ""  # the access rule that allowed or denied it
-    limit_state: str = ""  # "" no limit or budget applies | ok | limited | unchecked (limiter unreachable)
-    audit_arguments: str = "off"  # the tenant's setting: off | hash | full
-    costs: ToolCosts | None = None  # the host's tool costs
-    cost: int = 0  # units charged at admission (0 until admitted, and when refused)
-    #: The trace context the call continues (the request's), and its span while it is forwarded.
-    trace: TraceContext | None = None
-    span: Span = NO_SPAN
-    #: The gateway gave up waiting for the backend's answer (its timeout).
-    timed_out: bool = False
+    #: The access policy's refusal, decided when the call was routed.
+    denied: PolicyDenied | None = None
 
     @classmethod
     def begin(
@@ -61,7 +87,15 @@ class Call:
         principal: Principal,
         backend: BackendView,
         message: Message,
+        *,
         session_id: str = "",
+        map_key: str = "",
+        body: bytes | None = None,
+        wants_sse: bool = False,
+        translate: Translate | None = None,
+        exposed_name: str | None = None,
+        rule: str = "",
+        denied: PolicyDenied | None = None,
     ) -> Call:
         # The request's context, continued by the gateway; or, outside one (a call made directly),
         # what the request names.
@@ -69,17 +103,36 @@ class Call:
         return cls(
             principal=principal,
             virtual_host=vhost.slug,
-            audit_arguments=vhost.audit_arguments,
-            costs=vhost.costs,
             backend=backend,
+            map_key=map_key,
             message=message,
+            body=request.body if body is None else body,
             bytes_in=len(request.body),
             session_id=session_id,
+            headers=(("mcp-session-id", session_id),) if session_id else (),
+            wants_sse=wants_sse,
+            sse_only=wants_sse and "application/json" not in request.headers.get("accept", "*/*"),
             trace_id=trace.trace_id if trace is not None else "",
             trace=trace,
             started=time.perf_counter(),
             at=time.time(),
+            audit_arguments=vhost.audit_arguments,
+            costs=vhost.costs,
+            translate=translate,
+            exposed_name=exposed_name,
+            rule=rule,
+            denied=denied,
         )
+
+    def bridged(self, out: Outbound) -> Call:
+        """The call as its answer comes back through `out`: with the id it carries upstream, and
+        `out.restore` after the call's own translation."""
+        if out.upstream_id is None and out.restore is None:
+            return self
+        translate = self.translate
+        if out.restore is not None:
+            translate = out.restore if translate is None else _chained(translate, out.restore)
+        return replace(self, upstream_id=out.upstream_id, translate=translate)
 
     @property
     def audited(self) -> bool:
@@ -94,6 +147,80 @@ class Call:
         upstream = self.target_name()
         exposed = upstream if self.exposed_name is None else self.exposed_name
         return call_cost(self.costs, self.message.method or "", exposed, upstream)
+
+
+def _chained(first: Translate, then: Translate) -> Translate:
+    def both(message: dict[str, Any]) -> dict[str, Any] | None:
+        step = first(message)
+        return None if step is None else then(step)
+
+    return both
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the stages of one call found out; the call's audit row and span are written from it
+    when the call ends (a streamed answer: when its stream closes)."""
+
+    outcome: str = ""  # ok | tool_error | error | denied | rate_limited | over_budget | cancelled
+    code: int | None = None  # the JSON-RPC error code of the answer
+    bytes_out: int = 0
+    limit_state: str = ""  # "" no limit or budget applies | ok | limited | unchecked (limiter unreachable)
+    cost: int = 0  # units charged at admission (0 until admitted, and when refused)
+    span: Span = NO_SPAN  # the span of forwarding the call
+
+    def answered(self, outcome: str, code: int | None, bytes_out: int) -> None:
+        self.outcome, self.code, self.bytes_out = outcome, code, bytes_out
+
+
+#: The rest of a call's stages: what a stage awaits to go on.
+Next = Callable[[], Awaitable[Reply]]
+
+
+class Stage(Protocol):
+    """One stage of every call (`forwarder.Forwarder.stages`): answers the call itself (a refusal),
+    or awaits `then()` for the stages after it and returns (or rewrites) their reply. It notes what
+    it decided in `outcome`; it raises what the forwarder turns into the call's error."""
+
+    async def __call__(self, call: Call, outcome: Outcome, then: Next) -> Reply: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """The call's message as one backend gets it, and how its answer comes back."""
+
+    headers: list[tuple[str, str]]
+    body: bytes
+    #: The replica to send to: a backend session's own, or any that is up.
+    pick: Callable[[], str]
+    #: The backend session it goes in (None: none); a 404 there means the session is gone.
+    session: BackendSession | None = None
+    #: Era bridging: the id the request carries upstream, and what the answer goes through after
+    #: the call's own translation.
+    upstream_id: RequestId | None = None
+    restore: Translate | None = None
+    #: Sees the backend's reply first (and may stand in for it).
+    intercept: Callable[[UpstreamReply], UpstreamReply] | None = None
+    #: The backend's answer, already had: a call continued with the client's input sends nothing.
+    resumed: UpstreamReply | None = None
+
+    @property
+    def in_session(self) -> bool:
+        return self.session is not None and self.session.session_id is not None
+
+
+class Leg(Protocol):
+    """What differs between the eras in reaching a backend the gateway does not answer itself."""
+
+    #: The downstream session the calls belong to ("" for a stateless client).
+    session_id: str
+    #: Answers the gateway makes itself are shaped as the stateless era's.
+    modern: bool
+
+    async def outbound(self, call: Call, info: BackendInfo, lost: Outbound | None) -> Outbound | Reply:
+        """What to send `call.backend` (or the era's own answer, when nothing is sent); `lost`: the
+        outbound tried last, whose backend session is gone or whose replica is down."""
+        ...
 
 
 def arguments_kept(mode: str, arguments: object, key: bytes) -> Any:

@@ -186,17 +186,3 @@ class BackendMessages:
                 return {**item, "uri": exposed}
         return item
 
-
-def chain(
-    first: Callable[[dict[str, Any]], dict[str, Any] | None] | None,
-    then: Callable[[dict[str, Any]], dict[str, Any] | None] | None,
-) -> Callable[[dict[str, Any]], dict[str, Any] | None] | None:
-    """`then` applied to what `first` returns (a dropped message stays dropped)."""
-    if first is None or then is None:
-        return first or then
-
-    def both(message: dict[str, Any]) -> dict[str, Any] | None:
-        step = first(message)
-        return None if step is None else then(step)
-
-    return both

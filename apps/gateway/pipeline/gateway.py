@@ -10,10 +10,12 @@ import secrets
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from apps.gateway.pipeline.answers import StreamCaps
 from apps.gateway.pipeline.backends import BackendCatalog
 from apps.gateway.pipeline.client import BackendClient
 from apps.gateway.pipeline.concurrency import BackendGates
 from apps.gateway.pipeline.cursors import CursorCodec
+from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.host_lists import HostLists, ListSettings
 from apps.gateway.pipeline.http_sse import HttpSseTransport
 from apps.gateway.pipeline.input_required import InputRequests
@@ -38,10 +40,8 @@ from apps.gateway.pipeline.ports import (
     Upstream,
 )
 from apps.gateway.pipeline.propagation import TracedUpstream
-from apps.gateway.pipeline.relay import Relay
 from apps.gateway.pipeline.replies import Reply, error_reply, http_error_reply
 from apps.gateway.pipeline.search import ToolSearch
-from apps.gateway.pipeline.streams import StreamCaps
 from apps.gateway.pipeline.tracing import RequestTrace, Tracer, Tracing
 from apps.gateway.pipeline.values import HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol.envelope import is_modern_message
@@ -150,25 +150,28 @@ class Gateway:
         upstream = self.backends.replicas  # every request to a backend notices replicas that are down
         self.backends.replicas.feed = health  # ... and what one instance notices, every instance knows
         self.counters = counters or Counters()
-        relay = Relay(upstream, audit, limiter, self.counters, hash_key=settings.audit_hash_key, tracer=self.tracer,
-                      gates=BackendGates(queue_seconds=settings.backend_queue_seconds), stream_caps=settings.stream_caps)
         # Without a shared secret, cursors are valid on this instance only.
         codec = CursorCodec(settings.cursor_secret or secrets.token_bytes(32))
         client = BackendClient(upstream, self.backends)
         lists = HostLists(client, codec, settings.lists, self.counters)
         self.lists = lists
-        local = LocalTools(relay, ToolSearch(lists, finder, self.counters))
+        forwarder = Forwarder(
+            upstream=upstream, backends=self.backends, lists=lists, audit=audit, counters=self.counters,
+            tracer=self.tracer, local=LocalTools(self.tracer, ToolSearch(lists, finder, self.counters)),
+            limiter=limiter, gates=BackendGates(queue_seconds=settings.backend_queue_seconds),
+            hash_key=settings.audit_hash_key, stream_caps=settings.stream_caps,
+        )
         if finder is not None:
             lists.search_listed = finder.prepare
         if changes is not None:
             lists.share = changes.publish
         listen = ComposedListen(client, lists, self.backends, timeout=settings.lists.timeout)
         self.legacy = LegacyEra(
-            sessions=sessions, upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists,
+            sessions=sessions, upstream=upstream, backends=self.backends, forwarder=forwarder, lists=lists,
             max_client_metadata_bytes=settings.max_client_metadata_bytes,
         )
         self.modern = ModernEra(
-            upstream=upstream, backends=self.backends, relay=relay, local=local, lists=lists, listen=listen,
+            upstream=upstream, backends=self.backends, forwarder=forwarder, lists=lists, listen=listen,
             inputs=None if mailbox is None else InputRequests(mailbox, secret=settings.request_state_secret or None),
         )
         self.http_sse = None if mailbox is None else HttpSseTransport(

@@ -16,29 +16,18 @@ from apps.gateway.pipeline.backends import (
     BackendRefused,
     session_headers,
 )
-from apps.gateway.pipeline.calls import Call, Translate
+from apps.gateway.pipeline.calls import Call, Outbound
+from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.host_lists import HostLists
-from apps.gateway.pipeline.legacy_composed import ComposedLegacy
-from apps.gateway.pipeline.local import LocalTools
+from apps.gateway.pipeline.legacy_composed import ComposedLegacy, InFlight
 from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
-from apps.gateway.pipeline.ports import (
-    ReplicaUnreachable,
-    SessionLimitReached,
-    SessionStore,
-    Upstream,
-    UpstreamReply,
-    UpstreamUnavailable,
-)
-from apps.gateway.pipeline.relay import BackendSessionGone, Relay
+from apps.gateway.pipeline.ports import SessionLimitReached, SessionStore, Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replicas import ROUTING_HASH_HEADER, routing_hash
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
-from apps.gateway.pipeline.search import SearchServer
 from apps.gateway.pipeline.session_backends import SessionBackends
 from apps.gateway.pipeline.tracing import note_session
 from apps.gateway.pipeline.values import (
     BackendInfo,
-    BackendSession,
-    BackendView,
     HttpRequest,
     Principal,
     SessionState,
@@ -75,22 +64,22 @@ class LegacyEra:
         sessions: SessionStore,
         upstream: Upstream,
         backends: BackendCatalog,
-        relay: Relay,
-        local: LocalTools,
+        forwarder: Forwarder,
         lists: HostLists,
         max_client_metadata_bytes: int = 0,
     ):
         """`max_client_metadata_bytes`: the most an `initialize` may send as `capabilities`, and
         as `clientInfo` (each, as JSON), both kept with the session (0: any size)."""
         self._max_client_metadata = max_client_metadata_bytes
-        self._local = local
         self._sessions = sessions
         self._upstream = upstream
         self._backends = backends
-        self._relay = relay
+        self._forwarder = forwarder
         #: The backend sessions each downstream session keeps (opened on first use).
         self.backend_sessions = SessionBackends(sessions=sessions, upstream=upstream, backends=backends)
-        self._composed = ComposedLegacy(self, lists=lists, backends=backends, relay=relay)
+        self._composed = ComposedLegacy(
+            forwarder=forwarder, lists=lists, backends=backends, backend_sessions=self.backend_sessions
+        )
 
     async def session_for(
         self, session_id: str, principal: Principal, vhost: VirtualHostView, *, handshake_pending: bool = False,
@@ -207,103 +196,11 @@ class LegacyEra:
         if message.kind is Kind.NOTIFICATION and message.method == "notifications/initialized":
             return accepted().with_headers(session_header)
         if vhost.composed:
-            return await self._composed.handle(request, vhost, principal, state, message, wants_sse)
+            leg = _Leg(self.backend_sessions, self._backends, state, self._composed.in_flight)
+            return await self._composed.handle(leg, request, vhost, principal, state, message, wants_sse)
         map_key, _ = single_backend(vhost)
-        return await self.to_backend(request, vhost, principal, state, map_key, message, request.body, wants_sse)
-
-    def search_server(self, vhost: VirtualHostView, message: Message) -> SearchServer | None:
-        return self._local.search_server(vhost, message)
-
-    async def to_backend(
-        self,
-        request: HttpRequest,
-        vhost: VirtualHostView,
-        principal: Principal,
-        state: SessionState,
-        map_key: str,
-        message: Message,
-        body: bytes,
-        wants_sse: bool,
-        *,
-        translate: Translate | None = None,
-        exposed_name: str | None = None,
-        rule: str = "",
-        backend: BackendView | None = None,
-    ) -> Reply:
-        """Send `message` (encoded as `body`) to the backend under `map_key` (or to `backend`, one
-        the gateway answers itself) in this session's backend session, and relay the answer;
-        `translate` shows what comes back in client terms."""
-        backend = backend or vhost.mounts[map_key]
-        call = Call.begin(request, vhost, principal, backend, message, state.id)
-        call.translate = translate
-        call.exposed_name = exposed_name
-        call.rule = rule
-        with self._relay.forwarding(call) as call.span:
-            return await self._send(request, state, map_key, call, body, wants_sse)
-
-    async def _send(
-        self, request: HttpRequest, state: SessionState, map_key: str, call: Call, body: bytes, wants_sse: bool
-    ) -> Reply:
-        session_header = (("mcp-session-id", state.id),)
-        backend, principal = call.backend, call.principal
-        if (refused := await self._relay.admit(call, session_header)) is not None:
-            return refused
-        if backend.server is not None:
-            return await self._local.handle(
-                call, backend.server, request.headers, modern=False,
-                sse=wants_sse and "application/json" not in request.headers.get("accept", "*/*"),
-                headers=session_header,
-            )
-        try:
-            info = await self._backends.info(backend)
-            if info.legacy_version is None:
-                return await self._forward_to_modern(request, state, call, wants_sse)
-            lost: BackendSession | None = None
-            for _ in range(2):
-                session = await self.backend_sessions.get(state, map_key, backend, info, principal, lost=lost)
-                headers = [CONTENT_JSON, ACCEPT, *session_headers(session)]
-                try:
-                    return await self._relay.forward(
-                        call, session.replica, headers, body, wants_sse=wants_sse,
-                        reply_headers=session_header, in_session=session.session_id is not None,
-                    )
-                except (BackendSessionGone, ReplicaUnreachable):
-                    # Forgotten by the backend, or its replica is down: a new one, where one is up.
-                    log.info("backend %s lost session of %s; opening a new one", backend.name, state.id)
-                    lost = session
-            return self._relay.fail(call, "the backend keeps losing its session", session_header)
-        except (UpstreamUnavailable, BackendRefused) as exc:
-            return self._relay.fail(call, str(exc), session_header)
-        except TimeoutError:
-            return self._relay.timed_out(call, session_header)
-
-    async def _forward_to_modern(
-        self, request: HttpRequest, state: SessionState, call: Call, wants_sse: bool
-    ) -> Reply:
-        """A backend that speaks only the stateless era: each message gets the envelope the
-        session's handshake established."""
-        message = call.message
-        if message.kind is not Kind.REQUEST:
-            return accepted().with_headers((("mcp-session-id", state.id),))
-        raw = dict(message.raw)
-        params = dict(message.params)
-        meta = params.get("_meta")
-        params["_meta"] = {
-            **(meta if isinstance(meta, dict) else {}),
-            META_PROTOCOL_VERSION: LATEST_MODERN,
-            META_CLIENT_CAPABILITIES: state.client_capabilities,
-            META_CLIENT_INFO: state.client_info,
-        }
-        raw["params"] = params
-        headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", LATEST_MODERN), ("mcp-method", message.method or "")]
-        field = NAME_BEARING.get(message.method or "")
-        if field and isinstance(params.get(field), str):
-            headers.append(("mcp-name", encode_header_value(params[field])))
-        headers.append((ROUTING_HASH_HEADER, routing_hash(state.id)))
-        return await self._relay.forward_to_any(
-            call, lambda: self._backends.replicas.pick(call.backend, state.id), headers, dumps(raw),
-            wants_sse=wants_sse, reply_headers=(("mcp-session-id", state.id),),
-        )
+        leg = _Leg(self.backend_sessions, self._backends, state, None)
+        return await self._forwarder.direct(leg, request, vhost, principal, message, map_key=map_key, wants_sse=wants_sse)
 
     async def open_stream(
         self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, state: SessionState
@@ -337,6 +234,61 @@ class LegacyEra:
         await self._sessions.delete(state.id)
         await self.backend_sessions.close_all(state, vhost, principal)
         return Reply(200)
+
+
+class _Leg:
+    """How the messages of one handshake-era session reach their backends."""
+
+    modern = False
+
+    def __init__(
+        self, backend_sessions: SessionBackends, backends: BackendCatalog, state: SessionState,
+        in_flight: InFlight | None,
+    ) -> None:
+        self._backend_sessions = backend_sessions
+        self._replicas = backends.replicas
+        self._state = state
+        self._in_flight = in_flight
+        self.session_id = state.id
+
+    async def outbound(self, call: Call, info: BackendInfo, lost: Outbound | None) -> Outbound | Reply:
+        state = self._state
+        if info.legacy_version is None:
+            return self._to_stateless(call)
+        if lost is not None:
+            # Forgotten by the backend, or its replica is down: a new one, where one is up.
+            log.info("backend %s lost session of %s; opening a new one", call.backend.name, state.id)
+        session = await self._backend_sessions.get(
+            state, call.map_key, call.backend, info, call.principal, lost=None if lost is None else lost.session
+        )
+        if self._in_flight is not None and call.message.kind is Kind.REQUEST:
+            self._in_flight.remember(state.id, call.message.id, call.map_key)
+        return Outbound([CONTENT_JSON, ACCEPT, *session_headers(session)], call.body, pick=lambda: session.replica,
+                        session=session)
+
+    def _to_stateless(self, call: Call) -> Outbound | Reply:
+        """A backend that speaks only the stateless era: each message gets the envelope the
+        session's handshake established, at any replica that is up (by the session's affinity)."""
+        state, message = self._state, call.message
+        if message.kind is not Kind.REQUEST:
+            return accepted().with_headers(call.headers)
+        raw = dict(message.raw)
+        params = dict(message.params)
+        meta = params.get("_meta")
+        params["_meta"] = {
+            **(meta if isinstance(meta, dict) else {}),
+            META_PROTOCOL_VERSION: LATEST_MODERN,
+            META_CLIENT_CAPABILITIES: state.client_capabilities,
+            META_CLIENT_INFO: state.client_info,
+        }
+        raw["params"] = params
+        headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", LATEST_MODERN), ("mcp-method", message.method or "")]
+        field = NAME_BEARING.get(message.method or "")
+        if field and isinstance(params.get(field), str):
+            headers.append(("mcp-name", encode_header_value(params[field])))
+        headers.append((ROUTING_HASH_HEADER, routing_hash(state.id)))
+        replicas, backend = self._replicas, call.backend
+        return Outbound(headers, dumps(raw), pick=lambda: replicas.pick(backend, state.id))
 
 
 async def _events(reply: UpstreamReply) -> AsyncIterator[bytes]:

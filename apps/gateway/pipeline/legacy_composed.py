@@ -2,7 +2,7 @@
 lists merged from every backend, routed requests to one, the client's answers and notifications to
 the backends they concern, and the backends' GET streams merged into one (ARCHITECTURE §6).
 
-The session holds one backend session per map key, opened on first use (`LegacyEra.backend_session`).
+The session holds one backend session per map key, opened on first use (`session_backends.py`).
 """
 
 from __future__ import annotations
@@ -13,26 +13,23 @@ import binascii
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
+from apps.gateway.pipeline.answers import translate_event
 from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
-from apps.gateway.pipeline.calls import Call
-from apps.gateway.pipeline.compose import BackendMessages, admit, backend_request_of, route
+from apps.gateway.pipeline.calls import Leg
+from apps.gateway.pipeline.compose import BackendMessages, backend_request_of
+from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.listing import LIST_METHODS
 from apps.gateway.pipeline.names import ROUTED_METHODS
 from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
-from apps.gateway.pipeline.relay import Relay
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
-from apps.gateway.pipeline.streams import translate_event
+from apps.gateway.pipeline.session_backends import SessionBackends
 from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, SessionState, VirtualHostView
 from apps.gateway.protocol import jsonrpc
-from apps.gateway.protocol.errors import GatewayError, HttpError, MethodNotFound, PolicyDenied
+from apps.gateway.protocol.errors import GatewayError, HttpError, MethodNotFound
 from apps.gateway.protocol.jsonrpc import Kind, Message
 from apps.gateway.protocol.sse import SseEvent, encode_event
-
-if TYPE_CHECKING:
-    from apps.gateway.pipeline.legacy import LegacyEra
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +38,31 @@ _EVENT_ID_PREFIX = "gw1."
 _IN_FLIGHT = 10_000
 
 
+class InFlight:
+    """Which backend each request of a session went to, for routing its cancellation (the most
+    recent `_IN_FLIGHT`)."""
+
+    def __init__(self) -> None:
+        self._map_keys: OrderedDict[tuple[str, str], str] = OrderedDict()
+
+    def remember(self, session_id: str, request_id: object, map_key: str) -> None:
+        self._map_keys[(session_id, jsonrpc.dumps(request_id).decode())] = map_key
+        if len(self._map_keys) > _IN_FLIGHT:
+            self._map_keys.popitem(last=False)
+
+    def map_key(self, session_id: str, request_id: object) -> str | None:
+        return self._map_keys.get((session_id, jsonrpc.dumps(request_id).decode()))
+
+
 class ComposedLegacy:
-    def __init__(self, era: LegacyEra, *, lists: HostLists, backends: BackendCatalog, relay: Relay) -> None:
-        self._era = era
-        self._relay = relay
+    def __init__(
+        self, *, forwarder: Forwarder, lists: HostLists, backends: BackendCatalog, backend_sessions: SessionBackends
+    ) -> None:
+        self._forwarder = forwarder
         self._lists = lists
         self._backends = backends
-        self._in_flight: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._backend_sessions = backend_sessions
+        self.in_flight = InFlight()
 
     def messages(self, vhost: VirtualHostView, map_key: str, *, via_hub: bool = False) -> BackendMessages:
         backend_id = vhost.mounts[map_key].id
@@ -57,6 +72,7 @@ class ComposedLegacy:
 
     async def handle(
         self,
+        leg: Leg,
         request: HttpRequest,
         vhost: VirtualHostView,
         principal: Principal,
@@ -67,64 +83,42 @@ class ComposedLegacy:
         headers = (("mcp-session-id", state.id),)
         try:
             if message.kind is Kind.REQUEST:
-                return await self._request(request, vhost, principal, state, message, wants_sse)
+                return await self._request(leg, request, vhost, principal, message, wants_sse)
             if message.kind is Kind.RESPONSE:
-                return await self._answer(request, vhost, principal, state, message)
-            return await self._notification(request, vhost, principal, state, message)
+                return await self._answer(leg, request, vhost, principal, state, message)
+            return await self._notification(leg, request, vhost, principal, state, message)
         except GatewayError as error:
             return error_reply(message.id, error, headers)
 
     async def _request(
-        self,
-        request: HttpRequest,
-        vhost: VirtualHostView,
-        principal: Principal,
-        state: SessionState,
-        message: Message,
+        self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message,
         wants_sse: bool,
     ) -> Reply:
         method = message.method or ""
-        headers = (("mcp-session-id", state.id),)
+        headers = (("mcp-session-id", leg.session_id),)
         sse = wants_sse and "application/json" not in request.headers.get("accept", "*/*")
+        forwarder = self._forwarder
         if method in LIST_METHODS:
             result = await self._lists.result(vhost, principal, method, message.params, modern=False)
             return result_reply(message.id, result, sse=sse, headers=headers)
         if method == "logging/setLevel":
             # Every backend that logs gets the level; the client asked the gateway, which answers.
             await asyncio.gather(*(
-                self._era.to_backend(request, vhost, principal, state, map_key, message, request.body, False)
+                forwarder.direct(leg, request, vhost, principal, message, map_key=map_key, wants_sse=False)
                 for map_key in await self._with_capability(vhost, "logging")
             ))
             return result_reply(message.id, {}, sse=sse, headers=headers)
-        if method not in ROUTED_METHODS:
-            single = vhost.naming.single_key
-            if single is not None:  # one backend (aliases or a policy): what names nothing passes through
-                return await self._era.to_backend(request, vhost, principal, state, single, message, request.body,
-                                                  wants_sse)
+        if method in ROUTED_METHODS:
+            return await forwarder.routed(leg, request, vhost, principal, message, wants_sse=wants_sse)
+        single = vhost.naming.single_key
+        if single is None:
             raise MethodNotFound(f"Method not found: {method}")
-        if (search := self._era.search_server(vhost, message)) is not None:
-            return await self._era.to_backend(request, vhost, principal, state, "", message, request.body, wants_sse,
-                                              backend=search.backend)
-        tracer = self._relay.tracer
-        with tracer.span("gateway.route") as span:
-            routed = route(vhost, message, modern=False, body=request.body)
-            span.set("gateway.backend", routed.backend.name)
-            span.set("gateway.tool.exposed_name", routed.exposed_name)
-        try:
-            with tracer.span("gateway.authorize") as span:
-                rule = await admit(self._lists, vhost, principal, routed)
-                span.set("gateway.rule", rule)
-        except PolicyDenied as denied:
-            return self._relay.deny(Call.begin(request, vhost, principal, routed.backend, routed.message, state.id),
-                                    denied, headers, exposed_name=routed.exposed_name)
-        self._remember(state.id, message.id, routed.map_key)
-        return await self._era.to_backend(
-            request, vhost, principal, state, routed.map_key, routed.message, routed.body, wants_sse,
-            translate=self.messages(vhost, routed.map_key), exposed_name=routed.exposed_name, rule=rule,
-        )
+        # One backend (aliases or a policy): what names nothing passes through.
+        return await forwarder.direct(leg, request, vhost, principal, message, map_key=single, wants_sse=wants_sse)
 
     async def _answer(
-        self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, state: SessionState, message: Message
+        self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, state: SessionState,
+        message: Message,
     ) -> Reply:
         """The client's answer to a backend's request goes to that backend, with the backend's own id."""
         target = backend_request_of(message.id)
@@ -134,33 +128,26 @@ class ComposedLegacy:
         map_key, backend_id = target
         raw = {**message.raw, "id": backend_id}
         answer = Message(Kind.RESPONSE, raw, id=backend_id)
-        return await self._era.to_backend(
-            request, vhost, principal, state, map_key, answer, jsonrpc.dumps(raw), False
-        )
+        return await self._forwarder.direct(leg, request, vhost, principal, answer, map_key=map_key, wants_sse=False,
+                                            body=jsonrpc.dumps(raw))
 
     async def _notification(
-        self, request: HttpRequest, vhost: VirtualHostView, principal: Principal, state: SessionState, message: Message
+        self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, state: SessionState,
+        message: Message,
     ) -> Reply:
         """A cancellation goes to the backend that has the request; other notifications (roots
         changed, ...) to every backend this session has a backend session with."""
+        forwarder = self._forwarder
         if message.method == "notifications/cancelled":
-            request_id = message.params.get("requestId")
-            map_key = self._in_flight.get((state.id, jsonrpc.dumps(request_id).decode()))
+            map_key = self.in_flight.map_key(state.id, message.params.get("requestId"))
             if map_key is not None and map_key in vhost.mounts:
-                return await self._era.to_backend(
-                    request, vhost, principal, state, map_key, message, request.body, False
-                )
+                return await forwarder.direct(leg, request, vhost, principal, message, map_key=map_key, wants_sse=False)
         await asyncio.gather(*(
-            self._era.to_backend(request, vhost, principal, state, map_key, message, request.body, False)
+            forwarder.direct(leg, request, vhost, principal, message, map_key=map_key, wants_sse=False)
             for map_key in vhost.mounts
             if map_key in state.backends
         ))
         return accepted().with_headers((("mcp-session-id", state.id),))
-
-    def _remember(self, session_id: str, request_id: object, map_key: str) -> None:
-        self._in_flight[(session_id, jsonrpc.dumps(request_id).decode())] = map_key
-        if len(self._in_flight) > _IN_FLIGHT:
-            self._in_flight.popitem(last=False)
 
     async def _with_capability(self, vhost: VirtualHostView, capability: str) -> list[str]:
         """Map keys of the MCP backends that declared `capability` (unreachable ones left out)."""
@@ -249,7 +236,7 @@ class ComposedLegacy:
             info = await self._backends.info(backend)
             if info.legacy_version is None:
                 return None
-            reply = await self._era.backend_sessions.stream(state, map_key, backend, info, principal, last_event_id)
+            reply = await self._backend_sessions.stream(state, map_key, backend, info, principal, last_event_id)
         except (UpstreamUnavailable, BackendRefused, TimeoutError, GatewayError, HttpError) as exc:
             log.info("backend %s left out of the stream of session %s: %s", map_key, state.id, exc)
             return None

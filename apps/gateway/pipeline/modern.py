@@ -14,14 +14,13 @@ from apps.gateway.pipeline.backends import (
     CONTENT_JSON,
     GATEWAY_INFO,
     BackendCatalog,
-    BackendRefused,
     HeldSessions,
     egress_headers,
     open_session,
     session_headers,
 )
-from apps.gateway.pipeline.calls import Call, Translate
-from apps.gateway.pipeline.compose import BackendMessages, admit, chain, route
+from apps.gateway.pipeline.calls import Call, Outbound
+from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.input_required import (
     ForeignRequestState,
@@ -32,11 +31,9 @@ from apps.gateway.pipeline.input_required import (
 )
 from apps.gateway.pipeline.listen import ComposedListen
 from apps.gateway.pipeline.listing import LIST_METHODS
-from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
 from apps.gateway.pipeline.names import ROUTED_METHODS
-from apps.gateway.pipeline.ports import ReplicaUnreachable, Upstream, UpstreamReply, UpstreamUnavailable
-from apps.gateway.pipeline.relay import BackendSessionGone, Relay
+from apps.gateway.pipeline.ports import Upstream, UpstreamReply
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
 from apps.gateway.pipeline.values import (
     BackendInfo,
@@ -47,7 +44,7 @@ from apps.gateway.pipeline.values import (
     VirtualHostView,
 )
 from apps.gateway.protocol.envelope import NAME_BEARING, ModernEnvelope, check_modern_request, encode_header_value
-from apps.gateway.protocol.errors import GatewayError, InvalidParams, InvalidRequest, MethodNotFound, PolicyDenied
+from apps.gateway.protocol.errors import GatewayError, InvalidParams, InvalidRequest, MethodNotFound
 from apps.gateway.protocol.jsonrpc import Kind, Message, dumps
 from apps.gateway.protocol.versions import (
     LATEST_LEGACY,
@@ -77,20 +74,19 @@ class ModernEra:
         *,
         upstream: Upstream,
         backends: BackendCatalog,
-        relay: Relay,
-        local: LocalTools,
+        forwarder: Forwarder,
         lists: HostLists,
         listen: ComposedListen,
         inputs: InputRequests | None = None,
     ) -> None:
-        self._local = local
         #: Backend requests answered by retrying (MRTR); None: they reach the client as they are.
         self._inputs = inputs
         self._lists = lists
         self._listen = listen
         self._upstream = upstream
         self._backends = backends
-        self._relay = relay
+        self._forwarder = forwarder
+        self.replicas = backends.replicas
         self._held = HeldSessions()
 
     async def handle(
@@ -105,20 +101,16 @@ class ModernEra:
             envelope = check_modern_request(message, request.headers)
             if message.method == "server/discover":
                 return await self._discover(vhost, message)
+            leg = _Leg(self, request, principal, envelope)
             if vhost.composed:
-                return await self._composed(request, vhost, principal, envelope, message, wants_sse)
+                return await self._composed(leg, request, vhost, principal, message, wants_sse)
         except GatewayError as error:
             return error_reply(message.id, error)
-        _, backend = single_backend(vhost)
-        return await self._to_backend(request, vhost, principal, envelope, backend, message, request.body, wants_sse)
+        map_key, _ = single_backend(vhost)
+        return await self._forwarder.direct(leg, request, vhost, principal, message, map_key=map_key, wants_sse=wants_sse)
 
     async def _composed(
-        self,
-        request: HttpRequest,
-        vhost: VirtualHostView,
-        principal: Principal,
-        envelope: ModernEnvelope,
-        message: Message,
+        self, leg: _Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message,
         wants_sse: bool,
     ) -> Reply:
         """A host whose names are rewritten: lists merged, routed requests to one backend."""
@@ -128,87 +120,13 @@ class ModernEra:
             return result_reply(message.id, result, sse=_sse_only(request, wants_sse))
         if method == "subscriptions/listen":
             return await self._listen.handle(vhost, message)
-        if method not in ROUTED_METHODS:
-            single = vhost.naming.single_key
-            if single is not None:  # one backend (aliases or a policy): what names nothing passes through
-                return await self._to_backend(request, vhost, principal, envelope, vhost.mounts[single], message,
-                                              request.body, wants_sse)
+        if method in ROUTED_METHODS:
+            return await self._forwarder.routed(leg, request, vhost, principal, message, wants_sse=wants_sse)
+        single = vhost.naming.single_key
+        if single is None:
             raise MethodNotFound(f"Method not found: {method}", http_status=404)
-        if (search := self._local.search_server(vhost, message)) is not None:
-            return await self._to_backend(request, vhost, principal, envelope, search.backend, message, request.body,
-                                          wants_sse)
-        tracer = self._relay.tracer
-        with tracer.span("gateway.route") as span:
-            routed = route(vhost, message, modern=True, body=request.body)
-            span.set("gateway.backend", routed.backend.name)
-            span.set("gateway.tool.exposed_name", routed.exposed_name)
-        try:
-            with tracer.span("gateway.authorize") as span:
-                rule = await admit(self._lists, vhost, principal, routed)
-                span.set("gateway.rule", rule)
-        except PolicyDenied as denied:
-            call = Call.begin(request, vhost, principal, routed.backend, routed.message)
-            return self._relay.deny(call, denied, exposed_name=routed.exposed_name)
-        backend_id = routed.backend.id
-        translate = BackendMessages(vhost.naming, routed.map_key, lambda m: self._lists.invalidate(backend_id, m))
-        return await self._to_backend(
-            request, vhost, principal, envelope, routed.backend, routed.message, routed.body, wants_sse,
-            translate=translate, exposed_name=routed.exposed_name, rule=rule,
-        )
-
-    async def _to_backend(
-        self,
-        request: HttpRequest,
-        vhost: VirtualHostView,
-        principal: Principal,
-        envelope: ModernEnvelope,
-        backend: BackendView,
-        message: Message,
-        body: bytes,
-        wants_sse: bool,
-        *,
-        translate: Translate | None = None,
-        exposed_name: str | None = None,
-        rule: str = "",
-    ) -> Reply:
-        """Send `message` (encoded as `body`) to `backend` and relay the answer."""
-        call = Call.begin(request, vhost, principal, backend, message)
-        call.translate = translate
-        call.exposed_name = exposed_name
-        call.rule = rule
-        with self._relay.forwarding(call) as call.span:
-            return await self._send(request, principal, envelope, call, body, wants_sse)
-
-    async def _send(
-        self, request: HttpRequest, principal: Principal, envelope: ModernEnvelope, call: Call, body: bytes,
-        wants_sse: bool,
-    ) -> Reply:
-        backend, message, exposed_name = call.backend, call.message, call.exposed_name
-        if (refused := await self._relay.admit(call)) is not None:
-            return refused
-        if backend.server is not None:
-            return await self._local.handle(call, backend.server, request.headers, modern=True,
-                                            sse=_sse_only(request, wants_sse))
-        try:
-            info = await self._backends.info(backend)
-            if info.modern_versions:
-                headers = [CONTENT_JSON, ("accept", request.headers.get("accept", "application/json, text/event-stream"))]
-                headers.extend((name, request.headers[name]) for name in _FORWARDED if name in request.headers)
-                if exposed_name is not None:  # the backend knows the target by its own name
-                    field = NAME_BEARING.get(message.method or "")
-                    value = message.params.get(field) if field else None
-                    headers = [h for h in headers if h[0] != "mcp-name"]
-                    if isinstance(value, str):
-                        headers.append(("mcp-name", encode_header_value(value)))
-                headers.extend((name, value) for name, value in request.headers.items() if name.startswith("mcp-param-"))
-                return await self._relay.forward_to_any(  # stateless: any replica that is up will do
-                    call, lambda: self._backends.replicas.pick(backend, None), headers, body, wants_sse=wants_sse
-                )
-            return await self._forward_to_legacy(request, principal, envelope, call, wants_sse)
-        except (UpstreamUnavailable, BackendRefused) as exc:
-            return self._relay.fail(call, str(exc))
-        except TimeoutError:
-            return self._relay.timed_out(call)
+        # One backend (aliases or a policy): what names nothing passes through.
+        return await self._forwarder.direct(leg, request, vhost, principal, message, map_key=single, wants_sse=wants_sse)
 
     async def _discover(self, vhost: VirtualHostView, message: Message) -> Reply:
         found = await asyncio.gather(
@@ -231,17 +149,17 @@ class ModernEra:
             result["instructions"] = instructions
         return result_reply(message.id, result)
 
-    async def _forward_to_legacy(
-        self, request: HttpRequest, principal: Principal, envelope: ModernEnvelope, call: Call, wants_sse: bool
-    ) -> Reply:
-        backend = call.backend
-        # Every caller of this key shares the held session: ids and progress tokens become the
-        # gateway's own there, so two callers' `id: 1` never meet, and are restored on the way back.
+    async def to_handshake_era(
+        self, call: Call, request: HttpRequest, envelope: ModernEnvelope, lost: Outbound | None
+    ) -> Outbound:
+        """A backend that speaks only the handshake era: the request goes in a backend session the
+        gateway holds per key. Every caller of the key shares it, so ids and progress tokens become
+        the gateway's own there (two callers' `id: 1` never meet) and are restored on the way back."""
+        backend, principal = call.backend, call.principal
+        if lost is not None:
+            self._held.forget((backend.id, principal.key_id))  # forgotten, or its replica is down
         upstream_id = f"gw-{next(_upstream_ids)}"
-        call.upstream_id = upstream_id
-        call.translate = chain(
-            call.translate, _Restore(call.message, upstream_id, cacheable=call.message.method in _CACHEABLE)
-        )
+        restore = _Restore(call.message, upstream_id, cacheable=call.message.method in _CACHEABLE)
         interactive = self._inputs is not None and call.message.method in _INTERACTIVE
         key = request_key(call.message.params) if interactive else None
         caller = caller_of(principal.tenant_id, call.virtual_host, principal.key_id)
@@ -252,26 +170,19 @@ class ModernEra:
                     upstream_id=upstream_id, timeout=backend.timeout,
                 )
             except ForeignRequestState:
-                return error_reply(call.message.id, InvalidParams(
+                raise InvalidParams(
                     "Invalid params: this requestState was not issued to this caller on this virtual host; "
-                    "continue the call with the credential and on the virtual host that made it"))
+                    "continue the call with the credential and on the virtual host that made it") from None
             except UnknownRequestState:
-                return error_reply(call.message.id, InvalidParams("Invalid params: unknown or expired requestState"))
-            return await self._relay.answer(call, continued, wants_sse)
-        body = _without_envelope(call.message, upstream_id)
-        for _ in range(2):
-            session = await self._held_session(backend, principal, envelope)
-            headers = [CONTENT_JSON, ("accept", "application/json, text/event-stream"),
-                       *session_headers(session)]
-            intercept = self._intercept(backend, session, principal, upstream_id, caller) if interactive else None
-            try:
-                return await self._relay.forward(
-                    call, session.replica, headers, body, wants_sse=wants_sse,
-                    in_session=session.session_id is not None, intercept=intercept,
-                )
-            except (BackendSessionGone, ReplicaUnreachable):  # forgotten, or its replica is down
-                self._held.forget((backend.id, principal.key_id))
-        return self._relay.fail(call, "the backend keeps losing its session")
+                raise InvalidParams("Invalid params: unknown or expired requestState") from None
+            return Outbound([], b"", pick=str, upstream_id=upstream_id, restore=restore, resumed=continued)
+        session = await self._held_session(backend, principal, envelope)
+        return Outbound(
+            [CONTENT_JSON, ("accept", "application/json, text/event-stream"), *session_headers(session)],
+            _without_envelope(call.message, upstream_id), pick=lambda: session.replica, session=session,
+            upstream_id=upstream_id, restore=restore,
+            intercept=self._intercept(backend, session, principal, upstream_id, caller) if interactive else None,
+        )
 
     def _intercept(
         self, backend: BackendView, session: BackendSession, principal: Principal, upstream_id: str, caller: str
@@ -308,6 +219,35 @@ class ModernEra:
             return session
         self._held.forget(key)  # its replica is down: reopened on one that is up
         return await self._held.get(key, open_one)
+
+
+class _Leg:
+    """How one stateless request reaches its backend."""
+
+    session_id = ""
+    modern = True
+
+    def __init__(self, era: ModernEra, request: HttpRequest, principal: Principal, envelope: ModernEnvelope) -> None:
+        self._era = era
+        self._request = request
+        self._envelope = envelope
+
+    async def outbound(self, call: Call, info: BackendInfo, lost: Outbound | None) -> Outbound:
+        if not info.modern_versions:
+            return await self._era.to_handshake_era(call, self._request, self._envelope, lost)
+        # A backend of this era gets the request as it came, at any replica that is up.
+        request = self._request
+        headers = [CONTENT_JSON, ("accept", request.headers.get("accept", "application/json, text/event-stream"))]
+        headers.extend((name, request.headers[name]) for name in _FORWARDED if name in request.headers)
+        if call.exposed_name is not None:  # the backend knows the target by its own name
+            field = NAME_BEARING.get(call.message.method or "")
+            value = call.message.params.get(field) if field else None
+            headers = [h for h in headers if h[0] != "mcp-name"]
+            if isinstance(value, str):
+                headers.append(("mcp-name", encode_header_value(value)))
+        headers.extend((name, value) for name, value in request.headers.items() if name.startswith("mcp-param-"))
+        replicas, backend = self._era.replicas, call.backend
+        return Outbound(headers, call.body, pick=lambda: replicas.pick(backend, None))
 
 
 def _sse_only(request: HttpRequest, wants_sse: bool) -> bool:

@@ -56,6 +56,13 @@ class Reply:
     def with_headers(self, extra: Headers) -> Reply:
         return Reply(self.status, self.headers + extra, self.body, self.stream)
 
+    def after_stream(self, callback: Callable[[], None]) -> Reply:
+        """This reply, with `callback` run once its stream closes (at once when it has none)."""
+        if self.stream is None:
+            callback()
+            return self
+        return Reply(self.status, self.headers, self.body, Stream(self.stream, callback))
+
 
 def json_reply(message: dict[str, Any], status: int = 200, headers: Headers = ()) -> Reply:
     return Reply(status, (JSON, *headers), jsonrpc.dumps(message))

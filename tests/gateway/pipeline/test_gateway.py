@@ -8,9 +8,18 @@ from typing import Any
 
 import pytest
 
+from apps.gateway.pipeline.calls import Call, Outbound
+from apps.gateway.pipeline.client import BackendClient
+from apps.gateway.pipeline.concurrency import BackendGates
+from apps.gateway.pipeline.cursors import CursorCodec
+from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
+from apps.gateway.pipeline.host_lists import HostLists, ListSettings
+from apps.gateway.pipeline.local import LocalTools
+from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import AuditEntry, ReplicaState, StoreUnavailable, UpstreamUnavailable
-from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, SessionState, VirtualHostView
+from apps.gateway.pipeline.tracing import Tracer
+from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest, Principal, SessionState, VirtualHostView
 
 PRINCIPAL = Principal(tenant_id=1, tenant_slug="acme", key_id=1, key_name="agent", team=None)
 BACKEND = BackendView(id=1, name="demo", transport="streamable-http", urls=("http://127.0.0.1:1/mcp",), timeout=1)
@@ -142,3 +151,41 @@ async def test_replica_health_is_shared_through_the_feed_started_on_the_first_re
     assert {replicas.pick(two, f"s{i}") for i in range(50)} == {"http://10.0.0.8/mcp"}
     replicas.mark_down("http://10.0.0.8/mcp")
     assert [state.url for state in health.published] == ["http://10.0.0.8/mcp"]  # this instance's own finding
+
+
+class KnownBackends:
+    """A backend catalog whose every backend answers as `info` says (nothing probed)."""
+
+    def __init__(self, info: BackendInfo) -> None:
+        self._info = info
+
+    async def info(self, backend: BackendView) -> BackendInfo:
+        return backend.server.info if backend.server is not None else self._info
+
+
+class StatelessLeg:
+    """A leg that sends each message as it is to `replica` (no session)."""
+
+    session_id = ""
+
+    def __init__(self, *, modern: bool = False, replica: str = "http://127.0.0.1:1/mcp") -> None:
+        self.modern = modern
+        self._replica = replica
+
+    async def outbound(self, call: Call, info: BackendInfo, lost: Outbound | None) -> Outbound:
+        return Outbound([], call.body, pick=lambda: self._replica)
+
+
+HANDSHAKE_ERA = BackendInfo("2025-11-25", {}, (), {}, {"name": "backend", "version": "1"}, None)
+
+
+def forwarder(
+    upstream: Any = None, audit: Audit | None = None, *, gates: BackendGates | None = None,
+    info: BackendInfo = HANDSHAKE_ERA,
+) -> Forwarder:
+    """The forwarder of a gateway whose ports are faked: every backend speaks `info`'s eras."""
+    upstream = upstream or DownUpstream()
+    tracer = Tracer()
+    lists = HostLists(BackendClient(upstream, KnownBackends(info)), CursorCodec(b"c" * 32), ListSettings(), Counters())
+    return Forwarder(upstream=upstream, backends=KnownBackends(info), lists=lists, local=LocalTools(tracer),
+                     audit=audit or Audit(), counters=Counters(), tracer=tracer, gates=gates)

@@ -1,23 +1,22 @@
-"""`LocalTools`, the MCP methods of a backend the gateway answers itself, with a fake tool server."""
+"""The MCP methods of a backend the gateway answers itself (`LocalTools`), through the forwarder,
+with a fake tool server."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 
-from apps.gateway.pipeline.calls import Call
 from apps.gateway.pipeline.concurrency import BackendGates
-from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.ports import UpstreamUnavailable
-from apps.gateway.pipeline.relay import Relay
 from apps.gateway.pipeline.replies import Reply
-from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest, Principal
+from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol.jsonrpc import classify
-from tests.gateway.pipeline.test_gateway import PRINCIPAL, VHOST, Audit, DownUpstream
+from tests.gateway.pipeline.test_gateway import PRINCIPAL, Audit, StatelessLeg, forwarder
 
 LISTING = b'[{"name":"add","description":"Adds.","inputSchema":{"type":"object"}}]'
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -62,14 +61,15 @@ class Hanging(FakeTools):
 
 async def _handle(
     server: FakeTools, message: dict[str, Any], *, audit: Audit | None = None, modern: bool = False,
-    sse: bool = False,
+    sse: bool = False, gates: BackendGates | None = None, max_concurrency: int = 0,
 ) -> Reply:
-    backend = BackendView(id=3, name="rest", transport="", urls=(), timeout=2, kind="openapi", server=server)
-    body = json.dumps(message).encode()
-    request = HttpRequest("POST", "acme", "main", {"traceparent": TRACEPARENT}, body)
-    call = Call.begin(request, VHOST, PRINCIPAL, backend, classify(message))
-    local = LocalTools(Relay(DownUpstream(), audit or Audit()))
-    return await local.handle(call, server, request.headers, modern=modern, sse=sse)
+    backend = BackendView(id=3, name="rest", transport="", urls=(), timeout=2, kind="openapi", server=server,
+                          max_concurrency=max_concurrency)
+    vhost = VirtualHostView(1, "acme", "main", MappingProxyType({"rest": backend}), MappingProxyType({}))
+    headers = {"traceparent": TRACEPARENT, "accept": "text/event-stream" if sse else "application/json"}
+    request = HttpRequest("POST", "acme", "main", headers, json.dumps(message).encode())
+    return await forwarder(audit=audit, gates=gates).direct(
+        StatelessLeg(modern=modern), request, vhost, PRINCIPAL, classify(message), map_key="rest", wants_sse=sse)
 
 
 def _request(method: str, params: dict[str, Any] | None = None, request_id: int = 1) -> dict[str, Any]:
@@ -198,15 +198,11 @@ def test_hashed_arguments_are_keyed_and_stable() -> None:
 async def test_calls_to_a_service_at_its_concurrency_limit_wait_then_fail_as_busy_and_are_audited() -> None:
     server = Hanging()
     audit = Audit()
-    backend = BackendView(id=4, name="rest", transport="", urls=(), timeout=30, kind="openapi", server=server,
-                          max_concurrency=1)
-    local = LocalTools(Relay(DownUpstream(), audit, gates=BackendGates(queue_seconds=0.05)))
+    gates = BackendGates(queue_seconds=0.05)
 
     def handle(request_id: int, method: str = "tools/call") -> Any:
         message = _request(method, {"name": "add", "arguments": {}} if method == "tools/call" else None, request_id)
-        request = HttpRequest("POST", "acme", "main", {}, json.dumps(message).encode())
-        return local.handle(Call.begin(request, VHOST, PRINCIPAL, backend, classify(message)), server, {},
-                            modern=False, sse=False)
+        return _handle(server, message, audit=audit, gates=gates, max_concurrency=1)
 
     running = asyncio.ensure_future(handle(1))
     await server.started.wait()

@@ -1,4 +1,4 @@
-"""The relay and a backend's limits, with a scripted upstream: a streamed answer holds its call's
+"""The forwarder and a backend's limits, with a scripted upstream: a streamed answer holds its call's
 concurrency slot until the stream closes, and a stream that breaks before the response (a
 timeout, an event over the cap) ends with the call's -32004 response, audited."""
 
@@ -7,16 +7,16 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
-from apps.gateway.pipeline.calls import Call
 from apps.gateway.pipeline.concurrency import BackendGates
+from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.ports import UpstreamUnavailable
-from apps.gateway.pipeline.relay import Relay
-from apps.gateway.pipeline.values import BackendView, HttpRequest
+from apps.gateway.pipeline.values import BackendView, HttpRequest, VirtualHostView
 from apps.gateway.protocol.jsonrpc import classify
 from apps.gateway.protocol.sse import SseEvent
-from tests.gateway.pipeline.test_gateway import PRINCIPAL, VHOST, Audit
+from tests.gateway.pipeline.test_gateway import PRINCIPAL, Audit, StatelessLeg, forwarder
 
 BACKEND = BackendView(id=9, name="slow", transport="streamable-http", urls=("http://slow/mcp",), timeout=5,
                       max_concurrency=1)
@@ -60,19 +60,19 @@ class StreamingUpstream:
         return reply
 
 
-def _call(request_id: int) -> Call:
+VHOST = VirtualHostView(1, "acme", "main", MappingProxyType({"slow": BACKEND}), MappingProxyType({}))
+
+
+async def _forward(relay: Forwarder, request_id: int) -> Any:
     message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "sleep", "arguments": {}}}
-    request = HttpRequest("POST", "acme", "main", {}, json.dumps(message).encode())
-    return Call.begin(request, VHOST, PRINCIPAL, BACKEND, classify(message))
-
-
-async def _forward(relay: Relay, request_id: int) -> Any:
-    return await relay.forward(_call(request_id), "http://slow/mcp", [], b"{}", wants_sse=True)
+    request = HttpRequest("POST", "acme", "main", {"accept": "text/event-stream"}, json.dumps(message).encode())
+    return await relay.direct(StatelessLeg(replica="http://slow/mcp"), request, VHOST, PRINCIPAL, classify(message),
+                              map_key="slow", wants_sse=True)
 
 
 async def test_a_streamed_answer_holds_its_slot_until_the_stream_closes() -> None:
     audit = Audit()
-    relay = Relay(StreamingUpstream(), audit, gates=BackendGates(queue_seconds=0.05))
+    relay = forwarder(StreamingUpstream(), audit, gates=BackendGates(queue_seconds=0.05))
     streamed = await _forward(relay, 1)
     assert streamed.stream is not None
     assert await anext(streamed.stream) == b"data: " + PROGRESS + b"\n\n"
@@ -87,7 +87,7 @@ async def test_a_streamed_answer_holds_its_slot_until_the_stream_closes() -> Non
 async def test_a_stream_that_breaks_before_the_response_ends_with_the_calls_error() -> None:
     audit = Audit()
     upstream = StreamingUpstream()
-    relay = Relay(upstream, audit)
+    relay = forwarder(upstream, audit)
     streamed = await _forward(relay, 5)
     assert streamed.stream is not None
     upstream.replies[0].queue.put_nowait(UpstreamUnavailable("timed out after 5 s waiting for the rest of the response"))

@@ -1,0 +1,307 @@
+"""Every message the gateway sends on to a backend takes this one path (docs/architecture.md):
+
+    route → authorize          (`routed`, on a host whose names are rewritten)
+    Call.begin                 (built once, frozen)
+    span "gateway.forward"
+      stages: denied → limits → slots
+      answer: local tools, or the era's leg → upstream → the backend's answer
+    finally: the audit row     (from the `Outcome` the stages set; a stream's when it closes)
+
+A stage is one callable in `Forwarder.stages` (`calls.Stage`). The eras differ only in how they
+reach a backend (`calls.Leg`); errors on the way become the call's reply in `_run`, and nowhere else."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from apps.gateway.pipeline.admission import Limits, Slots, denied
+from apps.gateway.pipeline.answers import StreamCaps, answer
+from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
+from apps.gateway.pipeline.calls import (
+    BackendSessionGone,
+    BadReply,
+    Call,
+    Leg,
+    Outbound,
+    Outcome,
+    Stage,
+    arguments_kept,
+)
+from apps.gateway.pipeline.compose import BackendMessages, admit, route
+from apps.gateway.pipeline.concurrency import BackendBusy, BackendGates
+from apps.gateway.pipeline.host_lists import HostLists
+from apps.gateway.pipeline.local import LocalTools
+from apps.gateway.pipeline.metrics import Counters, note_error
+from apps.gateway.pipeline.ports import (
+    AuditEntry,
+    AuditSink,
+    RateLimiter,
+    ReplicaUnreachable,
+    Upstream,
+    UpstreamUnavailable,
+)
+from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
+from apps.gateway.pipeline.tracing import NO_SPAN, Tracer
+from apps.gateway.pipeline.values import HttpRequest, Principal, VirtualHostView
+from apps.gateway.protocol import jsonrpc
+from apps.gateway.protocol.errors import BackendUnavailable, GatewayError, PolicyDenied
+from apps.gateway.protocol.jsonrpc import Kind, Message
+
+log = logging.getLogger(__name__)
+
+#: Outcomes that give the call's span error status (a tool's own error is a result, not a failure).
+_FAILED = frozenset({"error", "denied", "rate_limited", "over_budget"})
+
+
+class Forwarder:
+    def __init__(
+        self,
+        *,
+        upstream: Upstream,
+        backends: BackendCatalog,
+        lists: HostLists,
+        local: LocalTools,
+        audit: AuditSink,
+        counters: Counters,
+        tracer: Tracer,
+        limiter: RateLimiter | None = None,
+        gates: BackendGates | None = None,
+        hash_key: bytes = b"",
+        stream_caps: StreamCaps | None = None,
+    ) -> None:
+        self._upstream = upstream
+        self._backends = backends
+        self._lists = lists
+        self._local = local
+        self._audit = audit
+        self._counters = counters
+        self.tracer = tracer
+        self._hash_key = hash_key
+        #: What one call's answer stream from a backend may bring.
+        self._stream_caps = stream_caps or StreamCaps()
+        #: The stages of every call, in order.
+        self.stages: Sequence[Stage] = (denied, Limits(limiter, counters), Slots(gates))
+        #: Cancellations of timed-out requests on their way to backends.
+        self._cancelling: set[asyncio.Task[None]] = set()
+
+    async def direct(
+        self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message, *,
+        map_key: str, wants_sse: bool, body: bytes | None = None,
+    ) -> Reply:
+        """Send `message` (encoded as `body`, by default the request's) to the backend under
+        `map_key` as it is, and relay the answer."""
+        call = Call.begin(request, vhost, principal, vhost.mounts[map_key], message, session_id=leg.session_id,
+                          map_key=map_key, body=body, wants_sse=wants_sse)
+        return await self._run(call, leg)
+
+    async def routed(
+        self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message, *,
+        wants_sse: bool,
+    ) -> Reply:
+        """A routed request (`names.ROUTED_METHODS`) on a host whose names are rewritten: the host's
+        `tool_search`, or the one backend its name routes to, in that backend's terms and with what
+        comes back in the client's; authorized by the host's access policy. A name that routes
+        nowhere raises InvalidParams (ResourceNotFound): nothing was called, so nothing is audited."""
+        if (search := self._local.search_server(vhost, message)) is not None:
+            call = Call.begin(request, vhost, principal, search.backend, message, session_id=leg.session_id,
+                              wants_sse=wants_sse)
+            return await self._run(call, leg)
+        with self.tracer.span("gateway.route") as span:
+            routing = route(vhost, message, modern=leg.modern, body=request.body)
+            span.set("gateway.backend", routing.backend.name)
+            span.set("gateway.tool.exposed_name", routing.exposed_name)
+        refusal: PolicyDenied | None = None
+        try:
+            with self.tracer.span("gateway.authorize") as span:
+                rule = await admit(self._lists, vhost, principal, routing)
+                span.set("gateway.rule", rule)
+        except PolicyDenied as error:
+            refusal, rule = error, (error.data or {}).get("rule") or ""
+        backend_id = routing.backend.id
+        call = Call.begin(
+            request, vhost, principal, routing.backend, routing.message, session_id=leg.session_id,
+            map_key=routing.map_key, body=routing.body, wants_sse=wants_sse,
+            translate=BackendMessages(vhost.naming, routing.map_key, lambda m: self._lists.invalidate(backend_id, m)),
+            exposed_name=routing.exposed_name, rule=rule, denied=refusal,
+        )
+        return await self._run(call, leg)
+
+    async def _run(self, call: Call, leg: Leg) -> Reply:
+        """The call's stages, then its answer; the one place its errors become its reply and its
+        audit row is written."""
+        outcome = Outcome()
+        reply: Reply | None = None
+        # A refused call is never forwarded: it has no forwarding span.
+        with (self._span(call) if call.denied is None else NO_SPAN) as outcome.span:
+            try:
+                reply = await self._staged(call, leg, outcome, 0)
+            except GatewayError as error:
+                reply = error_reply(call.message.id, error, call.headers)
+                outcome.answered("error", error.code, len(reply.body))
+            except BackendBusy as busy:
+                reply = self._unavailable(call, outcome, str(busy), "busy")
+            except TimeoutError:
+                reply = self._unavailable(call, outcome, f"timed out after {call.backend.timeout:g} s", "timeout")
+            except (UpstreamUnavailable, BackendRefused) as exc:
+                reply = self._unavailable(call, outcome, str(exc), "bad_reply" if isinstance(exc, BadReply) else "unavailable")
+            except BaseException as error:
+                # The client went away before the answer; or a failure the request as a whole
+                # answers (its session store is down, say).
+                outcome.answered("cancelled" if isinstance(error, asyncio.CancelledError) else "error", None, 0)
+                raise
+            finally:
+                if reply is None or reply.stream is None:
+                    self._write(call, outcome)
+        if reply.stream is None:
+            return reply
+        return reply.after_stream(lambda: self._write(call, outcome))
+
+    async def _staged(self, call: Call, leg: Leg, outcome: Outcome, index: int) -> Reply:
+        if index == len(self.stages):
+            return await self._answer(call, leg, outcome)
+        return await self.stages[index](call, outcome, lambda: self._staged(call, leg, outcome, index + 1))
+
+    async def _answer(self, call: Call, leg: Leg, outcome: Outcome) -> Reply:
+        """The backend's answer: the gateway's own for a backend it answers itself, else the
+        backend's, through the era's leg. Two tries: a backend session the backend forgot, or a
+        replica found down before anything was sent, is tried once more elsewhere."""
+        backend = call.backend
+        if backend.server is not None:
+            if call.message.kind is not Kind.REQUEST:
+                return accepted().with_headers(call.headers)  # no notification means anything to a tool server
+            result = await self._local.answer(call, backend.server, modern=leg.modern)
+            reply = result_reply(call.message.id, result, sse=call.sse_only, headers=call.headers)
+            outcome.answered("tool_error" if result.get("isError") is True else "ok", None, len(reply.body))
+            return reply
+        info = await self._backends.info(backend)
+        lost: Outbound | None = None
+        for attempt in (1, 2):
+            out = await leg.outbound(call, info, lost)
+            if isinstance(out, Reply):
+                return out
+            try:
+                return await self._exchange(call.bridged(out), out, outcome)
+            except ReplicaUnreachable:
+                if attempt == 2:
+                    raise
+            except BackendSessionGone:
+                if attempt == 2:
+                    raise UpstreamUnavailable("the backend keeps losing its session") from None
+            lost = out
+        raise AssertionError("unreachable")
+
+    async def _exchange(self, call: Call, out: Outbound, outcome: Outcome) -> Reply:
+        """Send `out` to one replica of the call's backend and make the client's reply of the answer."""
+        if out.resumed is not None:
+            return await answer(call, out.resumed, outcome, self._stream_caps)
+        replica = out.pick()
+        request = call.message.kind is Kind.REQUEST
+        headers = out.headers
+        if call.backend.egress is not None:
+            headers = [*headers, *await call.backend.egress.headers(call.principal)]
+        try:
+            reply = await self._upstream.send(call.backend, replica, "POST", headers, out.body, timeout=call.backend.timeout)
+            if reply.status == 404 and out.in_session:
+                reply.close()
+                raise BackendSessionGone
+            cancel = None
+            if out.in_session and request:
+                def cancel() -> None:
+                    self._cancel_upstream(call, replica, headers, "its answer went past the gateway's limits")
+            return await answer(call, out.intercept(reply) if out.intercept else reply, outcome, self._stream_caps, cancel)
+        except TimeoutError:
+            if out.in_session and request:
+                self._cancel_upstream(call, replica, headers, f"the gateway stopped waiting after {call.backend.timeout:g} s")
+            raise
+
+    def _unavailable(self, call: Call, outcome: Outcome, reason: str, kind: str) -> Reply:
+        """The backend could not answer: a request gets -32004, anything else a bare 502. `kind`
+        (unavailable | timeout | bad_reply | busy) is what the upstream error metric counts."""
+        log.warning("backend %s unavailable: %s", call.backend.name, reason)
+        self._counters.increment("upstream_errors", backend=self._counters.bounded("backend", call.backend.name), kind=kind)
+        if call.message.kind is not Kind.REQUEST:
+            return Reply(502, call.headers)
+        error = BackendUnavailable(f"Backend {call.backend.name!r} unavailable: {reason}",
+                                   data={"backend": call.backend.name})
+        reply = error_reply(call.message.id, error, call.headers)
+        outcome.answered("error", error.code, len(reply.body))
+        return reply
+
+    def _cancel_upstream(self, call: Call, replica: str, headers: list[tuple[str, str]], reason: str) -> None:
+        """Tell the backend session that the gateway gave up on a request, so it stops working on it
+        (MCP: a sender whose request timed out SHOULD cancel it). Sent on its own, never awaited.
+        Outside a session there is nothing to send: closing the connection cancels."""
+        request_id = call.message.id if call.upstream_id is None else call.upstream_id
+        body = jsonrpc.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                              "params": {"requestId": request_id, "reason": reason}})
+        task = asyncio.ensure_future(self._send_cancel(call, replica, headers, body))
+        self._cancelling.add(task)
+        task.add_done_callback(self._cancelling.discard)
+
+    async def _send_cancel(self, call: Call, replica: str, headers: list[tuple[str, str]], body: bytes) -> None:
+        try:
+            reply = await self._upstream.send(call.backend, replica, "POST", headers, body, timeout=call.backend.timeout)
+            reply.close()
+        except Exception as exc:  # best effort: the backend may be why the call timed out
+            log.info("could not cancel a timed-out request at backend %s: %s", call.backend.name, exc)
+
+    def _span(self, call: Call) -> Any:
+        """The span of forwarding `call` (until its answer is relayed); its audit row sets the outcome."""
+        if not self.tracer.enabled:
+            return NO_SPAN
+        attributes = {"gateway.backend": call.backend.name, "gateway.backend.kind": call.backend.kind,
+                      "mcp.method.name": call.message.method or ""}
+        if call.exposed_name is not None:
+            attributes["gateway.tool.exposed_name"] = call.exposed_name
+        return self.tracer.span("gateway.forward", **attributes)
+
+    def _write(self, call: Call, outcome: Outcome) -> None:
+        """The call's audit row (if its method is audited), its metrics and its span's outcome."""
+        if not call.audited:
+            return
+        result, code = outcome.outcome or "error", outcome.code
+        name = call.target_name()
+        exposed = name if call.exposed_name is None else call.exposed_name
+        if (span := outcome.span) is not NO_SPAN:
+            span.set("gateway.outcome", result)
+            span.set("gateway.tool.exposed_name", exposed)
+            span.set("gateway.tool.upstream_name", name)
+            if code is not None:
+                span.set("rpc.jsonrpc.error_code", code)
+            if result in _FAILED:
+                span.fail(f"{result}{'' if code is None else f' ({code})'}")
+        seconds = time.perf_counter() - call.started
+        counters = self._counters
+        tool = counters.bounded("tool", exposed, str(call.principal.tenant_id))  # capped per tenant
+        counters.observe(
+            "calls", seconds, method=call.message.method or "", tool=tool,
+            backend=counters.bounded("backend", call.backend.name), outcome=result,
+        )
+        note_error(code)
+        self._audit.record(
+            AuditEntry(
+                principal=call.principal,
+                virtual_host=call.virtual_host,
+                backend=call.backend.name,
+                method=call.message.method or "",
+                exposed_name=exposed,
+                upstream_name=name,
+                outcome=result,
+                error_code=code,
+                latency_ms=seconds * 1000.0,
+                bytes_in=call.bytes_in,
+                bytes_out=outcome.bytes_out,
+                session_id=call.session_id,
+                trace_id=call.trace_id,
+                at=call.at,
+                backend_kind=call.backend.kind,
+                rule=call.rule,
+                limit_state=outcome.limit_state,
+                arguments=arguments_kept(call.audit_arguments, call.message.params.get("arguments"), self._hash_key),
+                cost=outcome.cost,
+            )
+        )
