@@ -1,0 +1,219 @@
+"""The one path of a call (`Forwarder`), with its ports faked: exactly one audit row whichever way
+a call ends (answered, refused, failed, cancelled, streamed: when its stream closes), a stage added
+to `Forwarder.stages` runs on every call, local or forwarded, and a backend's answer that answers
+nothing is the call's -32004."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from apps.gateway.pipeline.calls import Call, Next, Outbound, Outcome
+from apps.gateway.pipeline.forwarder import Forwarder
+from apps.gateway.pipeline.ports import ReplicaUnreachable
+from apps.gateway.pipeline.replies import Reply, error_reply
+from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, HttpRequest, VirtualHostView
+from apps.gateway.protocol.errors import PolicyDenied
+from apps.gateway.protocol.jsonrpc import classify
+from apps.gateway.protocol.sse import SseEvent
+from tests.gateway.pipeline.test_gateway import PRINCIPAL, Audit, StatelessLeg, forwarder
+from tests.gateway.pipeline.test_local import FakeTools
+
+REMOTE = BackendView(id=7, name="calc", transport="streamable-http", urls=("http://calc/mcp",), timeout=2)
+LOCAL = BackendView(id=8, name="rest", transport="", urls=(), timeout=2, kind="openapi", server=FakeTools())
+VHOST = VirtualHostView(1, "acme", "main", MappingProxyType({"calc": REMOTE, "rest": LOCAL}), MappingProxyType({}))
+
+
+class Answer:
+    """A backend's reply: a JSON body, or SSE events fed by the test (None ends the stream)."""
+
+    def __init__(self, body: object = None, *, status: int = 200, content_type: str = "application/json") -> None:
+        self.status = status
+        self.content_type = content_type
+        self.headers: Mapping[str, str] = {"content-type": content_type}
+        self.body = b"" if body is None else json.dumps(body).encode()
+        self.queue: asyncio.Queue[SseEvent | None] = asyncio.Queue()
+        self.closed = False
+
+    async def read(self, limit: int = 0) -> bytes:
+        return self.body
+
+    async def events(self) -> AsyncIterator[SseEvent]:
+        while (event := await self.queue.get()) is not None:
+            yield event
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Scripted:
+    """An upstream that answers each send with the next of `answers` (an exception is raised)."""
+
+    def __init__(self, *answers: Answer | BaseException) -> None:
+        self.answers = list(answers)
+        self.sent: list[tuple[str, bytes]] = []
+
+    async def send(self, backend: BackendView, replica: str, method: str, headers: Any, body: bytes = b"",
+                   *, timeout: float) -> Answer:
+        self.sent.append((replica, body))
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def _message(request_id: int = 1, name: str = "add") -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name, "arguments": {}}}
+
+
+async def _call(relay: Forwarder, map_key: str = "calc", *, leg: Any = None, sse: bool = False) -> Reply:
+    message = _message()
+    headers = {"accept": "text/event-stream" if sse else "application/json"}
+    request = HttpRequest("POST", "acme", "main", headers, json.dumps(message).encode())
+    return await relay.direct(leg or StatelessLeg(), request, VHOST, PRINCIPAL, classify(message), map_key=map_key,
+                              wants_sse=sse)
+
+
+def _rows(audit: Audit) -> list[tuple[str, int | None]]:
+    return [(entry.outcome, entry.error_code) for entry in audit.entries]
+
+
+def _result(text: str = "3") -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}}
+
+
+async def test_an_answered_call_has_one_audit_row() -> None:
+    audit = Audit()
+    reply = await _call(forwarder(Scripted(Answer(_result())), audit))
+    assert json.loads(reply.body)["result"]["content"][0]["text"] == "3"
+    assert _rows(audit) == [("ok", None)] and audit.entries[0].bytes_out == len(reply.body)
+
+
+async def test_an_answer_to_a_request_that_answers_nothing_is_32004_with_one_row() -> None:
+    for answer in (Answer(status=202, content_type=""), Answer(status=200, content_type=""),
+                   Answer([1, 2]), Answer({"jsonrpc": "2.0", "id": 99, "result": {}})):
+        audit = Audit()
+        reply = await _call(forwarder(Scripted(answer), audit))
+        error = json.loads(reply.body)["error"]
+        assert error["code"] == -32004 and error["data"] == {"backend": "calc"}
+        assert _rows(audit) == [("error", -32004)]
+
+
+async def test_a_replica_found_down_before_sending_is_tried_once_more_then_the_call_fails() -> None:
+    audit = Audit()
+    upstream = Scripted(ReplicaUnreachable("cannot connect"), Answer(_result()))
+    assert "result" in json.loads((await _call(forwarder(upstream, audit))).body)
+    assert len(upstream.sent) == 2 and _rows(audit) == [("ok", None)]
+    audit = Audit()
+    upstream = Scripted(ReplicaUnreachable("cannot connect"), ReplicaUnreachable("cannot connect again"))
+    error = json.loads((await _call(forwarder(upstream, audit))).body)["error"]
+    assert error["code"] == -32004 and "cannot connect again" in error["message"]
+    assert _rows(audit) == [("error", -32004)]
+
+
+class SessionLeg(StatelessLeg):
+    """A leg in a backend session; records the outbounds it was told were lost."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lost: list[Outbound | None] = []
+
+    async def outbound(self, call: Call, info: BackendInfo, lost: Outbound | None) -> Outbound:
+        self.lost.append(lost)
+        session = BackendSession(session_id=f"s{len(self.lost)}", version="2025-11-25", replica="http://calc/mcp")
+        return Outbound([], call.body, pick=lambda: session.replica, session=session)
+
+
+async def test_a_backend_session_forgotten_twice_fails_the_call_once() -> None:
+    audit = Audit()
+    leg = SessionLeg()
+    upstream = Scripted(Answer(status=404), Answer(status=404))
+    error = json.loads((await _call(forwarder(upstream, audit), leg=leg)).body)["error"]
+    assert error["code"] == -32004 and "keeps losing its session" in error["message"]
+    assert leg.lost[0] is None and leg.lost[1] is not None and leg.lost[1].session.session_id == "s1"
+    assert _rows(audit) == [("error", -32004)]
+
+
+async def test_a_streamed_answer_is_audited_when_its_stream_closes_not_before() -> None:
+    audit = Audit()
+    answer = Answer(content_type="text/event-stream")
+    answer.queue.put_nowait(SseEvent(b'{"jsonrpc":"2.0","method":"notifications/progress","params":{}}'))
+    reply = await _call(forwarder(Scripted(answer), audit), sse=True)
+    assert reply.stream is not None and audit.entries == []
+    answer.queue.put_nowait(SseEvent(json.dumps(_result()).encode()))
+    answer.queue.put_nowait(None)
+    chunks = [chunk async for chunk in reply.stream]
+    assert audit.entries == []
+    await reply.stream.aclose()
+    assert _rows(audit) == [("ok", None)] and audit.entries[0].bytes_out == sum(map(len, chunks))
+    assert answer.closed
+
+
+async def test_a_stream_closed_before_its_response_is_one_cancelled_row() -> None:
+    audit = Audit()
+    answer = Answer(content_type="text/event-stream")
+    answer.queue.put_nowait(SseEvent(b'{"jsonrpc":"2.0","method":"notifications/progress","params":{}}'))
+    reply = await _call(forwarder(Scripted(answer), audit), sse=True)
+    assert reply.stream is not None
+    await anext(reply.stream)
+    await reply.stream.aclose()
+    assert _rows(audit) == [("cancelled", None)]
+
+
+class Hanging:
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+
+    async def send(self, *args: Any, **kwargs: Any) -> Answer:
+        self.started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_call_cancelled_while_forwarded_is_one_cancelled_row() -> None:
+    audit = Audit()
+    upstream = Hanging()
+    task = asyncio.ensure_future(_call(forwarder(upstream, audit)))
+    await upstream.started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert _rows(audit) == [("cancelled", None)]
+
+
+class Guard:
+    """A stage that refuses calls to the tool `forbidden`, and marks every other answer."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def __call__(self, call: Call, outcome: Outcome, then: Next) -> Reply:
+        self.seen.append(call.backend.name)
+        if call.target_name() == "forbidden":
+            reply = error_reply(call.message.id, PolicyDenied("Denied: guarded"), call.headers)
+            outcome.answered("denied", -32003, len(reply.body))
+            return reply
+        reply = await then()
+        return reply.with_headers((("x-guarded", "yes"),))
+
+
+async def test_a_stage_added_to_the_list_runs_on_every_call_local_or_forwarded() -> None:
+    audit = Audit()
+    guard = Guard()
+    relay = forwarder(Scripted(Answer(_result())), audit)
+    relay.stages = (*relay.stages, guard)
+    forwarded = await _call(relay)
+    local = await _call(relay, "rest")
+    assert ("x-guarded", "yes") in forwarded.headers and ("x-guarded", "yes") in local.headers
+    assert guard.seen == ["calc", "rest"]
+    message = _message(2, "forbidden")
+    request = HttpRequest("POST", "acme", "main", {}, json.dumps(message).encode())
+    refused = await relay.direct(StatelessLeg(), request, VHOST, PRINCIPAL, classify(message), map_key="calc",
+                                 wants_sse=False)
+    assert json.loads(refused.body)["error"]["code"] == -32003
+    assert _rows(audit) == [("ok", None), ("ok", None), ("denied", -32003)]
