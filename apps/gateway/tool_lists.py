@@ -12,12 +12,12 @@ from django.conf import settings
 
 from apps.catalog.models import Backend
 from apps.gateway.egress import OAuthTokens, egress_plan_build
+from apps.gateway.mailbox import ChannelMailbox
+from apps.gateway.pipeline.backend_client import BackendClient
 from apps.gateway.pipeline.backends import BackendCatalog
-from apps.gateway.pipeline.client import BackendClient
 from apps.gateway.pipeline.listing import ListCaps, Page, collect_all_pages
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.values import BackendView
-from apps.gateway.relay import ChannelMailbox
 from apps.gateway.upstream.client import http_upstream
 
 

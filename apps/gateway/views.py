@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, gener
 
 from apps.catalog.selectors import virtual_host_list
 from apps.common.redis import redis_client
-from apps.gateway.metrics import registry
+from apps.gateway.prometheus import registry
 from apps.gateway.wiring import all_gateways
 from apps.tenants.selectors import tenant_get, token_issuer_list
 

@@ -16,21 +16,21 @@ from apps.common.secrets import derived_key
 from apps.gateway.changes import RedisChangeFeed
 from apps.gateway.egress import OAuthTokens
 from apps.gateway.limits import RedisRateLimiter
-from apps.gateway.metrics import metric_label_caps
+from apps.gateway.mailbox import ChannelMailbox
 from apps.gateway.openapi import OpenApiHttp
 from apps.gateway.pipeline.answers import StreamCaps
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import ListSettings
 from apps.gateway.pipeline.metrics import Counters
+from apps.gateway.prometheus import metric_label_caps
 from apps.gateway.pubsub import RedisSubscription
 from apps.gateway.reindex import ToolReindex, tool_reindex_enqueue
-from apps.gateway.relay import ChannelMailbox
 from apps.gateway.replica_health import RedisHealthFeed
-from apps.gateway.search import IndexFinder
 from apps.gateway.sessions import RedisSessionStore
 from apps.gateway.snapshots import SnapshotDirectory
 from apps.gateway.telemetry import gateway_tracing
 from apps.gateway.tokens import JwtVerifier
+from apps.gateway.tool_finder import IndexFinder
 from apps.gateway.tool_lists import backend_list_caps
 from apps.gateway.upstream.client import HttpUpstream, http_upstream
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from apps.gateway.pipeline.answers import StreamCaps
+from apps.gateway.pipeline.backend_client import BackendClient
 from apps.gateway.pipeline.backends import BackendCatalog
-from apps.gateway.pipeline.client import BackendClient
 from apps.gateway.pipeline.concurrency import BackendGates
 from apps.gateway.pipeline.cursors import CursorCodec
 from apps.gateway.pipeline.forwarder import Forwarder
@@ -41,7 +41,7 @@ from apps.gateway.pipeline.ports import (
 )
 from apps.gateway.pipeline.propagation import TracedUpstream
 from apps.gateway.pipeline.replies import Reply, error_reply, http_error_reply
-from apps.gateway.pipeline.search import ToolSearch
+from apps.gateway.pipeline.tool_search import ToolSearch
 from apps.gateway.pipeline.tracing import RequestTrace, Tracer, Tracing
 from apps.gateway.pipeline.values import HttpRequest, Principal, VirtualHostView
 from apps.gateway.protocol.envelope import is_modern_message

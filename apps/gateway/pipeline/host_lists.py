@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from apps.gateway.pipeline.client import BackendClient, announces_changes, offers
+from apps.gateway.pipeline.backend_client import BackendClient, announces_changes, offers
 from apps.gateway.pipeline.cursors import CursorCodec
 from apps.gateway.pipeline.list_changes import ListChanges
 from apps.gateway.pipeline.listing import (
@@ -44,8 +44,8 @@ from apps.gateway.pipeline.listing import (
 )
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.names import Naming
-from apps.gateway.pipeline.search_tool import search_tool
 from apps.gateway.pipeline.singleflight import SingleFlight
+from apps.gateway.pipeline.tool_search_entry import search_tool
 from apps.gateway.pipeline.values import BackendView, Principal, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import InvalidParams

@@ -18,8 +18,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from apps.gateway.pipeline.backend_client import BackendClient
 from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
-from apps.gateway.pipeline.client import BackendClient
 from apps.gateway.pipeline.host_lists import LIST_FILTERS, HostLists
 from apps.gateway.pipeline.ports import UpstreamUnavailable
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream

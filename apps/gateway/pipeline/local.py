@@ -9,7 +9,7 @@ from typing import Any
 from apps.gateway.pipeline.calls import Call
 from apps.gateway.pipeline.ports import ToolServer
 from apps.gateway.pipeline.propagation import trace_headers
-from apps.gateway.pipeline.search import SearchServer, ToolSearch
+from apps.gateway.pipeline.tool_search import SearchServer, ToolSearch
 from apps.gateway.pipeline.tracing import Tracer, current
 from apps.gateway.pipeline.values import VirtualHostView
 from apps.gateway.protocol.errors import InvalidParams, MethodNotFound

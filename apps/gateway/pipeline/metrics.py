@@ -1,5 +1,5 @@
 """What the pipeline noticed, kept in process: counts and latency histograms, and a note of the
-request being handled. The core knows no metrics library; `apps/gateway/metrics.py` turns these
+request being handled. The core knows no metrics library; `apps/gateway/prometheus.py` turns these
 into Prometheus metrics when `/metrics` is scraped.
 
 Recording is meant for the call path: one dict update (a histogram also a bisect), no lock. The

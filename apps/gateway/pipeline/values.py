@@ -105,7 +105,7 @@ class BackendView:
 
 @dataclass(frozen=True, slots=True)
 class ToolSearchConfig:
-    """A host's `tool_search` tool (`search.py`): the name it is listed and called by, and whether
+    """A host's `tool_search` tool (`tool_search.py`): the name it is listed and called by, and whether
     `tools/list` shows it alone (`only`; the other tools stay callable by name)."""
 
     name: str = "tool_search"

@@ -15,9 +15,9 @@ from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 
 from apps.common import lifecycle
-from apps.gateway.metrics import RequestMeter
 from apps.gateway.pipeline.replies import Reply, json_reply
 from apps.gateway.pipeline.values import HttpRequest
+from apps.gateway.prometheus import RequestMeter
 from apps.gateway.protocol.errors import INTERNAL_ERROR
 from apps.gateway.transports import shutdown
 from apps.gateway.wiring import gateway

@@ -18,7 +18,7 @@ from apps.gateway.upstream.http import (
     Target,
     UpstreamHttpError,
 )
-from apps.gateway.upstream.sse import BridgeReply, SseBridge
+from apps.gateway.upstream.sse_bridge import BridgeReply, SseBridge
 
 
 class UpstreamReply:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from apps.gateway.pipeline.backend_client import BackendClient
 from apps.gateway.pipeline.calls import Call, Outbound
-from apps.gateway.pipeline.client import BackendClient
 from apps.gateway.pipeline.concurrency import BackendGates
 from apps.gateway.pipeline.cursors import CursorCodec
 from apps.gateway.pipeline.forwarder import Forwarder

@@ -8,7 +8,6 @@ import asyncio
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from apps.gateway.metrics import GatewayCollector, error_class, request_method, request_outcome
 from apps.gateway.pipeline.metrics import (
     LATENCY_BUCKETS,
     OTHER,
@@ -19,6 +18,7 @@ from apps.gateway.pipeline.metrics import (
     note_error,
     note_method,
 )
+from apps.gateway.prometheus import GatewayCollector, error_class, request_method, request_outcome
 
 
 def test_a_histogram_counts_each_observation_in_the_first_bucket_that_holds_it() -> None:

@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 
 from apps.catalog.openapi import ArgumentError, CompiledTool, compile_spec, validate_arguments
 from apps.gateway.pipeline.ports import Found, IdNeed
-from apps.gateway.pipeline.search_answers import (
+from apps.gateway.pipeline.tool_search_answers import (
     ANSWER_BUDGET,
     ExpandUnknown,
     Shortened,

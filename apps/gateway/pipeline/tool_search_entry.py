@@ -1,10 +1,10 @@
-"""The `tools/list` entry of `tool_search` (the search itself: `search.py`; its answers: `search_answers.py`)."""
+"""The `tools/list` entry of `tool_search` (the search itself: `tool_search.py`; its answers: `tool_search_answers.py`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from apps.gateway.pipeline.search_answers import MAX_EXPAND
+from apps.gateway.pipeline.tool_search_answers import MAX_EXPAND
 
 DEFAULT_K = 15
 MAX_K = 50

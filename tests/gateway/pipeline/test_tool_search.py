@@ -14,7 +14,7 @@ import pytest
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.policy import RuleSpec, policy_compile
 from apps.gateway.pipeline.ports import Found, IdNeed
-from apps.gateway.pipeline.search import ToolSearch
+from apps.gateway.pipeline.tool_search import ToolSearch
 from apps.gateway.pipeline.values import ToolSearchConfig, VirtualHostView
 from tests.gateway.pipeline.test_gateway import PRINCIPAL
 from tests.gateway.pipeline.test_host_lists import Clock, FakeClient, backend, make

@@ -3,7 +3,7 @@
 An agent facing thousands of tools asks for the few it needs: `tool_search(query, also, k, expand)` answers
 with the best `k` tools the caller may call, as the objects `tools/list` shows them (exposed names,
 best first), shortened to fit a byte budget, and the tools they need first, in brief
-(`search_answers.py`). The tool index (`ports.ToolFinder`) is asked with the caller's view of the
+(`tool_search_answers.py`). The tool index (`ports.ToolFinder`) is asked with the caller's view of the
 host — every tool of a backend it sees whole, and the exact names otherwise — so a hidden tool can
 never be found and a short view still fills `k`.
 
@@ -22,7 +22,7 @@ from typing import Any
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import Found, ToolFinder, UpstreamUnavailable
-from apps.gateway.pipeline.search_answers import (
+from apps.gateway.pipeline.tool_search_answers import (
     MAX_EXPAND,
     ExpandUnknown,
     Shortened,
@@ -30,7 +30,7 @@ from apps.gateway.pipeline.search_answers import (
     answer_bytes,
     answer_result,
 )
-from apps.gateway.pipeline.search_tool import (
+from apps.gateway.pipeline.tool_search_entry import (
     DEFAULT_K,
     MAX_ALSO,
     MAX_ALSO_CHARS,

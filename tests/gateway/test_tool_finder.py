@@ -1,11 +1,11 @@
-"""The tool index as the gateway's `ToolFinder` (apps/gateway/search.py): getting ready ahead of
+"""The tool index as the gateway's `ToolFinder` (apps/gateway/tool_finder.py): getting ready ahead of
 the first search."""
 
 from __future__ import annotations
 
 import threading
 
-from apps.gateway import search
+from apps.gateway import tool_finder
 
 
 def test_prepare_loads_the_model_once_on_a_thread_of_its_own(monkeypatch) -> None:  # noqa: ANN001
@@ -17,9 +17,9 @@ def test_prepare_loads_the_model_once_on_a_thread_of_its_own(monkeypatch) -> Non
             started.append(self)
             super().start()
 
-    monkeypatch.setattr(search, "_warm", lambda: warmed.append(threading.current_thread().name))
-    monkeypatch.setattr(search.threading, "Thread", Recorded)
-    finder = search.IndexFinder()
+    monkeypatch.setattr(tool_finder, "_warm", lambda: warmed.append(threading.current_thread().name))
+    monkeypatch.setattr(tool_finder.threading, "Thread", Recorded)
+    finder = tool_finder.IndexFinder()
     finder.prepare()
     finder.prepare()
     assert len(started) == 1
@@ -31,6 +31,6 @@ def test_a_model_that_fails_to_load_ahead_is_logged_not_raised(monkeypatch, capl
     def broken() -> None:
         raise RuntimeError("no model here")
 
-    monkeypatch.setattr(search, "embedder", broken)
-    search._warm()
+    monkeypatch.setattr(tool_finder, "embedder", broken)
+    tool_finder._warm()
     assert "could not be loaded ahead of a search" in caplog.text

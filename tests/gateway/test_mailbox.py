@@ -1,4 +1,4 @@
-"""The channel-layer relay (apps/gateway/relay.py) on the test Redis: a session's messages reach the
+"""The channel-layer relay (apps/gateway/mailbox.py) on the test Redis: a session's messages reach the
 stream that holds it, in process when it is here, through Redis when it is on another instance."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import uuid
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
+from apps.gateway.mailbox import ChannelMailbox
 from apps.gateway.pipeline.metrics import Counters
-from apps.gateway.relay import ChannelMailbox
 
 
 def _instance() -> tuple[ChannelMailbox, Counters]:
