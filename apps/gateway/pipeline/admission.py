@@ -16,13 +16,17 @@ from apps.gateway.protocol.errors import RateLimited
 from apps.gateway.protocol.jsonrpc import Kind
 
 
-async def denied(call: Call, outcome: Outcome, then: Next) -> Reply:
+class Denied:
     """A call the access policy refused: -32003 naming the deciding rule (`Call.rule`)."""
-    if call.denied is None:
-        return await then()
-    reply = error_reply(call.message.id, call.denied, call.headers)
-    outcome.answered("denied", call.denied.code, len(reply.body))
-    return reply
+
+    def applies(self, call: Call) -> bool:
+        return call.denied is not None
+
+    async def __call__(self, call: Call, outcome: Outcome, then: Next) -> Reply:
+        assert call.denied is not None
+        reply = error_reply(call.message.id, call.denied, call.headers)
+        outcome.answered("denied", call.denied.code, len(reply.body))
+        return reply
 
 
 class Limits:
@@ -35,9 +39,10 @@ class Limits:
         self._limiter = limiter
         self._counters = counters
 
+    def applies(self, call: Call) -> bool:
+        return call.audited
+
     async def __call__(self, call: Call, outcome: Outcome, then: Next) -> Reply:
-        if not call.audited:
-            return await then()
         cost = call.price()
         limits = call.principal.limits
         budgets = call.principal.budgets if cost > 0 else ()  # a free call cannot overspend
@@ -95,16 +100,18 @@ class Slots:
     def __init__(self, gates: BackendGates | None) -> None:
         self._gates = gates
 
-    async def __call__(self, call: Call, outcome: Outcome, then: Next) -> Reply:
+    def applies(self, call: Call) -> bool:
         backend = call.backend
-        if (
-            self._gates is None
-            or backend.max_concurrency <= 0
-            or call.message.kind is not Kind.REQUEST
-            or (backend.server is not None and call.message.method != "tools/call")
-        ):
-            return await then()
-        slot = await self._gates.enter(backend)
+        return (
+            self._gates is not None
+            and backend.max_concurrency > 0
+            and call.message.kind is Kind.REQUEST
+            and (backend.server is None or call.message.method == "tools/call")
+        )
+
+    async def __call__(self, call: Call, outcome: Outcome, then: Next) -> Reply:
+        assert self._gates is not None
+        slot = await self._gates.enter(call.backend)
         try:
             reply = await then()
         except BaseException:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from apps.gateway.pipeline.costs import ToolCosts, call_cost
+from apps.gateway.pipeline.costs import call_cost
 from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replies import Headers, Reply
 from apps.gateway.pipeline.tracing import NO_SPAN, Span, TraceContext, current, incoming_context
@@ -48,7 +48,7 @@ class Call:
     """One message from a client, on its way to one backend, with everything its stages read."""
 
     principal: Principal
-    virtual_host: str
+    vhost: VirtualHostView
     backend: BackendView
     #: The mount the backend is under on its host ("" for one the gateway answers itself).
     map_key: str
@@ -57,18 +57,13 @@ class Call:
     body: bytes
     bytes_in: int
     session_id: str
-    #: What every reply to the call carries (the session id).
-    headers: Headers
     #: The client takes an SSE answer; `sse_only`: and not a JSON one.
     wants_sse: bool
     sse_only: bool
-    trace_id: str
     #: The trace context the call continues (the request's).
     trace: TraceContext | None
     started: float  # perf_counter
     at: float  # unix time
-    audit_arguments: str  # the tenant's setting: off | hash | full
-    costs: ToolCosts | None  # the host's tool costs
     #: What every message coming back goes through before the client sees it.
     translate: Translate | None = None
     #: The id the request carries upstream, when the gateway had to change it (era bridging).
@@ -102,22 +97,18 @@ class Call:
         trace = current() or incoming_context(request.headers, message)
         return cls(
             principal=principal,
-            virtual_host=vhost.slug,
+            vhost=vhost,
             backend=backend,
             map_key=map_key,
             message=message,
             body=request.body if body is None else body,
             bytes_in=len(request.body),
             session_id=session_id,
-            headers=(("mcp-session-id", session_id),) if session_id else (),
             wants_sse=wants_sse,
             sse_only=wants_sse and "application/json" not in request.headers.get("accept", "*/*"),
-            trace_id=trace.trace_id if trace is not None else "",
             trace=trace,
             started=time.perf_counter(),
             at=time.time(),
-            audit_arguments=vhost.audit_arguments,
-            costs=vhost.costs,
             translate=translate,
             exposed_name=exposed_name,
             rule=rule,
@@ -135,6 +126,15 @@ class Call:
         return replace(self, upstream_id=out.upstream_id, translate=translate)
 
     @property
+    def headers(self) -> Headers:
+        """What every reply to the call carries (the session id)."""
+        return (("mcp-session-id", self.session_id),) if self.session_id else ()
+
+    @property
+    def trace_id(self) -> str:
+        return self.trace.trace_id if self.trace is not None else ""
+
+    @property
     def audited(self) -> bool:
         return self.message.kind is Kind.REQUEST and self.message.method in AUDITED
 
@@ -146,7 +146,7 @@ class Call:
         """What the call costs against budgets (`costs.py`)."""
         upstream = self.target_name()
         exposed = upstream if self.exposed_name is None else self.exposed_name
-        return call_cost(self.costs, self.message.method or "", exposed, upstream)
+        return call_cost(self.vhost.costs, self.message.method or "", exposed, upstream)
 
 
 def _chained(first: Translate, then: Translate) -> Translate:
@@ -181,6 +181,11 @@ class Stage(Protocol):
     """One stage of every call (`forwarder.Forwarder.stages`): answers the call itself (a refusal),
     or awaits `then()` for the stages after it and returns (or rewrites) their reply. It notes what
     it decided in `outcome`; it raises what the forwarder turns into the call's error."""
+
+    def applies(self, call: Call) -> bool:
+        """Whether the stage has anything to do with `call`; a call it does not apply to passes it
+        by at no cost (most calls meet no limit, no refusal)."""
+        ...
 
     async def __call__(self, call: Call, outcome: Outcome, then: Next) -> Reply: ...
 

@@ -3,7 +3,7 @@
     route → authorize          (`routed`, on a host whose names are rewritten)
     Call.begin                 (built once, frozen)
     span "gateway.forward"
-      stages: denied → limits → slots
+      stages: Denied → Limits → Slots (each only where it applies)
       answer: local tools, or the era's leg → upstream → the backend's answer
     finally: the audit row     (from the `Outcome` the stages set; a stream's when it closes)
 
@@ -16,9 +16,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
-from apps.gateway.pipeline.admission import Limits, Slots, denied
+from apps.gateway.pipeline.admission import Denied, Limits, Slots
 from apps.gateway.pipeline.answers import StreamCaps, answer
 from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
 from apps.gateway.pipeline.calls import (
@@ -84,7 +85,7 @@ class Forwarder:
         #: What one call's answer stream from a backend may bring.
         self._stream_caps = stream_caps or StreamCaps()
         #: The stages of every call, in order.
-        self.stages: Sequence[Stage] = (denied, Limits(limiter, counters), Slots(gates))
+        self.stages: Sequence[Stage] = (Denied(), Limits(limiter, counters), Slots(gates))
         #: Cancellations of timed-out requests on their way to backends.
         self._cancelling: set[asyncio.Task[None]] = set()
 
@@ -161,9 +162,13 @@ class Forwarder:
         return reply.after_stream(lambda: self._write(call, outcome))
 
     async def _staged(self, call: Call, leg: Leg, outcome: Outcome, index: int) -> Reply:
-        if index == len(self.stages):
-            return await self._answer(call, leg, outcome)
-        return await self.stages[index](call, outcome, lambda: self._staged(call, leg, outcome, index + 1))
+        stages = self.stages
+        while index < len(stages):
+            stage = stages[index]
+            if stage.applies(call):
+                return await stage(call, outcome, partial(self._staged, call, leg, outcome, index + 1))
+            index += 1
+        return await self._answer(call, leg, outcome)
 
     async def _answer(self, call: Call, leg: Leg, outcome: Outcome) -> Reply:
         """The backend's answer: the gateway's own for a backend it answers itself, else the
@@ -285,7 +290,7 @@ class Forwarder:
         self._audit.record(
             AuditEntry(
                 principal=call.principal,
-                virtual_host=call.virtual_host,
+                virtual_host=call.vhost.slug,
                 backend=call.backend.name,
                 method=call.message.method or "",
                 exposed_name=exposed,
@@ -301,7 +306,7 @@ class Forwarder:
                 backend_kind=call.backend.kind,
                 rule=call.rule,
                 limit_state=outcome.limit_state,
-                arguments=arguments_kept(call.audit_arguments, call.message.params.get("arguments"), self._hash_key),
+                arguments=arguments_kept(call.vhost.audit_arguments, call.message.params.get("arguments"), self._hash_key),
                 cost=outcome.cost,
             )
         )

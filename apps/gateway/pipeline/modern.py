@@ -162,7 +162,7 @@ class ModernEra:
         restore = _Restore(call.message, upstream_id, cacheable=call.message.method in _CACHEABLE)
         interactive = self._inputs is not None and call.message.method in _INTERACTIVE
         key = request_key(call.message.params) if interactive else None
-        caller = caller_of(principal.tenant_id, call.virtual_host, principal.key_id)
+        caller = caller_of(principal.tenant_id, call.vhost.slug, principal.key_id)
         if self._inputs is not None and key is not None:
             try:
                 continued = await self._inputs.resume(

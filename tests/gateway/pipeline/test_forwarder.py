@@ -192,6 +192,9 @@ class Guard:
     def __init__(self) -> None:
         self.seen: list[str] = []
 
+    def applies(self, call: Call) -> bool:
+        return call.message.method == "tools/call"
+
     async def __call__(self, call: Call, outcome: Outcome, then: Next) -> Reply:
         self.seen.append(call.backend.name)
         if call.target_name() == "forbidden":
