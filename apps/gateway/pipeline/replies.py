@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,7 +64,7 @@ class Reply:
         return Reply(self.status, self.headers, self.body, Stream(self.stream, callback))
 
 
-def json_reply(message: dict[str, Any], status: int = 200, headers: Headers = ()) -> Reply:
+def json_reply(message: Mapping[str, Any], status: int = 200, headers: Headers = ()) -> Reply:
     return Reply(status, (JSON, *headers), jsonrpc.dumps(message))
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -16,6 +16,14 @@ RATE_LIMITED = -32005
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+
+class ErrorObject(TypedDict):
+    """The `error` member of a JSON-RPC error response."""
+
+    code: int
+    message: str
+    data: NotRequired[Any]
 
 
 class GatewayError(Exception):
@@ -31,8 +39,8 @@ class GatewayError(Exception):
         if http_status is not None:
             self.http_status = http_status
 
-    def to_error(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
+    def to_error(self) -> ErrorObject:
+        error: ErrorObject = {"code": self.code, "message": self.message}
         if self.data is not None:
             error["data"] = self.data
         return error

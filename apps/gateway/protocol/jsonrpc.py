@@ -5,13 +5,29 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import orjson
 
-from apps.gateway.protocol.errors import InvalidRequest, ParseError
+from apps.gateway.protocol.errors import ErrorObject, InvalidRequest, ParseError
 
 RequestId = str | int
+
+
+class ResultResponse(TypedDict):
+    """A JSON-RPC response with a result, as the gateway sends it."""
+
+    jsonrpc: Literal["2.0"]
+    id: RequestId | None
+    result: dict[str, Any]
+
+
+class ErrorResponse(TypedDict):
+    """A JSON-RPC error response, as the gateway sends it (`id` null: to a message it could not read)."""
+
+    jsonrpc: Literal["2.0"]
+    id: RequestId | None
+    error: ErrorObject
 
 
 class Kind(enum.Enum):
@@ -109,9 +125,9 @@ def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 
 
-def result_message(request_id: RequestId | None, result: dict[str, Any]) -> dict[str, Any]:
+def result_message(request_id: RequestId | None, result: dict[str, Any]) -> ResultResponse:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-def error_message(request_id: RequestId | None, error: dict[str, Any]) -> dict[str, Any]:
+def error_message(request_id: RequestId | None, error: ErrorObject) -> ErrorResponse:
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
