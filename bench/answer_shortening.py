@@ -25,8 +25,8 @@ import orjson  # noqa: E402
 
 from apps.catalog.openapi import compile_spec  # noqa: E402
 from apps.catalog.openapi.model import CompileOptions  # noqa: E402
-from apps.gateway.pipeline.ports import Found  # noqa: E402
 from apps.gateway.pipeline.tool_search_answers import Shortened, answer_build, answer_result  # noqa: E402
+from apps.kernel.search_tool import Found  # noqa: E402
 
 CATALOG = Path(__file__).resolve().parents[2] / "shared" / "data" / "catalog" / "openapi" / "aws"
 SERVICES = ("ec2", "iam", "s3", "ecs", "eks", "rds", "lambda", "dynamodb")

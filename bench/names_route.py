@@ -1,4 +1,4 @@
-"""Cost of the naming contract (apps/gateway/pipeline/names.py) per call, on a virtual host with 10 map keys
+"""Cost of the naming contract (apps/kernel/names.py) per call, on a virtual host with 10 map keys
 (some sharing prefixes, as `gateway` and `gateway-one` do) and 1,000 tools, 20 of them aliased.
 
 Usage: ``python bench/names_route.py``. Prints microseconds per call; routing should stay well under 1 µs.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from apps.gateway.pipeline.names import Naming  # noqa: E402
+from apps.kernel.names import Naming  # noqa: E402
 
 KEYS = ["gateway", "gateway-one", "gateway-one-eu", "github", "jira", "a", "a-b", "search", "1db", "my_files"]
 TOOLS = [(key, f"tool_{i:03d}.op-{key[:2]}") for key in KEYS for i in range(100)]

@@ -25,7 +25,7 @@ django.setup()
 
 from apps.catalog.specs import spec_version_compile  # noqa: E402
 from apps.configuration.services import config_apply  # noqa: E402
-from apps.gateway.upstream.http import HttpPool, Target  # noqa: E402
+from apps.gateway.adapters.http_pool import HttpPool, Target  # noqa: E402
 from bench.proxy_latency import Caller, Result, bench_main, calibrate, measure, summarise, table  # noqa: E402
 from tests.backends.specs import as_json, service_spec  # noqa: E402
 from tests.processes import backend_argv, free_port, gateway_argv, running  # noqa: E402

@@ -39,10 +39,10 @@ from apps.catalog.models import (
     VirtualHost,  # noqa: E402
 )
 from apps.configuration.services import config_apply  # noqa: E402
-from apps.gateway.limits import RedisRateLimiter  # noqa: E402
-from apps.gateway.pipeline.costs import ToolCostSpec  # noqa: E402
-from apps.gateway.pipeline.policy import RuleSpec  # noqa: E402
-from apps.gateway.pipeline.values import Budget, Limit  # noqa: E402
+from apps.gateway.adapters.redis_rate_limiter import RedisRateLimiter  # noqa: E402
+from apps.kernel.costs import ToolCostSpec  # noqa: E402
+from apps.kernel.identity import Budget, Limit  # noqa: E402
+from apps.kernel.policy import RuleSpec  # noqa: E402
 from apps.policies.services import access_policy_set, budget_set, rate_limit_set, tool_costs_set  # noqa: E402
 from apps.tenants.models import Tenant  # noqa: E402
 from apps.tenants.services import token_issuer_set  # noqa: E402

@@ -35,7 +35,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gatewaysite.settings.dev")
 django.setup()
 
 from apps.configuration.services import config_apply  # noqa: E402
-from apps.gateway.upstream.http import HttpPool  # noqa: E402
+from apps.gateway.adapters.http_pool import HttpPool  # noqa: E402
 from bench.proxy_latency import KEY, Caller, bench_main, calibrate, cpu_seconds, measure, percentile  # noqa: E402
 from tests.processes import backend_argv, free_port, gateway_argv, running  # noqa: E402
 

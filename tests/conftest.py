@@ -20,18 +20,18 @@ from tests.processes import backend_argv, free_port, gateway_argv, gateway_env, 
 pytest_plugins = ["tests.browser"]
 
 
-#: The tests of the pure core (`apps.gateway.protocol`, `apps.gateway.pipeline`): they need no service.
-PURE_CORE = ("tests/gateway/protocol/", "tests/gateway/pipeline/")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _clean_redis(request: pytest.FixtureRequest) -> None:
-    """A run that holds any test beside the pure core's starts from an empty Redis test database:
-    an earlier run's counters and sessions name the same tenant and key ids. A run of the pure
-    core alone touches no Redis (`scripts/test.sh` runs it first with no service reachable)."""
-    if all(item.nodeid.startswith(PURE_CORE) for item in request.session.items):
-        return
+@pytest.fixture(scope="session")
+def clean_redis() -> None:
+    """The Redis test database, emptied once per run: an earlier run's counters and sessions name the
+    same tenant and key ids. Opt-in, so that a test that needs no service touches no Redis
+    (`scripts/test.sh` runs the kernel's and the pure core's tests first with no service reachable);
+    every test that uses the database gets it through `django_db_setup`."""
     redis_client().flushdb()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, clean_redis: None) -> None:
+    """pytest-django's test database, and a clean Redis beside it."""
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from channels.layers import get_channel_layer
 
 from apps.audit.models import AuditRecord
 from apps.common.redis import async_redis_client
-from apps.gateway.pipeline.ports import AuditEntry
+from apps.kernel.audit_entry import AuditEntry
 
 log = logging.getLogger(__name__)
 

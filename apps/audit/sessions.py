@@ -1,5 +1,5 @@
 """The tenant's active MCP sessions as the console and the API list them: the sessions the store
-still serves (`apps.gateway.sessions.session_list`, read from Redis), with each key's name."""
+still serves (`apps.gateway.adapters.redis_session_store.session_list`, read from Redis), with each key's name."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from apps.common.redis import redis_client
-from apps.gateway.sessions import ActiveSession, session_count, session_list
+from apps.gateway.adapters.redis_session_store import ActiveSession, session_count, session_list
 from apps.tenants.models import ApiKey, Tenant
 
 

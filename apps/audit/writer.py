@@ -23,7 +23,7 @@ from django.db.backends.utils import CursorWrapper
 
 from apps.audit import live
 from apps.audit.models import LATENCY_BOUNDS, AuditMinute, AuditRecord
-from apps.gateway.pipeline.ports import AuditEntry
+from apps.kernel.audit_entry import AuditEntry
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Which tool names a virtual host serves, for the console's preview and the REST API: each mounted
 backend's tools (an OpenAPI backend's compiled catalog, or what an MCP server lists now) named by
-the gateway's own naming contract (`apps.gateway.pipeline.names.Naming`: aliases, map-key prefixes,
+the gateway's own naming contract (`apps.kernel.names.Naming`: aliases, map-key prefixes,
 dropped names), plus the host's tool_search when it has one."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from apps.catalog.models import Backend, Tool, VirtualHost
 from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective
 from apps.common.redis import redis_client
-from apps.gateway.pipeline.names import Naming
+from apps.kernel.names import Naming
 
 log = logging.getLogger(__name__)
 

@@ -105,7 +105,10 @@ def _probe(backend: Backend) -> BackendProbe:
 def _gateway_headers(backend: Backend) -> tuple[tuple[str, str], ...]:
     """The headers of the gateway's own requests to the backend (its credential's default); none
     when it has no credential or it cannot be had (the backend's answer then says so)."""
-    from apps.gateway.egress import OAuthTokens, egress_plan_build  # the gateway's egress, imported late
+    from apps.gateway.adapters.egress_credentials import (  # the gateway's egress, imported late
+        OAuthTokens,
+        egress_plan_build,
+    )
 
     try:
         plan = egress_plan_build(

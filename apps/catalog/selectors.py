@@ -100,7 +100,7 @@ def credential_kind_describe(kind: str, name: str = "", username: str = "") -> s
 class EgressCredentialState:
     """What is known about a backend's credential without its secret. `kind`, `name`, `username`
     are as stored (`kind` "" = as the spec says); `applied_*` is what the gateway sends, resolved
-    from the active spec like `apps.gateway.openapi.egress_credential_resolve` does; `scheme` names
+    from the active spec like `apps.gateway.adapters.openapi_tool_server.egress_credential_resolve` does; `scheme` names
     the spec's scheme followed ("" when the kind is explicit or the spec names none)."""
 
     kind: str

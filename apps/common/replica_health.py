@@ -1,7 +1,7 @@
 """Which backend replicas the gateway instances have found down, shared over Redis (ARCHITECTURE §7).
 
 An instance that finds a replica down or up again tells the others on `REPLICA_HEALTH_CHANNEL`
-(apps/gateway/replica_health.py) and keeps the current state in the hash `REPLICA_HEALTH_KEY`: replica URL
+(apps/gateway/adapters/redis_health_feed.py) and keeps the current state in the hash `REPLICA_HEALTH_KEY`: replica URL
 -> since when it is down, which instance found it, and when a check last found it still down. Up
 again, its entry is deleted. A newly started instance reads the hash; the console, the REST API and
 the metrics show it.

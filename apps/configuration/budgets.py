@@ -15,8 +15,8 @@ from apps.configuration.document import BudgetSpec, TenantSpec, ToolCostEntrySpe
 from apps.configuration.fields import FieldChecks
 from apps.configuration.limits import entry_name, subject_entries_prune, subject_entry_check, subject_entry_reconcile
 from apps.configuration.reports import Action, Change
-from apps.gateway.pipeline.costs import UNITS_MAX, ToolCostSpec, tool_costs_compile
-from apps.gateway.pipeline.policy import PolicyError
+from apps.kernel.costs import UNITS_MAX, ToolCostSpec, tool_costs_compile
+from apps.kernel.policy import PolicyError
 from apps.policies.models import Budget, ToolCost
 from apps.policies.services import budget_check, budget_clear, budget_set, tool_costs_clear, tool_costs_set
 from apps.tenants.models import Tenant

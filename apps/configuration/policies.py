@@ -1,7 +1,7 @@
 """The `policies` section of the configuration document: checking it (pure, like `validation`),
 bringing a virtual host's stored access policy in line with it (for `reconcile`), and exporting it.
 
-The rules' meaning is the gateway's (apps/gateway/pipeline/policy.py); every rule is compiled here
+The rules' meaning is the gateway's (apps/kernel/policy.py); every rule is compiled here
 with the gateway's own `policy_compile`, so a document that validates never fails on a rule when it
 is applied."""
 
@@ -13,7 +13,7 @@ from apps.catalog.models import VirtualHost
 from apps.configuration.document import PolicySpec, TenantSpec, VirtualHostSpec
 from apps.configuration.fields import FieldChecks
 from apps.configuration.reports import Action, Change
-from apps.gateway.pipeline.policy import EFFECTS, SUBJECTS, PolicyError, RuleSpec, policy_compile
+from apps.kernel.policy import EFFECTS, SUBJECTS, PolicyError, RuleSpec, policy_compile
 from apps.policies.models import AccessPolicy
 from apps.policies.services import access_policy_clear, access_policy_set
 

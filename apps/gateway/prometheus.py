@@ -24,8 +24,8 @@ from prometheus_client.registry import Collector
 from apps.common.health import WORKER_HEARTBEAT_KEY, heartbeat_age
 from apps.common.replica_health import REPLICA_HEALTH_KEY, replicas_down
 from apps.common.task_metrics import TASK_BUCKETS, TASK_DURATIONS_KEY, task_durations_parse
+from apps.gateway.adapters.redis_session_store import IDLE_INDEX
 from apps.gateway.pipeline.metrics import LATENCY_BUCKETS, Counters, LabelCap, Labels, RequestNote, current_request
-from apps.gateway.sessions import IDLE_INDEX
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from apps.catalog.models import Backend
-from apps.gateway.egress import OAuthTokens, egress_plan_build
-from apps.gateway.mailbox import ChannelMailbox
+from apps.gateway.adapters.channel_mailbox import ChannelMailbox
+from apps.gateway.adapters.egress_credentials import OAuthTokens, egress_plan_build
+from apps.gateway.adapters.http_upstream import http_upstream
 from apps.gateway.pipeline.backend_client import BackendClient
 from apps.gateway.pipeline.backends import BackendCatalog
 from apps.gateway.pipeline.listing import ListCaps, Page, collect_all_pages
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.values import BackendView
-from apps.gateway.upstream.client import http_upstream
 
 
 def mcp_tools_fetch(*, backend: Backend, timeout: float = 30.0) -> list[dict[str, Any]]:

@@ -13,26 +13,26 @@ from django.conf import settings
 from apps.audit.writer import AuditWriter
 from apps.common.redis import async_redis_client
 from apps.common.secrets import derived_key
-from apps.gateway.changes import RedisChangeFeed
-from apps.gateway.egress import OAuthTokens
-from apps.gateway.limits import RedisRateLimiter
-from apps.gateway.mailbox import ChannelMailbox
-from apps.gateway.openapi import OpenApiHttp
+from apps.gateway.adapters.channel_mailbox import ChannelMailbox
+from apps.gateway.adapters.egress_credentials import OAuthTokens
+from apps.gateway.adapters.http_upstream import HttpUpstream, http_upstream
+from apps.gateway.adapters.index_tool_finder import IndexFinder
+from apps.gateway.adapters.openapi_tool_server import OpenApiHttp
+from apps.gateway.adapters.otel_tracing import gateway_tracing
+from apps.gateway.adapters.redis_change_feed import RedisChangeFeed
+from apps.gateway.adapters.redis_health_feed import RedisHealthFeed
+from apps.gateway.adapters.redis_pubsub import RedisSubscription
+from apps.gateway.adapters.redis_rate_limiter import RedisRateLimiter
+from apps.gateway.adapters.redis_session_store import RedisSessionStore
+from apps.gateway.adapters.snapshot_directory import SnapshotDirectory
 from apps.gateway.pipeline.answers import StreamCaps
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import ListSettings
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.prometheus import metric_label_caps
-from apps.gateway.pubsub import RedisSubscription
 from apps.gateway.reindex import ToolReindex, tool_reindex_enqueue
-from apps.gateway.replica_health import RedisHealthFeed
-from apps.gateway.sessions import RedisSessionStore
-from apps.gateway.snapshots import SnapshotDirectory
-from apps.gateway.telemetry import gateway_tracing
-from apps.gateway.tokens import JwtVerifier
-from apps.gateway.tool_finder import IndexFinder
 from apps.gateway.tool_lists import backend_list_caps
-from apps.gateway.upstream.client import HttpUpstream, http_upstream
+from apps.tenants.token_verifier import JwtVerifier
 
 _gateways: dict[int, Gateway] = {}
 _upstreams: dict[int, HttpUpstream] = {}

@@ -19,8 +19,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.catalog.models import VirtualHost
-from apps.gateway.pipeline.costs import ToolCostSpec
-from apps.gateway.pipeline.policy import RuleSpec
+from apps.kernel.costs import ToolCostSpec
+from apps.kernel.policy import RuleSpec
 from apps.policies import selectors
 from apps.policies.models import Budget, RateLimit
 from apps.policies.serializers import (

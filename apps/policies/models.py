@@ -1,4 +1,4 @@
-"""Who may see and call which tool of a virtual host (the rules' semantics: apps/gateway/pipeline/policy.py)."""
+"""Who may see and call which tool of a virtual host (the rules' semantics: apps/kernel/policy.py)."""
 
 from django.db import models
 
@@ -76,7 +76,7 @@ class RateLimit(TimeStampedModel):
 class Budget(TimeStampedModel):
     """At most `daily` cost units per UTC calendar day and `monthly` per UTC calendar month (either
     may be absent) for one key or for a whole team (a ceiling over all its keys together). The
-    tenant's plan clamps both (apps/gateway/snapshots.py). Counted atomically in Redis."""
+    tenant's plan clamps both (apps/gateway/adapters/snapshot_directory.py). Counted atomically in Redis."""
 
     class Scope(models.TextChoices):
         KEY = "key", "Key"
@@ -106,7 +106,7 @@ class Budget(TimeStampedModel):
 class ToolCost(models.Model):
     """What one call of the tools `tools` names costs on a virtual host, in budget units. A host's
     entries are tried in the order written (`position`); the first that names the tool decides, and
-    a tool none names costs 1 (apps/gateway/pipeline/costs.py)."""
+    a tool none names costs 1 (apps/kernel/costs.py)."""
 
     virtual_host = models.ForeignKey(VirtualHost, on_delete=models.CASCADE, related_name="tool_costs")
     position = models.PositiveIntegerField()

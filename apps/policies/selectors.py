@@ -16,11 +16,11 @@ from django.db.models import Count, Prefetch, QuerySet
 
 from apps.catalog.models import VirtualHost
 from apps.common.redis import redis_client
-from apps.gateway.limits import bucket_key, budget_key
-from apps.gateway.pipeline.costs import ToolCosts, ToolCostSpec, call_cost, tool_costs_compile
-from apps.gateway.pipeline.names import Naming
-from apps.gateway.pipeline.policy import Policy, PolicyError, RuleSpec, policy_compile
-from apps.gateway.pipeline.values import Budget, Limit, Principal
+from apps.kernel.costs import ToolCosts, ToolCostSpec, call_cost, tool_costs_compile
+from apps.kernel.identity import Budget, Limit, Principal
+from apps.kernel.names import Naming
+from apps.kernel.policy import Policy, PolicyError, RuleSpec, policy_compile
+from apps.policies.counters import bucket_key, budget_key
 from apps.policies.models import AccessPolicy, AccessRule, RateLimit, ToolCost
 from apps.policies.models import Budget as StoredBudget
 from apps.tenants.models import ApiKey, Tenant
@@ -236,7 +236,7 @@ def budget_list(*, tenant: Tenant) -> QuerySet[StoredBudget]:
     return StoredBudget.objects.filter(tenant=tenant).order_by("scope", "name")
 
 
-# --- Current usage, read from the limiter's Redis counters (apps/gateway/limits.py) -----------------
+# --- Current usage, read from the limiter's Redis counters (apps/gateway/adapters/redis_rate_limiter.py) -----------------
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.gateway.pipeline.costs import UNITS_MAX
-from apps.gateway.pipeline.policy import EFFECTS, SUBJECTS
+from apps.kernel.costs import UNITS_MAX
+from apps.kernel.policy import EFFECTS, SUBJECTS
 
 
 @extend_schema_field({"$ref": "#/components/schemas/EffectEnum"})

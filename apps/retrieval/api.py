@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.catalog.models import Tool, VirtualHost
-from apps.gateway.pipeline.tool_search_entry import DEFAULT_K, MAX_K, MAX_QUERY_CHARS
+from apps.kernel.search_tool import DEFAULT_K, MAX_K, MAX_QUERY_CHARS
 from apps.retrieval.chains import Prerequisite, tool_needs_list, tool_prerequisites_list
 from apps.retrieval.search import QueryReading, query_read, rewrite_rules_list, virtual_host_tools_search
 from apps.retrieval.serializers import (

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import connection
 
 from apps.catalog.models import Backend, Tool
-from apps.gateway.pipeline.ports import IdNeed
+from apps.kernel.search_tool import IdNeed
 from apps.retrieval.models import IndexedTool
 
 Key = tuple[int, str]

@@ -23,7 +23,7 @@ from django.db.models import BinaryField, F, Func
 
 from apps.catalog.models import Backend, VirtualHost
 from apps.common.redis import redis_client
-from apps.gateway.pipeline.names import Naming
+from apps.kernel.names import Naming
 from apps.retrieval.bm25 import TextIndex, tsvector_terms
 from apps.retrieval.chains import prerequisites_get
 from apps.retrieval.embeddings import DIMENSIONS, embedder

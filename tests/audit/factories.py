@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from apps.audit.writer import audit_records_write
-from apps.gateway.pipeline.ports import AuditEntry
-from apps.gateway.pipeline.values import Principal
+from apps.kernel.audit_entry import AuditEntry
+from apps.kernel.identity import Principal
 from apps.tenants.models import ApiKey, Tenant
 
 

@@ -15,8 +15,8 @@ from django.conf import settings
 from django.test import Client
 
 from apps.common.redis import redis_client
+from apps.gateway.adapters.redis_session_store import RedisSessionStore
 from apps.gateway.pipeline.values import SessionState
-from apps.gateway.sessions import RedisSessionStore
 from apps.tenants.services import membership_set
 from tests.audit.factories import audit_rows_create
 from tests.factories import api_key_factory, tenant_factory

@@ -14,6 +14,8 @@ from apps.common.redis import redis_client
 from apps.tenants.models import Tenant
 from tests.audit.factories import audit_entry
 
+pytestmark = pytest.mark.usefixtures("clean_redis")
+
 
 class Layer:
     def __init__(self, fail: bool = False, delay: float = 0.0) -> None:

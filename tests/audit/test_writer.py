@@ -8,8 +8,8 @@ import pytest
 
 from apps.audit.models import AuditRecord
 from apps.audit.writer import _COLUMNS, AuditWriter, audit_records_write
-from apps.gateway.pipeline.ports import AuditEntry
-from apps.gateway.pipeline.values import Principal
+from apps.kernel.audit_entry import AuditEntry
+from apps.kernel.identity import Principal
 
 PRINCIPAL = Principal(tenant_id=7, tenant_slug="acme", key_id=3, key_name="agent", team="platform")
 

@@ -12,8 +12,8 @@ from apps.catalog.models import Backend
 from apps.catalog.services import backend_create, backend_update
 from apps.configuration.document import ConfigInvalid
 from apps.configuration.services import config_apply, config_export
-from apps.gateway.openapi import OpenApiHttp
-from apps.gateway.snapshots import tenant_snapshot_load
+from apps.gateway.adapters.openapi_tool_server import OpenApiHttp
+from apps.gateway.adapters.snapshot_directory import tenant_snapshot_load
 from tests.factories import backend_factory, tenant_factory, virtual_host_factory
 
 pytestmark = pytest.mark.django_db

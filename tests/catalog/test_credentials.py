@@ -16,9 +16,9 @@ from apps.catalog.openapi import Credential
 from apps.catalog.selectors import egress_credential_state
 from apps.catalog.specs import spec_upload
 from apps.common.secrets import secret_decrypt
-from apps.gateway.egress import EgressPlan, egress_plan_build
+from apps.gateway.adapters.egress_credentials import EgressPlan, egress_plan_build
 from apps.gateway.pipeline.ports import CredentialUnavailable
-from apps.gateway.pipeline.values import Principal
+from apps.kernel.identity import Principal
 from tests.backends.specs import as_json, service_spec
 from tests.factories import backend_factory, openapi_backend_factory, tenant_factory
 

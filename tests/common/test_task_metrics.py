@@ -7,6 +7,8 @@ import pytest
 from apps.common.redis import redis_client
 from apps.common.task_metrics import TASK_BUCKETS, TASK_DURATIONS_KEY, task_durations_parse, task_timed
 
+pytestmark = pytest.mark.usefixtures("clean_redis")
+
 
 def test_runs_are_recorded_by_outcome_and_bucket() -> None:
     redis_client().delete(TASK_DURATIONS_KEY)

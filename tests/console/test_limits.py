@@ -12,10 +12,10 @@ from django.conf import settings
 from django.test import Client
 
 from apps.common.redis import redis_client
-from apps.gateway.limits import RedisRateLimiter
-from apps.gateway.pipeline.costs import ToolCostSpec
-from apps.gateway.pipeline.values import Budget as BudgetValue
-from apps.gateway.pipeline.values import Limit
+from apps.gateway.adapters.redis_rate_limiter import RedisRateLimiter
+from apps.kernel.costs import ToolCostSpec
+from apps.kernel.identity import Budget as BudgetValue
+from apps.kernel.identity import Limit
 from apps.policies.models import Budget, RateLimit, ToolCost
 from apps.policies.services import budget_set, rate_limit_set, tool_costs_set
 from apps.tenants.services import membership_set, plan_set, tenant_plan_set

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from apps.catalog.services import ToolTarget
-from apps.gateway.pipeline.policy import RuleSpec
+from apps.kernel.policy import RuleSpec
 from apps.policies.models import AccessPolicy
 from apps.policies.selectors import access_rules_of, policy_virtual_host_get
 from apps.policies.services import access_policy_set

@@ -14,8 +14,8 @@ from django.conf import settings
 from django.test import Client
 
 from apps.common.redis import redis_client
+from apps.gateway.adapters.redis_session_store import IDLE_INDEX, TENANT_INDEX, RedisSessionStore, session_list
 from apps.gateway.pipeline.values import BackendSession, SessionState
-from apps.gateway.sessions import IDLE_INDEX, TENANT_INDEX, RedisSessionStore, session_list
 from apps.tenants.services import membership_set
 from tests.factories import api_key_factory, tenant_factory
 

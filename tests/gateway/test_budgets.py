@@ -17,14 +17,14 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from mcp.shared.exceptions import MCPError
 
-from apps.gateway.pipeline.costs import ToolCostSpec
+from apps.kernel.costs import ToolCostSpec
 from apps.policies.services import budget_set, tool_costs_set
 from apps.tenants.services import plan_set, tenant_plan_set
 from tests import factories
 from tests.audit.helpers import audit_rows
 from tests.conftest import mcp_client
+from tests.gateway.adapters.test_redis_rate_limiter import redis_server
 from tests.gateway.helpers import message_of, modern
-from tests.gateway.test_limits import redis_server
 from tests.processes import free_port, gateway_argv, gateway_env, running, stop
 
 pytestmark = pytest.mark.slow

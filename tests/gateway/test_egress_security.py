@@ -18,7 +18,7 @@ from apps.catalog.credentials import egress_credential_set
 from apps.catalog.models import EgressCredential
 from apps.catalog.services import backend_create
 from apps.catalog.specs import spec_upload
-from apps.gateway.upstream.http import HttpPool, Target
+from apps.gateway.adapters.http_pool import HttpPool, Target
 from apps.tenants.services import tenant_private_networks_set
 from tests import factories
 from tests.backends.specs import as_json, service_spec

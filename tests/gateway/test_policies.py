@@ -11,7 +11,7 @@ import pytest
 from channels.db import database_sync_to_async
 from mcp.shared.exceptions import MCPError
 
-from apps.gateway.pipeline.policy import RuleSpec
+from apps.kernel.policy import RuleSpec
 from apps.policies.services import access_policy_set
 from tests import factories
 from tests.audit.helpers import audit_rows

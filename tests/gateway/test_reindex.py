@@ -19,7 +19,7 @@ from django.conf import settings
 
 from apps.catalog.services import virtual_host_tool_search_set
 from apps.common.redis import redis_client
-from apps.gateway.changes import RedisChangeFeed
+from apps.gateway.adapters.redis_change_feed import RedisChangeFeed
 from apps.gateway.reindex import TOOLS_CHANGED, ToolReindex, reindex_key
 from apps.gateway.wiring import tool_reindex
 from apps.retrieval.models import IndexedTool

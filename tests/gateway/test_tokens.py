@@ -18,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from apps.gateway.pipeline.policy import RuleSpec
+from apps.kernel.policy import RuleSpec
 from apps.policies.services import access_policy_set
 from apps.tenants.services import token_issuer_set
 from tests import factories

@@ -15,7 +15,7 @@ from apps.audit.models import AuditRecord
 from apps.catalog.models import Backend, VirtualHost
 from apps.catalog.services import virtual_host_tool_search_set
 from apps.catalog.specs import spec_upload
-from apps.gateway.pipeline.policy import RuleSpec
+from apps.kernel.policy import RuleSpec
 from apps.policies.services import access_policy_set
 from tests import factories
 from tests.backends.specs import OPERATIONS, network_spec

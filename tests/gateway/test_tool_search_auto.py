@@ -1,5 +1,5 @@
 """`tool_search: auto`, the mode of new hosts, through the gateway: a host of a few tools lists
-them and has no search tool (the threshold's switch itself: tests/gateway/test_snapshots.py)."""
+them and has no search tool (the threshold's switch itself: tests/gateway/adapters/test_snapshot_directory.py)."""
 
 from __future__ import annotations
 

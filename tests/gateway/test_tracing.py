@@ -29,7 +29,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from apps.audit.models import AuditRecord
 from apps.catalog.specs import spec_upload
 from apps.gateway import wiring
-from apps.gateway.telemetry import OtelTracing
+from apps.gateway.adapters.otel_tracing import OtelTracing
 from apps.gateway.transports.routing import mcp_http_routes
 from tests import factories
 from tests.backends.specs import as_json, service_spec
@@ -343,8 +343,8 @@ def test_tracing_off_passes_the_incoming_context_on_unchanged(
 def test_spans_are_exported_by_otlp_http_as_the_standard_variables_say(monkeypatch: pytest.MonkeyPatch) -> None:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+    from apps.gateway.adapters.otel_tracing import tracer_provider
     from apps.gateway.pipeline.tracing import TraceContext
-    from apps.gateway.telemetry import tracer_provider
 
     received: list[tuple[str, bytes]] = []
 

@@ -11,8 +11,8 @@ from rest_framework.test import APIClient
 
 from apps.catalog.services import ToolTarget
 from apps.common.redis import redis_client
-from apps.gateway.pipeline.costs import ToolCostSpec
-from apps.gateway.pipeline.policy import RuleSpec
+from apps.kernel.costs import ToolCostSpec
+from apps.kernel.policy import RuleSpec
 from apps.policies.models import AccessPolicy, Budget, RateLimit, ToolCost
 from apps.policies.services import access_policy_set, budget_set, rate_limit_set, tool_costs_set
 from apps.tenants.services import membership_set, plan_set, tenant_plan_set

@@ -8,10 +8,10 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from apps.catalog.services import ToolTarget
-from apps.gateway.openapi import OpenApiHttp
-from apps.gateway.pipeline.costs import ToolCostSpec
-from apps.gateway.pipeline.values import Budget, TokenIssuerView
-from apps.gateway.snapshots import tenant_snapshot_load
+from apps.gateway.adapters.openapi_tool_server import OpenApiHttp
+from apps.gateway.adapters.snapshot_directory import tenant_snapshot_load
+from apps.kernel.costs import ToolCostSpec
+from apps.kernel.identity import Budget, TokenIssuerView
 from apps.policies.models import Budget as StoredBudget
 from apps.policies.models import RateLimit, ToolCost
 from apps.policies.selectors import access_decision_simulate

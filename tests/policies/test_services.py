@@ -6,7 +6,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from apps.catalog.services import ToolTarget
-from apps.gateway.pipeline.policy import RuleSpec
+from apps.kernel.policy import RuleSpec
 from apps.policies.models import AccessPolicy
 from apps.policies.selectors import access_decision_simulate, access_policy_compiled
 from apps.policies.services import access_policy_clear, access_policy_set

@@ -11,8 +11,8 @@ from django.test import Client
 
 from apps.catalog.models import Tool
 from apps.catalog.specs import spec_upload
-from apps.gateway.pipeline.ports import IdNeed
-from apps.gateway.tool_finder import IndexFinder
+from apps.gateway.adapters.index_tool_finder import IndexFinder
+from apps.kernel.search_tool import IdNeed
 from apps.retrieval import indexing
 from apps.retrieval.chains import needs_get, prerequisites_get
 from apps.retrieval.prerequisites import ToolSchemas, prerequisite_chains

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from apps.gateway.pipeline.policy import RuleSpec
+from apps.kernel.policy import RuleSpec
 from apps.policies.services import access_policy_set
 from tests import factories
 from tests.audit.helpers import audit_rows

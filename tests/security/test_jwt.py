@@ -12,10 +12,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from apps.gateway.pipeline.ports import InvalidToken
-from apps.gateway.pipeline.values import TokenIssuerView
-from apps.gateway.tokens import JwtVerifier
+from apps.kernel.identity import InvalidToken, TokenIssuerView
 from apps.tenants.services import token_issuer_set
+from apps.tenants.token_verifier import JwtVerifier
 from tests import factories
 from tests.gateway.helpers import message_of, modern
 

@@ -19,8 +19,8 @@ from apps.audit.models import AuditRecord
 from apps.policies.services import budget_set, rate_limit_set
 from tests import factories
 from tests.audit.helpers import audit_rows
+from tests.gateway.adapters.test_redis_rate_limiter import redis_server
 from tests.gateway.helpers import message_of, modern
-from tests.gateway.test_limits import redis_server
 from tests.processes import free_port, gateway_argv, gateway_env, running, stop, wait_for_port
 
 pytestmark = pytest.mark.slow

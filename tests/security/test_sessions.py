@@ -18,7 +18,7 @@ from django.conf import settings
 
 from apps.catalog.services import virtual_host_update
 from apps.common.redis import redis_client
-from apps.gateway.sessions import session_count
+from apps.gateway.adapters.redis_session_store import session_count
 from apps.tenants.models import Tenant
 from tests import factories
 from tests.conftest import Host, make_host

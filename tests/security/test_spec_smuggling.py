@@ -20,10 +20,10 @@ from apps.catalog.models import SpecVersion, Tool
 from apps.catalog.openapi import compile_spec
 from apps.catalog.specs import spec_upload
 from apps.common.guarded_http import guarded_async_client
-from apps.gateway.upstream.http import HttpPool, RequestRefused, Target, UpstreamHttpError
+from apps.gateway.adapters.http_pool import HttpPool, RequestRefused, Target, UpstreamHttpError
 from tests import factories
+from tests.gateway.adapters.test_http_pool import ScriptedServer, _get, _json
 from tests.gateway.helpers import message_of, modern
-from tests.gateway.upstream.test_http import ScriptedServer, _get, _json
 
 _OK = {"200": {"description": "ok"}}
 

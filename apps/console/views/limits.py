@@ -21,7 +21,7 @@ from apps.console.access import console_view
 from apps.console.paging import page_of
 from apps.console.refusals import refusal_show
 from apps.console.views.policies import subject_choices
-from apps.gateway.pipeline.costs import UNITS_MAX, ToolCostSpec
+from apps.kernel.costs import UNITS_MAX, ToolCostSpec
 from apps.policies import selectors
 from apps.policies.services import budget_clear, budget_set, rate_limit_clear, rate_limit_set, tool_costs_set
 from apps.tenants.models import Tenant

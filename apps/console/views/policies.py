@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.catalog.models import VirtualHost
 from apps.console.access import console_view
 from apps.console.paging import page_of
-from apps.gateway.pipeline.policy import EFFECTS, RuleSpec
+from apps.kernel.policy import EFFECTS, RuleSpec
 from apps.policies import selectors
 from apps.policies.services import access_policy_clear, access_policy_set
 from apps.tenants.models import ApiKey, Team, Tenant

@@ -20,7 +20,7 @@ from apps.catalog import tool_selectors
 from apps.catalog.models import VirtualHost
 from apps.console.access import console_view
 from apps.console.views.tools import htmx_fragment
-from apps.gateway.pipeline.tool_search_entry import DEFAULT_K, MAX_K, MAX_QUERY_CHARS
+from apps.kernel.search_tool import DEFAULT_K, MAX_K, MAX_QUERY_CHARS
 from apps.retrieval.search import query_read, rewrite_rules_list, virtual_host_tools_search
 from apps.tenants.models import Tenant
 

@@ -11,9 +11,9 @@ from apps.gateway.pipeline.concurrency import BackendGates
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import Admission, RateLimiter
 from apps.gateway.pipeline.replies import Reply, error_reply
-from apps.gateway.pipeline.values import Budget, Limit
 from apps.gateway.protocol.errors import RateLimited
 from apps.gateway.protocol.jsonrpc import Kind
+from apps.kernel.identity import Budget, Limit
 
 
 class Denied:

@@ -12,8 +12,7 @@ from typing import Any
 
 from apps.gateway.pipeline.ports import ResponseTooLarge, Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replicas import ROUTING_HASH_HEADER, ReplicaHealth, routing_hash
-from apps.gateway.pipeline.singleflight import SingleFlight
-from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, Principal
+from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.versions import (
     LATEST_LEGACY,
@@ -24,6 +23,8 @@ from apps.gateway.protocol.versions import (
     META_SERVER_INFO,
     MODERN_VERSIONS,
 )
+from apps.kernel.identity import Principal
+from apps.kernel.singleflight import SingleFlight
 
 log = logging.getLogger(__name__)
 

@@ -10,21 +10,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from apps.gateway.pipeline.costs import call_cost
 from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replies import Headers, Reply
 from apps.gateway.pipeline.tracing import NO_SPAN, Span, TraceContext, current, incoming_context
-from apps.gateway.pipeline.values import (
-    BackendInfo,
-    BackendSession,
-    BackendView,
-    HttpRequest,
-    Principal,
-    VirtualHostView,
-)
+from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, HttpRequest, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import PolicyDenied
 from apps.gateway.protocol.jsonrpc import Kind, Message, RequestId
+from apps.kernel.costs import call_cost
+from apps.kernel.identity import Principal
 
 #: Routed operations that leave an audit row, and the params field naming their target.
 AUDITED = {"tools/call": "name", "resources/read": "uri", "prompts/get": "name"}

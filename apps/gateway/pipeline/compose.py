@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.gateway.pipeline.host_lists import HostLists
-from apps.gateway.pipeline.names import Naming
-from apps.gateway.pipeline.values import BackendView, Principal, VirtualHostView
+from apps.gateway.pipeline.values import BackendView, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import GatewayError, InvalidParams, PolicyDenied
 from apps.gateway.protocol.jsonrpc import Kind, Message, RequestId
+from apps.kernel.identity import Principal
+from apps.kernel.names import Naming
 
 RESOURCE_NOT_FOUND = -32002  # handshake-era revisions; 2026-07-28 uses -32602 (SEP-2164)
 _SERVER_ID_PREFIX = "gw/"

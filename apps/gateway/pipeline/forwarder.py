@@ -37,20 +37,15 @@ from apps.gateway.pipeline.concurrency import BackendBusy, BackendGates
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.metrics import Counters, note_error
-from apps.gateway.pipeline.ports import (
-    AuditEntry,
-    AuditSink,
-    RateLimiter,
-    ReplicaUnreachable,
-    Upstream,
-    UpstreamUnavailable,
-)
+from apps.gateway.pipeline.ports import AuditSink, RateLimiter, ReplicaUnreachable, Upstream, UpstreamUnavailable
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
 from apps.gateway.pipeline.tracing import NO_SPAN, Tracer
-from apps.gateway.pipeline.values import HttpRequest, Principal, VirtualHostView
+from apps.gateway.pipeline.values import HttpRequest, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import BackendUnavailable, GatewayError, PolicyDenied
 from apps.gateway.protocol.jsonrpc import Kind, Message
+from apps.kernel.audit_entry import AuditEntry
+from apps.kernel.identity import Principal
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,6 @@ from apps.gateway.pipeline.ports import (
     ChangeFeed,
     Directory,
     HealthFeed,
-    InvalidToken,
     Mailbox,
     RateLimiter,
     SessionStore,
@@ -43,11 +42,12 @@ from apps.gateway.pipeline.propagation import TracedUpstream
 from apps.gateway.pipeline.replies import Reply, error_reply, http_error_reply
 from apps.gateway.pipeline.tool_search import ToolSearch
 from apps.gateway.pipeline.tracing import RequestTrace, Tracer, Tracing
-from apps.gateway.pipeline.values import HttpRequest, Principal, VirtualHostView
+from apps.gateway.pipeline.values import HttpRequest, VirtualHostView
 from apps.gateway.protocol.envelope import is_modern_message
 from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidRequest
 from apps.gateway.protocol.jsonrpc import Message, dumps, error_message, loads, parse_body
 from apps.gateway.protocol.versions import MODERN_VERSIONS
+from apps.kernel.identity import InvalidToken, Principal
 
 log = logging.getLogger(__name__)
 

@@ -43,12 +43,13 @@ from apps.gateway.pipeline.listing import (
     without,
 )
 from apps.gateway.pipeline.metrics import Counters
-from apps.gateway.pipeline.names import Naming
-from apps.gateway.pipeline.singleflight import SingleFlight
-from apps.gateway.pipeline.tool_search_entry import search_tool
-from apps.gateway.pipeline.values import BackendView, Principal, VirtualHostView
+from apps.gateway.pipeline.values import BackendView, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import InvalidParams
+from apps.kernel.identity import Principal
+from apps.kernel.names import Naming
+from apps.kernel.search_tool import search_tool
+from apps.kernel.singleflight import SingleFlight
 
 log = logging.getLogger(__name__)
 

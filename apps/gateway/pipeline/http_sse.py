@@ -21,10 +21,11 @@ from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import Inbox, Mailbox, SessionLimitReached, SessionStore, StoreUnavailable
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream
 from apps.gateway.pipeline.tracing import continue_trace, note_session
-from apps.gateway.pipeline.values import HttpRequest, Principal, SessionState, VirtualHostView
+from apps.gateway.pipeline.values import HttpRequest, SessionState, VirtualHostView
 from apps.gateway.protocol.errors import INVALID_REQUEST, GatewayError, HttpError
 from apps.gateway.protocol.jsonrpc import Kind, Message, dumps, error_message, parse_body
 from apps.gateway.protocol.sse import SseEvent, SseParser, encode_event
+from apps.kernel.identity import Principal
 
 log = logging.getLogger(__name__)
 

@@ -26,13 +26,7 @@ from apps.gateway.pipeline.replicas import ROUTING_HASH_HEADER, routing_hash
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
 from apps.gateway.pipeline.session_backends import SessionBackends
 from apps.gateway.pipeline.tracing import note_session
-from apps.gateway.pipeline.values import (
-    BackendInfo,
-    HttpRequest,
-    Principal,
-    SessionState,
-    VirtualHostView,
-)
+from apps.gateway.pipeline.values import BackendInfo, HttpRequest, SessionState, VirtualHostView
 from apps.gateway.protocol.envelope import NAME_BEARING, check_initialize_params, encode_header_value
 from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidParams, InvalidRequest, RateLimited
 from apps.gateway.protocol.jsonrpc import Kind, Message, dumps
@@ -45,6 +39,7 @@ from apps.gateway.protocol.versions import (
     META_PROTOCOL_VERSION,
     negotiate_legacy,
 )
+from apps.kernel.identity import Principal
 
 log = logging.getLogger(__name__)
 

@@ -21,15 +21,16 @@ from apps.gateway.pipeline.compose import BackendMessages, backend_request_of
 from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.listing import LIST_METHODS
-from apps.gateway.pipeline.names import ROUTED_METHODS
 from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
 from apps.gateway.pipeline.session_backends import SessionBackends
-from apps.gateway.pipeline.values import BackendView, HttpRequest, Principal, SessionState, VirtualHostView
+from apps.gateway.pipeline.values import BackendView, HttpRequest, SessionState, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import GatewayError, HttpError, MethodNotFound
 from apps.gateway.protocol.jsonrpc import Kind, Message
 from apps.gateway.protocol.sse import SseEvent, encode_event
+from apps.kernel.identity import Principal
+from apps.kernel.names import ROUTED_METHODS
 
 log = logging.getLogger(__name__)
 

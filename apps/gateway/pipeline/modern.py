@@ -32,17 +32,9 @@ from apps.gateway.pipeline.input_required import (
 from apps.gateway.pipeline.listen import ComposedListen
 from apps.gateway.pipeline.listing import LIST_METHODS
 from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
-from apps.gateway.pipeline.names import ROUTED_METHODS
 from apps.gateway.pipeline.ports import Upstream, UpstreamReply
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
-from apps.gateway.pipeline.values import (
-    BackendInfo,
-    BackendSession,
-    BackendView,
-    HttpRequest,
-    Principal,
-    VirtualHostView,
-)
+from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, HttpRequest, VirtualHostView
 from apps.gateway.protocol.envelope import NAME_BEARING, ModernEnvelope, check_modern_request, encode_header_value
 from apps.gateway.protocol.errors import GatewayError, InvalidParams, InvalidRequest, MethodNotFound
 from apps.gateway.protocol.jsonrpc import Kind, Message, dumps
@@ -55,6 +47,8 @@ from apps.gateway.protocol.versions import (
     META_SERVER_INFO,
     MODERN_VERSIONS,
 )
+from apps.kernel.identity import Principal
+from apps.kernel.names import ROUTED_METHODS
 
 #: Requests whose backend may ask the client for input mid-call; a stateless client answers by retrying.
 _INTERACTIVE = frozenset({"tools/call", "prompts/get", "resources/read"})

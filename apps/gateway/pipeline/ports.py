@@ -4,21 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from apps.gateway.pipeline.values import (
-    BackendInfo,
-    BackendSession,
-    BackendView,
-    Budget,
-    Limit,
-    Principal,
-    SessionState,
-    TokenIssuerView,
-    VirtualHostView,
-)
+from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, SessionState, VirtualHostView
 from apps.gateway.protocol.sse import SseEvent
+from apps.kernel.audit_entry import AuditEntry
+from apps.kernel.identity import Budget, Limit, Principal, TokenIssuerView
+from apps.kernel.search_tool import Found
 
 
 class UpstreamUnavailable(Exception):
@@ -62,10 +55,6 @@ class Egress(Protocol):
     async def headers(self, principal: Principal | None) -> tuple[tuple[str, str], ...]:
         """The headers that authenticate a request on behalf of `principal` (None: the gateway's
         own requests: probing, lists, change subscriptions). Raises CredentialUnavailable."""
-
-
-class InvalidToken(Exception):
-    """A bearer token that is not a valid access token for the tenant; the message says why."""
 
 
 class TokenVerifier(Protocol):
@@ -278,27 +267,6 @@ class ToolServer(Protocol):
         the service cannot answer, CredentialUnavailable when there is no credential to send."""
 
 
-@dataclass(frozen=True, slots=True)
-class IdNeed:
-    """An id a tool cannot work without (a required id parameter): the tool that makes one when
-    none exists yet, and the read-only tool that finds an existing one; either may be unknown."""
-
-    parameter: str  # as the tool's input schema names it; dotted for a nested member ("Placement.GroupId")
-    producer: tuple[int, str] | None
-    lookup: tuple[int, str] | None
-
-
-@dataclass(frozen=True, slots=True)
-class Found:
-    """What the tool index found: the best tools, best first, as (backend id, upstream name), and
-    the prerequisite chain (dependencies first) of each of them and of each tool in those chains
-    (tools with none are left out), with the ids each of those tools needs (`needs`, same keys)."""
-
-    hits: list[tuple[int, str]]
-    prerequisites: Mapping[tuple[int, str], tuple[tuple[int, str], ...]]
-    needs: Mapping[tuple[int, str], tuple[IdNeed, ...]] = field(default_factory=dict)
-
-
 class ToolFinder(Protocol):
     """The tool index behind `tool_search` (docs/tool-search.md)."""
 
@@ -320,29 +288,6 @@ class ToolFinder(Protocol):
     def prepare(self) -> None:
         """Start, in the background, what the first search needs (the embedding model); returns
         at once, and costs nothing once started."""
-
-
-@dataclass(frozen=True, slots=True)
-class AuditEntry:
-    principal: Principal
-    virtual_host: str
-    backend: str
-    method: str
-    exposed_name: str
-    upstream_name: str
-    outcome: str  # ok | tool_error | error | cancelled | denied | rate_limited | over_budget
-    error_code: int | None
-    latency_ms: float
-    bytes_in: int
-    bytes_out: int
-    session_id: str
-    trace_id: str
-    at: float  # unix time the call started
-    backend_kind: str = "mcp"  # mcp | openapi
-    rule: str = ""  # the access rule that decided the call, if one did
-    limit_state: str = ""  # "" no limit applies | ok | limited | unchecked (store unreachable)
-    arguments: Any = None  # as the tenant's audit setting keeps them (None: not kept)
-    cost: int = 0  # budget units the call costs (charged at admission); 0 when it was refused
 
 
 class AuditSink(Protocol):

@@ -9,15 +9,9 @@ import time
 
 from apps.gateway.pipeline.backends import BackendCatalog, close_session, egress_headers, open_session, session_headers
 from apps.gateway.pipeline.ports import ReplicaUnreachable, SessionStore, Upstream, UpstreamReply, UpstreamUnavailable
-from apps.gateway.pipeline.values import (
-    BackendInfo,
-    BackendSession,
-    BackendView,
-    Principal,
-    SessionState,
-    VirtualHostView,
-)
+from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, SessionState, VirtualHostView
 from apps.gateway.protocol.errors import HttpError
+from apps.kernel.identity import Principal
 
 
 class SessionBackends:

@@ -21,25 +21,27 @@ from typing import Any
 
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.metrics import Counters
-from apps.gateway.pipeline.ports import Found, ToolFinder, UpstreamUnavailable
+from apps.gateway.pipeline.ports import ToolFinder, UpstreamUnavailable
 from apps.gateway.pipeline.tool_search_answers import (
-    MAX_EXPAND,
     ExpandUnknown,
     Shortened,
     answer_build,
     answer_bytes,
     answer_result,
 )
-from apps.gateway.pipeline.tool_search_entry import (
+from apps.gateway.pipeline.values import BackendInfo, BackendView, VirtualHostView
+from apps.gateway.protocol import jsonrpc
+from apps.kernel.identity import Principal
+from apps.kernel.search_tool import (
     DEFAULT_K,
     MAX_ALSO,
     MAX_ALSO_CHARS,
+    MAX_EXPAND,
     MAX_K,
     MAX_QUERY_CHARS,
+    Found,
     search_tool,
 )
-from apps.gateway.pipeline.values import BackendInfo, BackendView, Principal, VirtualHostView
-from apps.gateway.protocol import jsonrpc
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,15 +29,13 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from apps.gateway.pipeline.ports import Found
 from apps.gateway.protocol import jsonrpc
+from apps.kernel.search_tool import Found
 
 Key = tuple[int, str]
 
 #: The most bytes a whole `tool_search` result should take (both copies of the answer).
 ANSWER_BUDGET = 32 * 1024
-#: The most tool names one call may ask to `expand`.
-MAX_EXPAND = 5
 #: A prerequisite's one-line description, in characters.
 PREREQUISITE_LINE = 120
 

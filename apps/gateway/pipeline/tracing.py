@@ -6,7 +6,7 @@ request's backend calls descend from is kept in a contextvar (`current`), so eve
 backend carries it (`propagation.py`) and every audit row names its trace.
 
 Spans go through the `Tracing` port. The OpenTelemetry implementation lives outside the core
-(`apps/gateway/telemetry.py`); the default, `NoTracing`, makes none and costs one attribute read
+(`apps/gateway/adapters/otel_tracing.py`); the default, `NoTracing`, makes none and costs one attribute read
 per stage. The ids logs carry (request, session, trace) are contextvars here too."""
 
 from __future__ import annotations

@@ -7,79 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from apps.kernel.names import Naming
+
 if TYPE_CHECKING:
-    from apps.gateway.pipeline.costs import ToolCosts
-    from apps.gateway.pipeline.names import Naming
-    from apps.gateway.pipeline.policy import Policy
     from apps.gateway.pipeline.ports import Egress, ToolServer
-
-
-@dataclass(frozen=True, slots=True)
-class Limit:
-    """At most `limit` routed calls per `window_seconds` for one key or one team (`scope`)."""
-
-    tenant_id: int
-    scope: str  # key | team
-    name: str
-    limit: int
-    window_seconds: int
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """Cost units one key, team or token subject (`scope`) may spend per UTC calendar day and per UTC
-    calendar month; None: no cap for that period. The caps are the effective ones, already clamped
-    to the tenant's plan; `daily_plan` / `monthly_plan` name the plan when its cap is the one in
-    force (for the refusal's message)."""
-
-    tenant_id: int
-    scope: str  # key | team | token
-    name: str
-    daily: int | None
-    monthly: int | None
-    daily_plan: str = ""
-    monthly_plan: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who is calling. `anonymous` callers act as the configured key of the virtual host. `limits`:
-    the rate limits that apply to its calls (its key's, its team's); `budgets` likewise."""
-
-    tenant_id: int
-    tenant_slug: str
-    key_id: int
-    key_name: str
-    team: str | None
-    anonymous: bool = False
-    limits: tuple[Limit, ...] = field(default=(), compare=False)
-    #: For a JWT access token: its issuer (`key_name` is then the token's subject, `key_id` a
-    #: stable number for that issuer and subject). None for API keys.
-    issuer: str | None = None
-    scopes: tuple[str, ...] = ()
-    budgets: tuple[Budget, ...] = field(default=(), compare=False)
-
-    @property
-    def label(self) -> str:
-        if self.issuer is not None:
-            return f"token:{self.key_name}@{self.issuer}"
-        return f"{'anonymous' if self.anonymous else 'key'}:{self.key_name}"
-
-
-@dataclass(frozen=True, slots=True)
-class TokenIssuerView:
-    """An authorization server whose JWT access tokens a tenant accepts (`public_key`: PEM, or '' to
-    use `jwks_url`)."""
-
-    issuer: str
-    audience: str
-    jwks_url: str
-    public_key: str
-    algorithms: tuple[str, ...]
-    team_claim: str
-    subject_claim: str
-    #: Whether `jwks_url` may be at a private address (the tenant's setting).
-    allow_private: bool = False
+    from apps.kernel.costs import ToolCosts
+    from apps.kernel.policy import Policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,19 +54,17 @@ class VirtualHostView:
     aliases: Mapping[str, tuple[str, str]]  # exposed alias -> (map key, upstream name)
     anonymous_key_id: int | None = None
     audit_arguments: str = "off"  # what audit rows keep of arguments: off | hash | full
-    #: The naming contract (`names.Naming`), built from `mounts` and `aliases` when not given.
+    #: The naming contract (`apps.kernel.names.Naming`), built from `mounts` and `aliases` when not given.
     naming: Naming = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
-    #: Who may see and call which tool (`policy.Policy`); None: every key of the tenant, everything.
+    #: Who may see and call which tool (`apps.kernel.policy.Policy`); None: every key of the tenant, everything.
     policy: Policy | None = field(default=None, compare=False, repr=False)
-    #: What a `tools/call` costs against budgets (`costs.ToolCosts`); None: every call costs 1 unit.
+    #: What a `tools/call` costs against budgets (`apps.kernel.costs.ToolCosts`); None: every call costs 1 unit.
     costs: ToolCosts | None = field(default=None, compare=False, repr=False)
     #: The host's `tool_search` tool; None: it has none.
     tool_search: ToolSearchConfig | None = None
 
     def __post_init__(self) -> None:
         if self.naming is None:
-            from apps.gateway.pipeline.names import Naming  # names imports this module
-
             object.__setattr__(self, "naming", Naming.build(self.mounts, self.aliases))
 
     @property

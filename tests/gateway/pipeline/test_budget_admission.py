@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
 
-from apps.gateway.pipeline.costs import ToolCostSpec, tool_costs_compile
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.ports import Admission
-from apps.gateway.pipeline.values import BackendView, Budget, Limit, Principal, VirtualHostView
+from apps.gateway.pipeline.values import BackendView, VirtualHostView
+from apps.kernel.costs import ToolCostSpec, tool_costs_compile
+from apps.kernel.identity import Budget, Limit, Principal
 from tests.gateway.pipeline.test_gateway import Audit, DownSessions, DownUpstream, _request
 
 TEAM = Budget(1, "team", "platform", 100, None, daily_plan="starter")

@@ -10,10 +10,10 @@ import pytest
 
 from apps.gateway.pipeline.compose import BackendMessages, backend_request_of, client_request_id, route
 from apps.gateway.pipeline.legacy_composed import _decode_event_id, _encode_event_id
-from apps.gateway.pipeline.names import Naming
 from apps.gateway.pipeline.values import BackendView, VirtualHostView
 from apps.gateway.protocol.errors import GatewayError
 from apps.gateway.protocol.jsonrpc import classify
+from apps.kernel.names import Naming
 
 BACKENDS = {key: BackendView(n, key, "streamable-http", (f"http://{key}",), 5.0)
             for n, key in enumerate(["gateway", "gateway-one", "files"])}

@@ -17,9 +17,11 @@ from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import HostLists, ListSettings
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.metrics import Counters
-from apps.gateway.pipeline.ports import AuditEntry, ReplicaState, StoreUnavailable, UpstreamUnavailable
+from apps.gateway.pipeline.ports import ReplicaState, StoreUnavailable, UpstreamUnavailable
 from apps.gateway.pipeline.tracing import Tracer
-from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest, Principal, SessionState, VirtualHostView
+from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest, SessionState, VirtualHostView
+from apps.kernel.audit_entry import AuditEntry
+from apps.kernel.identity import Principal
 
 PRINCIPAL = Principal(tenant_id=1, tenant_slug="acme", key_id=1, key_name="agent", team=None)
 BACKEND = BackendView(id=1, name="demo", transport="streamable-http", urls=("http://127.0.0.1:1/mcp",), timeout=1)

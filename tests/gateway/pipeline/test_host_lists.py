@@ -271,8 +271,8 @@ async def test_a_list_fetched_across_a_change_is_not_kept() -> None:
 
 
 async def test_policy_views_follow_everything_a_rule_can_read() -> None:
-    from apps.gateway.pipeline.policy import RuleSpec, policy_compile
-    from apps.gateway.pipeline.values import Principal
+    from apps.kernel.identity import Principal
+    from apps.kernel.policy import RuleSpec, policy_compile
 
     client, clock = FakeClient(), Clock()
     client.tools = {1: ["admin", "read"], 2: ["b"]}

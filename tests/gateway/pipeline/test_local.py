@@ -14,8 +14,9 @@ import pytest
 from apps.gateway.pipeline.concurrency import BackendGates
 from apps.gateway.pipeline.ports import UpstreamUnavailable
 from apps.gateway.pipeline.replies import Reply
-from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest, Principal, VirtualHostView
+from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest, VirtualHostView
 from apps.gateway.protocol.jsonrpc import classify
+from apps.kernel.identity import Principal
 from tests.gateway.pipeline.test_gateway import PRINCIPAL, Audit, StatelessLeg, forwarder
 
 LISTING = b'[{"name":"add","description":"Adds.","inputSchema":{"type":"object"}}]'

@@ -12,10 +12,10 @@ import orjson
 import pytest
 
 from apps.gateway.pipeline.metrics import Counters
-from apps.gateway.pipeline.policy import RuleSpec, policy_compile
-from apps.gateway.pipeline.ports import Found, IdNeed
 from apps.gateway.pipeline.tool_search import ToolSearch
 from apps.gateway.pipeline.values import ToolSearchConfig, VirtualHostView
+from apps.kernel.policy import RuleSpec, policy_compile
+from apps.kernel.search_tool import Found, IdNeed
 from tests.gateway.pipeline.test_gateway import PRINCIPAL
 from tests.gateway.pipeline.test_host_lists import Clock, FakeClient, backend, make
 

@@ -13,7 +13,6 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from apps.catalog.openapi import ArgumentError, CompiledTool, compile_spec, validate_arguments
-from apps.gateway.pipeline.ports import Found, IdNeed
 from apps.gateway.pipeline.tool_search_answers import (
     ANSWER_BUDGET,
     ExpandUnknown,
@@ -22,6 +21,7 @@ from apps.gateway.pipeline.tool_search_answers import (
     answer_bytes,
     answer_result,
 )
+from apps.kernel.search_tool import Found, IdNeed
 
 CATALOG = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "catalog" / "openapi"
 Key = tuple[int, str]

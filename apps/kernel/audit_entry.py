@@ -1,0 +1,31 @@
+"""What one call leaves behind: the audit row the gateway writes and the audit app stores and shows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from apps.kernel.identity import Principal
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    principal: Principal
+    virtual_host: str
+    backend: str
+    method: str
+    exposed_name: str
+    upstream_name: str
+    outcome: str  # ok | tool_error | error | cancelled | denied | rate_limited | over_budget
+    error_code: int | None
+    latency_ms: float
+    bytes_in: int
+    bytes_out: int
+    session_id: str
+    trace_id: str
+    at: float  # unix time the call started
+    backend_kind: str = "mcp"  # mcp | openapi
+    rule: str = ""  # the access rule that decided the call, if one did
+    limit_state: str = ""  # "" no limit applies | ok | limited | unchecked (store unreachable)
+    arguments: Any = None  # as the tenant's audit setting keeps them (None: not kept)
+    cost: int = 0  # budget units the call costs (charged at admission); 0 when it was refused

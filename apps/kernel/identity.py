@@ -1,0 +1,78 @@
+"""Who calls, and what binds their calls: the caller (`Principal`) with its rate limits and budgets, and
+the issuers whose access tokens a tenant accepts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """At most `limit` routed calls per `window_seconds` for one key or one team (`scope`)."""
+
+    tenant_id: int
+    scope: str  # key | team
+    name: str
+    limit: int
+    window_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Cost units one key, team or token subject (`scope`) may spend per UTC calendar day and per UTC
+    calendar month; None: no cap for that period. The caps are the effective ones, already clamped
+    to the tenant's plan; `daily_plan` / `monthly_plan` name the plan when its cap is the one in
+    force (for the refusal's message)."""
+
+    tenant_id: int
+    scope: str  # key | team | token
+    name: str
+    daily: int | None
+    monthly: int | None
+    daily_plan: str = ""
+    monthly_plan: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling. `anonymous` callers act as the configured key of the virtual host. `limits`:
+    the rate limits that apply to its calls (its key's, its team's); `budgets` likewise."""
+
+    tenant_id: int
+    tenant_slug: str
+    key_id: int
+    key_name: str
+    team: str | None
+    anonymous: bool = False
+    limits: tuple[Limit, ...] = field(default=(), compare=False)
+    #: For a JWT access token: its issuer (`key_name` is then the token's subject, `key_id` a
+    #: stable number for that issuer and subject). None for API keys.
+    issuer: str | None = None
+    scopes: tuple[str, ...] = ()
+    budgets: tuple[Budget, ...] = field(default=(), compare=False)
+
+    @property
+    def label(self) -> str:
+        if self.issuer is not None:
+            return f"token:{self.key_name}@{self.issuer}"
+        return f"{'anonymous' if self.anonymous else 'key'}:{self.key_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenIssuerView:
+    """An authorization server whose JWT access tokens a tenant accepts (`public_key`: PEM, or '' to
+    use `jwks_url`)."""
+
+    issuer: str
+    audience: str
+    jwks_url: str
+    public_key: str
+    algorithms: tuple[str, ...]
+    team_claim: str
+    subject_claim: str
+    #: Whether `jwks_url` may be at a private address (the tenant's setting).
+    allow_private: bool = False
+
+
+class InvalidToken(Exception):
+    """A bearer token that is not a valid access token for the tenant; the message says why."""

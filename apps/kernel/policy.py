@@ -1,0 +1,222 @@
+"""Tool access control of a virtual host (docs/policies.md): who may see and call which
+tool, with which arguments. Compiled once per configuration snapshot; deciding is pure.
+
+A policy is a default effect (`allow` or `deny`) and rules, each with
+- a subject: the whole tenant, a team, or one key (by name);
+- an effect: `allow` or `deny`;
+- tool patterns (shell-style globs: `*`, `?` and `[...]` classes, case-sensitive). A pattern matches a tool when it
+  matches its exposed name *or* its upstream name; neither takes precedence, so `get-sum` (exposed)
+  and `sum` (upstream) both name the same tool;
+- optionally a condition in CEL over `arguments` (the call's arguments) and `principal` (`tenant`,
+  `team`, `key`, `subject`, `scopes`). A condition that fails to evaluate (a missing argument, a type
+  mismatch) counts against the caller: an `allow` rule's does not hold, a `deny` rule's does.
+
+Deciding a call (with its real arguments), in this order:
+1. the first `deny` rule (in written order) whose subject, tools and condition match denies;
+2. else the first `allow` rule that matches allows;
+3. else the default effect applies.
+Deny overrides allow regardless of order. A denied call answers -32003 naming the rule.
+
+Listing (`tools/list`, and `tool_search` later) cannot know the arguments, so a tool is shown when
+some arguments could let the call through: it is hidden only by a `deny` rule whose condition does
+not read `arguments` and holds for the caller, or when nothing could allow it (default `deny` and no
+`allow` rule whose condition could hold). A rule whose condition reads `arguments` therefore never
+empties the list. A hidden tool answers a call exactly like a missing one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import cel
+
+from apps.kernel.identity import Principal
+
+EFFECTS = ("allow", "deny")
+SUBJECTS = ("tenant", "team", "key")
+VARIABLES = frozenset({"arguments", "principal"})
+_UNKNOWN = object()  # "depends on the arguments"
+_ERROR = object()  # the condition could not be evaluated
+
+
+class PolicyError(ValueError):
+    """A rule that cannot be compiled; the message says which part and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    source: str
+    program: Any  # cel.Program
+    reads_arguments: bool
+    reads_principal: bool = True
+
+    @classmethod
+    def compile(cls, source: str) -> Condition:
+        try:
+            program = cel.compile(source)
+        except (ValueError, RuntimeError) as exc:
+            raise PolicyError(f"condition {source!r} is not valid CEL: {exc}") from None
+        variables = set(program.variables())
+        unknown = variables - VARIABLES
+        if unknown:
+            raise PolicyError(
+                f"condition {source!r} reads {', '.join(sorted(unknown))}; only arguments and principal are known"
+            )
+        return cls(source, program, "arguments" in variables, "principal" in variables)
+
+    def holds(self, principal: Mapping[str, Any], arguments: Mapping[str, Any] | object) -> bool | object:
+        """True or False; `_UNKNOWN` when the condition reads arguments and none are given, `_ERROR`
+        when it cannot be evaluated."""
+        if arguments is _UNKNOWN and self.reads_arguments:
+            return _UNKNOWN
+        context = {"arguments": {} if arguments is _UNKNOWN else arguments}
+        if self.reads_principal:  # converting it for CEL costs several times the evaluation
+            context["principal"] = principal
+        try:
+            return self.program.execute(context) is True
+        except Exception:  # noqa: BLE001 - CEL raises KeyError/TypeError/... for data it cannot use
+            return _ERROR
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    subject_kind: str
+    subject_name: str
+    effect: str
+    patterns: tuple[str, ...]
+    match: Any  # compiled regex of all patterns
+    condition: Condition | None
+
+    def applies_to(self, principal: Principal) -> bool:
+        if self.subject_kind == "tenant":
+            return principal.tenant_slug == self.subject_name
+        if self.subject_kind == "team":
+            return principal.team == self.subject_name
+        # A token's subject is not a key, even when it has a key's name.
+        return principal.issuer is None and principal.key_name == self.subject_name
+
+    def names(self, exposed: str, upstream: str) -> bool:
+        return names_tool(self.match, exposed, upstream)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allowed: bool
+    rule: str | None  # the deciding rule's id; None when the default decided
+
+    @property
+    def reason(self) -> str:
+        verdict = "allowed" if self.allowed else "denied"
+        return f"{verdict} by rule {self.rule!r}" if self.rule is not None else f"{verdict} by default"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    default: str
+    rules: tuple[Rule, ...]
+
+    def visible(self, principal: Principal, exposed: str, upstream: str) -> bool:
+        """Whether the tool is listed for `principal`: some arguments could let a call through."""
+        context = principal_context(principal)
+        could_allow = self.default == "allow"
+        for rule in self._matching(principal, exposed, upstream):
+            holds = True if rule.condition is None else rule.condition.holds(context, _UNKNOWN)
+            if rule.effect == "deny" and (holds is True or holds is _ERROR):
+                return False
+            if rule.effect == "allow" and (holds is True or holds is _UNKNOWN):
+                could_allow = True
+        return could_allow
+
+    def decide(self, principal: Principal, exposed: str, upstream: str, arguments: Mapping[str, Any]) -> Decision:
+        """The decision on one call with its real arguments (module docstring)."""
+        context = principal_context(principal)
+        allowing: str | None = None
+        for rule in self._matching(principal, exposed, upstream):
+            holds = True if rule.condition is None else rule.condition.holds(context, arguments)
+            if holds is not True and not (rule.effect == "deny" and holds is _ERROR):
+                continue
+            if rule.effect == "deny":
+                return Decision(False, rule.id)
+            if allowing is None:
+                allowing = rule.id
+        if allowing is not None:
+            return Decision(True, allowing)
+        return Decision(self.default == "allow", None)
+
+    def _matching(self, principal: Principal, exposed: str, upstream: str) -> list[Rule]:
+        return [rule for rule in self.rules if rule.applies_to(principal) and rule.names(exposed, upstream)]
+
+
+def principal_context(principal: Principal) -> dict[str, Any]:
+    """What a condition sees as `principal`."""
+    return {
+        "tenant": principal.tenant_slug,
+        "team": principal.team or "",
+        "key": principal.key_name,
+        "subject": principal.key_name,
+        "scopes": list(principal.scopes),
+    }
+
+
+def tool_patterns_compile(patterns: Sequence[str]) -> Any:
+    """One matcher for a list of tool-name globs (`*`, `?`, `[...]`, case-sensitive, whole name):
+    what `names_tool` takes. Raises PolicyError for an empty list or an empty pattern."""
+    if not patterns or not all(isinstance(p, str) and p for p in patterns):
+        raise PolicyError("tools must be a non-empty list of names or globs")
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
+
+
+def names_tool(match: Any, exposed: str, upstream: str) -> bool:
+    """Whether the patterns compiled into `match` name the tool: its exposed *or* its upstream name
+    (neither takes precedence). Access rules and tool costs (`costs.py`) match tools the same way."""
+    return match(exposed) is not None or (upstream != exposed and match(upstream) is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSpec:
+    """A rule as configured (the control plane's shape)."""
+
+    id: str
+    subject_kind: str
+    subject_name: str
+    effect: str
+    tools: Sequence[str]
+    condition: str = ""
+
+
+_RULE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def policy_compile(default: str, rules: Sequence[RuleSpec]) -> Policy:
+    """The policy, every pattern and condition compiled; raises PolicyError naming the bad part."""
+    if default not in EFFECTS:
+        raise PolicyError(f"default must be allow or deny, not {default!r}")
+    compiled: list[Rule] = []
+    seen: set[str] = set()
+    for spec in rules:
+        where = f"rule {spec.id!r}"
+        if not _RULE_ID.fullmatch(spec.id):
+            raise PolicyError(f"{where}: ids are 1-64 letters, digits, '_', '.' and '-', starting with a letter or digit")
+        if spec.id in seen:
+            raise PolicyError(f"{where}: the id is used twice")
+        seen.add(spec.id)
+        if spec.subject_kind not in SUBJECTS:
+            raise PolicyError(f"{where}: the subject is a tenant, team or key, not {spec.subject_kind!r}")
+        if spec.effect not in EFFECTS:
+            raise PolicyError(f"{where}: effect must be allow or deny, not {spec.effect!r}")
+        patterns = tuple(spec.tools)
+        try:
+            match = tool_patterns_compile(patterns)
+        except PolicyError as exc:
+            raise PolicyError(f"{where}: {exc}") from None
+        try:
+            condition = Condition.compile(spec.condition) if spec.condition.strip() else None
+        except PolicyError as exc:
+            raise PolicyError(f"{where}: {exc}") from None
+        compiled.append(Rule(spec.id, spec.subject_kind, spec.subject_name, spec.effect, patterns, match, condition))
+    return Policy(default, tuple(compiled))

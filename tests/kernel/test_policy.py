@@ -1,0 +1,100 @@
+"""Tool access control (`policy.py`): rules compiled once, calls decided with their arguments,
+lists shown for what some arguments could let through."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from apps.kernel.identity import Principal
+from apps.kernel.policy import PolicyError, RuleSpec, policy_compile
+
+AGENT = Principal(tenant_id=1, tenant_slug="acme", key_id=1, key_name="agent", team="platform")
+OTHER = Principal(tenant_id=1, tenant_slug="acme", key_id=2, key_name="other", team=None)
+
+
+def rule(rule_id: str, effect: str, tools: list[str], when: str = "", subject: tuple[str, str] = ("tenant", "acme")) -> RuleSpec:
+    return RuleSpec(rule_id, subject[0], subject[1], effect, tools, when)
+
+
+def test_an_argument_condition_decides_the_call_and_leaves_the_tool_listed() -> None:
+    policy = policy_compile("deny", [rule("sum-a1-only", "allow", ["get-sum"], "arguments.a == 1", ("team", "platform"))])
+    assert policy.visible(AGENT, "get-sum", "sum") is True
+    allowed = policy.decide(AGENT, "get-sum", "sum", {"a": 1})
+    denied = policy.decide(AGENT, "get-sum", "sum", {"a": 2})
+    assert (allowed.allowed, allowed.rule) == (True, "sum-a1-only")
+    assert (denied.allowed, denied.rule, denied.reason) == (False, None, "denied by default")
+    assert policy.decide(AGENT, "get-sum", "sum", {}).allowed is False  # a missing argument does not hold
+    assert policy.visible(OTHER, "get-sum", "sum") is False  # not on the team: nothing could allow it
+
+
+@pytest.mark.parametrize("pattern", ["get-sum", "sum", "get-*", "s?m", "*"])
+def test_a_pattern_matches_the_exposed_or_the_upstream_name(pattern: str) -> None:
+    policy = policy_compile("allow", [rule("no-sum", "deny", [pattern])])
+    assert policy.decide(AGENT, "get-sum", "sum", {}).rule == "no-sum"
+    assert policy.visible(AGENT, "get-sum", "sum") is False
+
+
+def test_patterns_are_case_sensitive_and_anchored() -> None:
+    policy = policy_compile("allow", [rule("no-sum", "deny", ["sum"])])
+    assert policy.decide(AGENT, "get-Sum", "Sum", {}).allowed is True
+    assert policy.decide(AGENT, "sums", "sums", {}).allowed is True
+
+
+def test_deny_overrides_allow_whatever_the_order() -> None:
+    rules = [rule("all", "allow", ["*"]), rule("no-big", "deny", ["transfer"], "arguments.amount > 100")]
+    policy = policy_compile("deny", rules)
+    assert policy.decide(AGENT, "transfer", "transfer", {"amount": 500}).rule == "no-big"
+    assert policy.decide(AGENT, "transfer", "transfer", {"amount": 5}).rule == "all"
+    assert policy.visible(AGENT, "transfer", "transfer") is True  # a deny reading arguments never hides
+
+
+def test_a_deny_on_the_principal_alone_hides_the_tool() -> None:
+    policy = policy_compile("allow", [rule("no-team", "deny", ["admin*"], 'principal.team == ""')])
+    assert policy.visible(OTHER, "admin-reset", "reset") is False
+    assert policy.visible(AGENT, "admin-reset", "reset") is True
+    assert policy.decide(OTHER, "admin-reset", "reset", {}).rule == "no-team"
+
+
+@pytest.mark.parametrize(("subject", "sees"), [
+    (("tenant", "acme"), {"agent", "other"}), (("team", "platform"), {"agent"}), (("key", "other"), {"other"}),
+])
+def test_subjects(subject: tuple[str, str], sees: set[str]) -> None:
+    policy = policy_compile("deny", [rule("r", "allow", ["*"], subject=subject)])
+    assert {p.key_name for p in (AGENT, OTHER) if policy.visible(p, "t", "t")} == sees
+
+
+def test_a_condition_that_cannot_be_evaluated_does_not_hold() -> None:
+    policy = policy_compile("deny", [rule("typed", "allow", ["t"], 'arguments.a + "x" == "1x"')])
+    assert policy.decide(AGENT, "t", "t", {"a": 1}).allowed is False
+
+
+@pytest.mark.parametrize(("default", "rules", "message"), [
+    ("maybe", [], "default must be allow or deny"),
+    ("deny", [rule("r", "allow", ["t"], "arguments.a ==")], "not valid CEL"),
+    ("deny", [rule("r", "allow", ["t"], "request.size > 1")], "only arguments and principal"),
+    ("deny", [rule("r", "allow", ["t"]), rule("r", "deny", ["u"])], "used twice"),
+    ("deny", [rule("bad id", "allow", ["t"])], "ids are"),
+    ("deny", [rule("r", "permit", ["t"])], "effect must be"),
+    ("deny", [rule("r", "allow", [])], "non-empty list"),
+    ("deny", [RuleSpec("r", "group", "x", "allow", ["t"])], "tenant, team or key"),
+])
+def test_bad_rules_are_refused_with_the_reason(default: str, rules: list[Any], message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        policy_compile(default, rules)
+
+
+def test_a_deny_condition_that_cannot_be_evaluated_denies() -> None:
+    policy = policy_compile("allow", [rule("no-etc", "deny", ["read"], 'arguments.path.startsWith("/etc")')])
+    assert policy.decide(AGENT, "read", "read", {"path": "/etc/passwd"}).rule == "no-etc"
+    assert policy.decide(AGENT, "read", "read", {"path": "/home/x"}).allowed is True
+    for hostile in ({"path": ["/etc/passwd"]}, {"path": 5}, {}):
+        assert policy.decide(AGENT, "read", "read", hostile).rule == "no-etc"  # fail closed
+    assert policy.visible(AGENT, "read", "read") is True  # it reads arguments: never hides
+
+
+def test_glob_classes_work_and_brackets_are_patterns() -> None:
+    policy = policy_compile("allow", [rule("r", "deny", ["a[bc]"])])
+    assert policy.decide(AGENT, "ab", "ab", {}).rule == "r"
+    assert policy.decide(AGENT, "a[bc]", "a[bc]", {}).allowed is True
