@@ -135,4 +135,5 @@ def gateway() -> Gateway:
             tracing=gateway_tracing(),
         )
         _gateways[loop_id] = instance
+        instance.start()  # on this loop, which serves it
     return instance

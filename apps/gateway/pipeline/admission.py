@@ -1,10 +1,12 @@
-"""The stages that decide whether a call goes on (`calls.Stage`): the access policy's refusal
-(decided when the call was routed), the caller's rate limits and budgets, and a free slot of the
-backend's concurrency limit. Each refuses with the call's error reply and notes why in its outcome."""
+"""What decides whether a call goes on: the stages (`calls.Stage`) of the access policy's refusal
+(decided when the call was routed) and of the caller's rate limits and budgets, each refusing with
+the call's error reply and noting why in its outcome; and the backend's concurrency slots, which
+the forwarder holds around each exchange with the backend (`Slots`)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 
 from apps.gateway.pipeline.calls import Call, Next, Outcome
 from apps.gateway.pipeline.concurrency import BackendGates
@@ -35,7 +37,7 @@ class Limits:
     call is charged when it is admitted, so one that then fails (a tool error, an unreachable
     backend) has still cost its units."""
 
-    def __init__(self, limiter: RateLimiter | None, counters: Counters) -> None:
+    def __init__(self, limiter: RateLimiter, counters: Counters) -> None:
         self._limiter = limiter
         self._counters = counters
 
@@ -46,7 +48,7 @@ class Limits:
         cost = call.price()
         limits = call.principal.limits
         budgets = call.principal.budgets if cost > 0 else ()  # a free call cannot overspend
-        if self._limiter is None or not (limits or budgets):
+        if not (limits or budgets):
             outcome.cost = cost
             return await then()
         admission = await self._limiter.admit(limits, budgets, cost)
@@ -92,10 +94,13 @@ def _refusal(refused: Limit | Budget, admission: Admission, cost: int) -> str:
 
 
 class Slots:
-    """Holds a slot of the call's backend while the call is forwarded (a streamed answer: until its
-    stream closes); none free within the queue time raises BackendBusy (-32004). A request to a
-    backend the gateway answers itself takes one only for `tools/call` (it reaches the service);
-    notifications never wait: a cancellation must not queue behind what it cancels."""
+    """A slot of the call's backend, held while one exchange with the backend runs (a streamed
+    answer: until its stream closes); none free within the queue time raises BackendBusy (-32004).
+    Not a stage: the slot covers the exchange only — not opening a backend session, not the wait
+    between two tries, not a call continued from a request state (it reaches no backend) — so the
+    forwarder takes it around each exchange (`hold`). A request to a backend the gateway answers
+    itself takes one only for `tools/call` (it reaches the service); notifications never wait: a
+    cancellation must not queue behind what it cancels."""
 
     def __init__(self, gates: BackendGates | None) -> None:
         self._gates = gates
@@ -109,7 +114,10 @@ class Slots:
             and (backend.server is None or call.message.method == "tools/call")
         )
 
-    async def __call__(self, call: Call, outcome: Outcome, then: Next) -> Reply:
+    async def hold(self, call: Call, then: Callable[[], Awaitable[Reply]]) -> Reply:
+        """`then()`'s reply, with a slot held for it where one applies."""
+        if not self.applies(call):
+            return await then()
         assert self._gates is not None
         slot = await self._gates.enter(call.backend)
         try:

@@ -3,8 +3,9 @@
     route → authorize          (`routed`, on a host whose names are rewritten)
     Call.begin                 (built once, frozen)
     span "gateway.forward"
-      stages: Denied → Limits → Slots (each only where it applies)
+      stages: Denied → Limits  (each only where it applies)
       answer: local tools, or the era's leg → upstream → the backend's answer
+              (each exchange with a backend holds one of its slots: `admission.Slots`)
     finally: the audit row     (from the `Outcome` the stages set; a stream's when it closes)
 
 A stage is one callable in `Forwarder.stages` (`calls.Stage`). The eras differ only in how they
@@ -37,7 +38,14 @@ from apps.gateway.pipeline.concurrency import BackendBusy, BackendGates
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.metrics import Counters, note_error
-from apps.gateway.pipeline.ports import AuditSink, RateLimiter, ReplicaUnreachable, Upstream, UpstreamUnavailable
+from apps.gateway.pipeline.ports import (
+    AuditSink,
+    RateLimiter,
+    ReplicaUnreachable,
+    ToolServer,
+    Upstream,
+    UpstreamUnavailable,
+)
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
 from apps.gateway.pipeline.tracing import NO_SPAN, Tracer
 from apps.gateway.pipeline.values import HttpRequest, VirtualHostView
@@ -64,7 +72,7 @@ class Forwarder:
         audit: AuditSink,
         counters: Counters,
         tracer: Tracer,
-        limiter: RateLimiter | None = None,
+        limiter: RateLimiter,
         gates: BackendGates | None = None,
         hash_key: bytes = b"",
         stream_caps: StreamCaps | None = None,
@@ -80,7 +88,9 @@ class Forwarder:
         #: What one call's answer stream from a backend may bring.
         self._stream_caps = stream_caps or StreamCaps()
         #: The stages of every call, in order.
-        self.stages: Sequence[Stage] = (Denied(), Limits(limiter, counters), Slots(gates))
+        self.stages: Sequence[Stage] = (Denied(), Limits(limiter, counters))
+        #: The backend's concurrency slots, held around each exchange with it.
+        self._slots = Slots(gates)
         #: Cancellations of timed-out requests on their way to backends.
         self._cancelling: set[asyncio.Task[None]] = set()
 
@@ -173,10 +183,7 @@ class Forwarder:
         if backend.server is not None:
             if call.message.kind is not Kind.REQUEST:
                 return accepted().with_headers(call.headers)  # no notification means anything to a tool server
-            result = await self._local.answer(call, backend.server, modern=leg.modern)
-            reply = result_reply(call.message.id, result, sse=call.sse_only, headers=call.headers)
-            outcome.answered("tool_error" if result.get("isError") is True else "ok", None, len(reply.body))
-            return reply
+            return await self._slots.hold(call, partial(self._local_answer, call, backend.server, leg.modern, outcome))
         info = await self._backends.info(backend)
         lost: Outbound | None = None
         for attempt in (1, 2):
@@ -187,6 +194,8 @@ class Forwarder:
                 return await self._exchange(call.bridged(out), out, outcome)
             except ReplicaUnreachable:
                 if attempt == 2:
+                    if out.in_session:
+                        raise UpstreamUnavailable("the backend keeps losing its session") from None
                     raise
             except BackendSessionGone:
                 if attempt == 2:
@@ -194,10 +203,21 @@ class Forwarder:
             lost = out
         raise AssertionError("unreachable")
 
+    async def _local_answer(self, call: Call, server: ToolServer, modern: bool, outcome: Outcome) -> Reply:
+        result = await self._local.answer(call, server, modern=modern)
+        reply = result_reply(call.message.id, result, sse=call.sse_only, headers=call.headers)
+        outcome.answered("tool_error" if result.get("isError") is True else "ok", None, len(reply.body))
+        return reply
+
     async def _exchange(self, call: Call, out: Outbound, outcome: Outcome) -> Reply:
-        """Send `out` to one replica of the call's backend and make the client's reply of the answer."""
+        """The client's reply of `out`'s answer: a continued call's from its request state, else
+        the backend's, with one of the backend's slots held for the exchange."""
         if out.resumed is not None:
             return await answer(call, out.resumed, outcome, self._stream_caps)
+        return await self._slots.hold(call, partial(self._send, call, out, outcome))
+
+    async def _send(self, call: Call, out: Outbound, outcome: Outcome) -> Reply:
+        """Send `out` to one replica of the call's backend and make the client's reply of the answer."""
         replica = out.pick()
         request = call.message.kind is Kind.REQUEST
         headers = out.headers

@@ -8,7 +8,6 @@ import logging
 import re
 import secrets
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from apps.gateway.pipeline.answers import StreamCaps
 from apps.gateway.pipeline.backend_client import BackendClient
@@ -106,11 +105,6 @@ def _host_allowed(host: str, allowed: frozenset[str]) -> bool:
     )
 
 
-class _NoTokens:
-    async def verify(self, token: str, issuers: object) -> Any:
-        raise InvalidToken("this gateway verifies no access tokens")
-
-
 def _credential(request: HttpRequest) -> str | None:
     authorization = request.headers.get("authorization", "")
     scheme, _, token = authorization.partition(" ")
@@ -128,20 +122,22 @@ class Gateway:
         upstream: Upstream,
         audit: AuditSink,
         settings: GatewaySettings,
-        changes: ChangeFeed | None = None,
-        health: HealthFeed | None = None,
-        limiter: RateLimiter | None = None,
-        tokens: TokenVerifier | None = None,
-        finder: ToolFinder | None = None,
-        mailbox: Mailbox | None = None,
+        changes: ChangeFeed,
+        health: HealthFeed,
+        limiter: RateLimiter,
+        tokens: TokenVerifier,
+        finder: ToolFinder,
+        mailbox: Mailbox,
+        tracing: Tracing,
         counters: Counters | None = None,
-        tracing: Tracing | None = None,
     ) -> None:
+        """Every port is required: a gateway that runs without one of the shared services gets its
+        stand-in from `standalone.py`. Nothing runs in the background until `start()`."""
         self.settings = settings
         self.tracer = Tracer(tracing)
         self._sessions = sessions
         self._sweeper: asyncio.Task[None] | None = None
-        self._tokens = tokens or _NoTokens()
+        self._tokens = tokens
         self._changes = changes
         self._health = health
         self.directory = directory
@@ -161,10 +157,8 @@ class Gateway:
             limiter=limiter, gates=BackendGates(queue_seconds=settings.backend_queue_seconds),
             hash_key=settings.audit_hash_key, stream_caps=settings.stream_caps,
         )
-        if finder is not None:
-            lists.search_listed = finder.prepare
-        if changes is not None:
-            lists.share = changes.publish
+        lists.search_listed = finder.prepare
+        lists.share = changes.publish
         listen = ComposedListen(client, lists, self.backends, timeout=settings.lists.timeout)
         self.legacy = LegacyEra(
             sessions=sessions, upstream=upstream, backends=self.backends, forwarder=forwarder, lists=lists,
@@ -172,11 +166,18 @@ class Gateway:
         )
         self.modern = ModernEra(
             upstream=upstream, backends=self.backends, forwarder=forwarder, lists=lists, listen=listen,
-            inputs=None if mailbox is None else InputRequests(mailbox, secret=settings.request_state_secret or None),
+            inputs=InputRequests(mailbox, secret=settings.request_state_secret or None),
         )
-        self.http_sse = None if mailbox is None else HttpSseTransport(
-            legacy=self.legacy, sessions=sessions, mailbox=mailbox, counters=self.counters
-        )
+        self.http_sse = HttpSseTransport(legacy=self.legacy, sessions=sessions, mailbox=mailbox, counters=self.counters)
+
+    def start(self) -> None:
+        """Start what runs beside the requests, on the running event loop (the one that will serve):
+        hearing list changes and replica health from the other instances, and the session sweep.
+        Call it once, before the first request."""
+        self._changes.start(self._changed_elsewhere)
+        self._health.start(self.backends.replicas.apply)  # the current records, then news
+        if self.settings.session_sweep_seconds is not None:
+            self._sweeper = asyncio.ensure_future(self._sweep_forever(self.settings.session_sweep_seconds))
 
     def _changed_elsewhere(self, backend_id: int, notification: str) -> None:
         # The change may come with new configuration (a new spec version): look for it at once.
@@ -184,14 +185,6 @@ class Gateway:
         self.lists.invalidate(backend_id, notification, shared=True)
 
     async def handle(self, request: HttpRequest) -> Reply:
-        if self._changes is not None:
-            self._changes.start(self._changed_elsewhere)  # once, on the event loop that serves
-            self._changes = None
-        if self._health is not None:
-            self._health.start(self.backends.replicas.apply)  # once too: the current records, then news
-            self._health = None
-        if self._sweeper is None and self.settings.session_sweep_seconds is not None:
-            self._sweeper = asyncio.ensure_future(self._sweep_forever(self.settings.session_sweep_seconds))
         trace = RequestTrace(self.tracer, request.headers, **{
             "gateway.tenant": request.tenant, "gateway.virtual_host": request.vhost, "http.request.method": request.method,
         })
@@ -314,8 +307,6 @@ class Gateway:
         if vhost is None:
             raise HttpError(404, f"Not Found: no virtual host {request.tenant}/{request.vhost}")
         if request.endpoint:
-            if self.http_sse is None:
-                raise HttpError(404, "Not Found: this gateway serves no HTTP+SSE transport")
             return await self.http_sse.handle(request, vhost, principal)
         session_id = request.headers.get("mcp-session-id")
         if session_id:

@@ -20,14 +20,14 @@ class LocalTools:
     """The methods of a backend the gateway answers itself: `ping`, `tools/list` and `tools/call`;
     other requests are -32601."""
 
-    def __init__(self, tracer: Tracer, search: ToolSearch | None = None) -> None:
+    def __init__(self, tracer: Tracer, search: ToolSearch) -> None:
         self._tracer = tracer
         self._search = search
 
     def search_server(self, vhost: VirtualHostView, message: Message) -> SearchServer | None:
         """The host's `tool_search` tool when `message` calls it (answered before any naming rule)."""
         config = vhost.tool_search
-        if config is None or self._search is None or message.method != "tools/call":
+        if config is None or message.method != "tools/call":
             return None
         if message.params.get("name") != config.name:
             return None

@@ -71,9 +71,9 @@ class ModernEra:
         forwarder: Forwarder,
         lists: HostLists,
         listen: ComposedListen,
-        inputs: InputRequests | None = None,
+        inputs: InputRequests,
     ) -> None:
-        #: Backend requests answered by retrying (MRTR); None: they reach the client as they are.
+        #: Backend requests answered by retrying (MRTR).
         self._inputs = inputs
         self._lists = lists
         self._listen = listen
@@ -154,10 +154,10 @@ class ModernEra:
             self._held.forget((backend.id, principal.key_id))  # forgotten, or its replica is down
         upstream_id = f"gw-{next(_upstream_ids)}"
         restore = _Restore(call.message, upstream_id, cacheable=call.message.method in _CACHEABLE)
-        interactive = self._inputs is not None and call.message.method in _INTERACTIVE
+        interactive = call.message.method in _INTERACTIVE
         key = request_key(call.message.params) if interactive else None
         caller = caller_of(principal.tenant_id, call.vhost.slug, principal.key_id)
-        if self._inputs is not None and key is not None:
+        if key is not None:
             try:
                 continued = await self._inputs.resume(
                     key, caller=caller, responses=call.message.params.get("inputResponses"),
@@ -182,7 +182,6 @@ class ModernEra:
         self, backend: BackendView, session: BackendSession, principal: Principal, upstream_id: str, caller: str
     ) -> Callable[[UpstreamReply], UpstreamReply]:
         """What turns the backend's requests in this call into `InputRequiredResult`s."""
-        assert self._inputs is not None
         inputs = self._inputs
 
         async def respond(message: bytes) -> None:

@@ -20,6 +20,7 @@ from apps.gateway.pipeline.ports import (
     UpstreamReply,
     UpstreamUnavailable,
 )
+from apps.gateway.pipeline.standalone import NoHealthFeed
 from apps.gateway.pipeline.values import BackendView
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class ReplicaHealth:
     a check got any HTTP answer (a 4xx too: something is serving). Checks run every
     `check_seconds` (None: never) for every tracked replica, down ones too, once any is in use.
 
-    With a `feed`, every instance shares what it finds: its own transitions are published, the
+    With a shared `feed`, every instance shares what it finds: its own transitions are published, the
     others' are applied (`apply`) as if found here, and a check that finds a replica still down
     confirms the shared record. A record for a replica not in use here yet is kept: once used, it
     starts in that state, and is checked at once."""
@@ -62,7 +63,7 @@ class ReplicaHealth:
         self._check_seconds = check_seconds
         self._check_timeout = check_timeout
         self._clock = clock
-        self.feed = feed
+        self.feed: HealthFeed = feed or NoHealthFeed()
         self._known: dict[str, BackendView] = {}
         self._down: dict[str, ReplicaState] = {}
         self._checker: asyncio.Task[None] | None = None
@@ -78,14 +79,12 @@ class ReplicaHealth:
         if url in self._known and url not in self._down:
             log.warning("replica %s is down", url)
             state = self._down[url] = ReplicaState(url, False, self._clock())
-            if self.feed is not None:
-                self.feed.publish(state)
+            self.feed.publish(state)
 
     def mark_up(self, url: str) -> None:
         if self._down.pop(url, None) is not None:
             log.warning("replica %s is up again", url)
-            if self.feed is not None:
-                self.feed.publish(ReplicaState(url, True, self._clock()))
+            self.feed.publish(ReplicaState(url, True, self._clock()))
 
     def apply(self, state: ReplicaState) -> None:
         """What another instance found (or a record read at start): taken as if found here, not
@@ -150,7 +149,7 @@ class ReplicaHealth:
             urls = list(self._known)
             answered = await asyncio.gather(*(self.check(url) for url in urls))
             still_down = [self._down[url] for url, up in zip(urls, answered, strict=True) if not up and url in self._down]
-            if still_down and self.feed is not None:
+            if still_down:
                 self.feed.confirm(still_down)
 
     async def check(self, url: str) -> bool:

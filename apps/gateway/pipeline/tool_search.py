@@ -21,7 +21,7 @@ from typing import Any
 
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.metrics import Counters
-from apps.gateway.pipeline.ports import ToolFinder, UpstreamUnavailable
+from apps.gateway.pipeline.ports import ToolFinder
 from apps.gateway.pipeline.tool_search_answers import (
     ExpandUnknown,
     Shortened,
@@ -66,7 +66,7 @@ class ToolSearch:
     _ANSWERS_MAX = 1024
     _ANSWERS_MAX_BYTES = 64 * 1024 * 1024  # answers fit ANSWER_BUDGET (32 KiB) unless tools are expanded
 
-    def __init__(self, lists: HostLists, finder: ToolFinder | None, counters: Counters | None = None) -> None:
+    def __init__(self, lists: HostLists, finder: ToolFinder, counters: Counters | None = None) -> None:
         self._lists = lists
         self._counters = counters or Counters()
         self._finder = finder
@@ -101,8 +101,6 @@ class ToolSearch:
         if problem is not None:
             return _error(problem)
         assert isinstance(query, str) and isinstance(k, int) and isinstance(expand, list) and isinstance(also, list)
-        if self._finder is None:
-            raise UpstreamUnavailable("no tool index is configured")
         view = await self._view(vhost, principal)
         alternatives = tuple(" ".join(text.split()) for text in also)
         key = (id(vhost), id(view), " ".join(query.split()), alternatives, k, tuple(sorted(set(expand))))
@@ -132,7 +130,7 @@ class ToolSearch:
             self._found.move_to_end(key)
             return cached[2]
         found = Found([], {})
-        if (view.backends or view.restricted) and self._finder is not None:
+        if view.backends or view.restricted:
             found = await self._finder.find(
                 tenant_id=vhost.tenant_id, backends=view.backends, restricted=view.restricted, query=query, k=k,
                 also=also,

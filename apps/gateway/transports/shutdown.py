@@ -157,4 +157,4 @@ def http_sse_answering() -> set[asyncio.Task[Any]]:
     """The HTTP+SSE answers still being worked on, over every gateway of the process."""
     from apps.gateway.wiring import all_gateways
 
-    return {task for gateway in all_gateways() if gateway.http_sse is not None for task in gateway.http_sse.answering}
+    return {task for gateway in all_gateways() for task in gateway.http_sse.answering}

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
 
-from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
+from apps.gateway.pipeline.gateway import GatewaySettings
 from apps.gateway.pipeline.ports import Admission
 from apps.gateway.pipeline.values import BackendView, VirtualHostView
 from apps.kernel.costs import ToolCostSpec, tool_costs_compile
 from apps.kernel.identity import Budget, Limit, Principal
-from tests.gateway.pipeline.test_gateway import Audit, DownSessions, DownUpstream, _request
+from tests.gateway.pipeline.test_gateway import Audit, _request, standalone_gateway
 
 TEAM = Budget(1, "team", "platform", 100, None, daily_plan="starter")
 PRINCIPAL = Principal(1, "acme", 1, "agent", "platform", budgets=(TEAM,))
@@ -61,12 +61,8 @@ class Limiter:
 
 
 async def call(limiter: Limiter, audit: Audit, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    gateway = Gateway(
-        directory=Directory(),
-        sessions=DownSessions(),
-        upstream=DownUpstream(),
-        audit=audit,
-        limiter=limiter,
+    gateway = standalone_gateway(
+        directory=Directory(), audit=audit, limiter=limiter,
         settings=GatewaySettings(max_body_bytes=10_000, allowed_origins=frozenset(), allowed_hosts=frozenset()),
     )
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}

@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
 import pytest
 
 from apps.gateway.pipeline.calls import Call, Next, Outbound, Outcome
+from apps.gateway.pipeline.concurrency import BackendGates
 from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.ports import ReplicaUnreachable
 from apps.gateway.pipeline.replies import Reply, error_reply
@@ -137,6 +139,78 @@ async def test_a_backend_session_forgotten_twice_fails_the_call_once() -> None:
     assert error["code"] == -32004 and "keeps losing its session" in error["message"]
     assert leg.lost[0] is None and leg.lost[1] is not None and leg.lost[1].session.session_id == "s1"
     assert _rows(audit) == [("error", -32004)]
+
+
+async def test_a_replica_found_down_twice_in_a_session_fails_the_call_as_a_lost_session() -> None:
+    audit = Audit()
+    upstream = Scripted(ReplicaUnreachable("cannot connect"), ReplicaUnreachable("cannot connect again"))
+    error = json.loads((await _call(forwarder(upstream, audit), leg=SessionLeg())).body)["error"]
+    assert error["code"] == -32004 and "keeps losing its session" in error["message"]
+    assert _rows(audit) == [("error", -32004)]
+
+
+LIMITED = VirtualHostView(1, "acme", "main", MappingProxyType({"calc": replace(REMOTE, max_concurrency=1)}),
+                          MappingProxyType({}))
+
+
+class SlowSessionLeg(StatelessLeg):
+    """A leg whose backend session takes until `opened` is set to open (the first call's only)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened = asyncio.Event()
+        self.waiting = asyncio.Event()
+        self.calls = 0
+
+    async def outbound(self, call: Call, info: BackendInfo, lost: Outbound | None) -> Outbound:
+        self.calls += 1
+        if self.calls == 1:
+            self.waiting.set()
+            await self.opened.wait()
+        return await super().outbound(call, info, lost)
+
+
+class ResumingLeg(StatelessLeg):
+    """A leg continuing every call from a request state: the answer is already there."""
+
+    async def outbound(self, call: Call, info: BackendInfo, lost: Outbound | None) -> Outbound:
+        return Outbound([], b"", pick=str, resumed=Answer(_result("resumed")))
+
+
+async def _limited_call(relay: Forwarder, leg: Any, *, sse: bool = False) -> Reply:
+    message = _message()
+    headers = {"accept": "text/event-stream" if sse else "application/json"}
+    request = HttpRequest("POST", "acme", "main", headers, json.dumps(message).encode())
+    return await relay.direct(leg, request, LIMITED, PRINCIPAL, classify(message), map_key="calc", wants_sse=sse)
+
+
+async def test_a_backend_slot_is_held_for_the_exchange_not_while_its_session_opens() -> None:
+    audit = Audit()
+    relay = forwarder(Scripted(Answer(_result("second")), Answer(_result("first"))), audit,
+                      gates=BackendGates(queue_seconds=0.05))
+    slow = SlowSessionLeg()
+    first = asyncio.ensure_future(_limited_call(relay, slow))
+    await slow.waiting.wait()  # the first call is opening its session: it holds no slot yet
+    second = await _limited_call(relay, slow)
+    assert json.loads(second.body)["result"]["content"][0]["text"] == "second"
+    slow.opened.set()
+    assert json.loads((await first).body)["result"]["content"][0]["text"] == "first"
+    assert _rows(audit) == [("ok", None), ("ok", None)]
+
+
+async def test_a_call_continued_from_a_request_state_takes_no_slot() -> None:
+    audit = Audit()
+    stream = Answer(content_type="text/event-stream")
+    stream.queue.put_nowait(SseEvent(b'{"jsonrpc":"2.0","method":"notifications/progress","params":{}}'))
+    relay = forwarder(Scripted(stream), audit, gates=BackendGates(queue_seconds=0.05))
+    held = await _limited_call(relay, StatelessLeg(), sse=True)  # its stream holds the backend's one slot
+    assert held.stream is not None
+    reply = await _limited_call(relay, ResumingLeg())
+    assert json.loads(reply.body)["result"]["content"][0]["text"] == "resumed"
+    busy = json.loads((await _limited_call(relay, StatelessLeg())).body)["error"]  # a new exchange waits, in vain
+    assert busy["code"] == -32004 and "busy" in busy["message"]
+    await held.stream.aclose()
+    assert sorted(_rows(audit), key=str) == sorted([("ok", None), ("error", -32004), ("cancelled", None)], key=str)
 
 
 async def test_a_streamed_answer_is_audited_when_its_stream_closes_not_before() -> None:

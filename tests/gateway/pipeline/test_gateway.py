@@ -18,7 +18,9 @@ from apps.gateway.pipeline.host_lists import HostLists, ListSettings
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import ReplicaState, StoreUnavailable, UpstreamUnavailable
-from apps.gateway.pipeline.tracing import Tracer
+from apps.gateway.pipeline.standalone import LocalMailbox, NoChanges, NoFinder, NoHealthFeed, NoLimiter, NoTokens
+from apps.gateway.pipeline.tool_search import ToolSearch
+from apps.gateway.pipeline.tracing import NoTracing, Tracer
 from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest, SessionState, VirtualHostView
 from apps.kernel.audit_entry import AuditEntry
 from apps.kernel.identity import Principal
@@ -78,9 +80,19 @@ class Audit:
         self.entries.append(entry)
 
 
+def standalone_gateway(**ports: Any) -> Gateway:
+    """A gateway on faked ports (`Directory`, `DownSessions`, `DownUpstream`, `Audit`) and the
+    stand-ins of the shared services; `ports` replace any of them."""
+    settings = GatewaySettings(max_body_bytes=1000, allowed_origins=frozenset(), allowed_hosts=frozenset())
+    return Gateway(**{
+        "directory": Directory(), "sessions": DownSessions(), "upstream": DownUpstream(), "audit": Audit(),
+        "settings": settings, "changes": NoChanges(), "health": NoHealthFeed(), "limiter": NoLimiter(),
+        "tokens": NoTokens(), "finder": NoFinder(), "mailbox": LocalMailbox(), "tracing": NoTracing(), **ports,
+    })
+
+
 def _gateway(audit: Audit | None = None) -> Gateway:
-    return Gateway(directory=Directory(), sessions=DownSessions(), upstream=DownUpstream(), audit=audit or Audit(),
-                   settings=GatewaySettings(max_body_bytes=1000, allowed_origins=frozenset(), allowed_hosts=frozenset()))
+    return standalone_gateway(audit=audit or Audit())
 
 
 def _request(body: dict[str, Any], **headers: str) -> HttpRequest:
@@ -137,14 +149,13 @@ class Health:
         self.on_state = on_state
 
 
-async def test_replica_health_is_shared_through_the_feed_started_on_the_first_request() -> None:
+async def test_replica_health_is_shared_through_the_feed_the_gateway_starts() -> None:
     health = Health()
-    gateway = Gateway(directory=Directory(), sessions=DownSessions(), upstream=DownUpstream(), audit=Audit(),
-                      settings=GatewaySettings(max_body_bytes=1000, allowed_origins=frozenset(), allowed_hosts=frozenset()),
-                      health=health)
-    assert health.on_state is None  # not before the gateway serves (its event loop)
-    for _ in range(2):
-        await gateway.handle(_request({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+    gateway = standalone_gateway(health=health)
+    await gateway.handle(_request({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+    assert health.on_state is None  # nothing runs in the background before `start`
+    gateway.start()
+    await gateway.handle(_request({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
     replicas = gateway.backends.replicas
     health.on_state(ReplicaState("http://10.0.0.9/mcp", False, 5.0, "gw-b"))
     assert not replicas.is_up("http://10.0.0.9/mcp")
@@ -189,5 +200,6 @@ def forwarder(
     upstream = upstream or DownUpstream()
     tracer = Tracer()
     lists = HostLists(BackendClient(upstream, KnownBackends(info)), CursorCodec(b"c" * 32), ListSettings(), Counters())
-    return Forwarder(upstream=upstream, backends=KnownBackends(info), lists=lists, local=LocalTools(tracer),
+    return Forwarder(upstream=upstream, backends=KnownBackends(info), lists=lists,
+                     local=LocalTools(tracer, ToolSearch(lists, NoFinder())), limiter=NoLimiter(),
                      audit=audit or Audit(), counters=Counters(), tracer=tracer, gates=gates)

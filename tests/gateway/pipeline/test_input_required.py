@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,39 +17,8 @@ from apps.gateway.pipeline.input_required import (
     caller_of,
     request_key,
 )
+from apps.gateway.pipeline.standalone import LocalMailbox
 from apps.gateway.protocol.sse import SseEvent
-
-
-class Box:
-    """The Mailbox port in one process: what is posted reaches the open inboxes of that key."""
-
-    def __init__(self) -> None:
-        self.inboxes: dict[str, list[asyncio.Queue[bytes]]] = {}
-
-    async def post(self, session_id: str, messages: Sequence[bytes]) -> None:
-        for queue in self.inboxes.get(session_id, []):
-            for message in messages:
-                queue.put_nowait(message)
-
-    async def open(self, session_id: str, *, replace: bool = False) -> Any:
-        queue: asyncio.Queue[bytes] = asyncio.Queue()
-        self.inboxes.setdefault(session_id, []).append(queue)
-        box = self
-
-        class Inbox:
-            ended = False
-
-            async def get(self, timeout: float) -> bytes | None:
-                try:
-                    return await asyncio.wait_for(queue.get(), timeout)
-                except TimeoutError:
-                    return None
-
-            def close(self) -> None:
-                if queue in box.inboxes.get(session_id, []):
-                    box.inboxes[session_id].remove(queue)
-
-        return Inbox()
 
 
 class BackendCall:
@@ -99,7 +68,7 @@ async def _first_answer(inputs: InputRequests, call: BackendCall, caller: str = 
 
 
 async def test_a_backend_request_becomes_an_input_required_result_and_the_retry_continues_the_call() -> None:
-    inputs = InputRequests(Box(), wait_seconds=5)
+    inputs = InputRequests(LocalMailbox(), wait_seconds=5)
     call = BackendCall([SAMPLING])
     required = await _first_answer(inputs, call)
     result = required["result"]
@@ -120,24 +89,24 @@ async def test_a_backend_request_becomes_an_input_required_result_and_the_retry_
 
 
 async def test_a_request_state_nobody_holds_is_refused_quickly() -> None:
-    inputs = InputRequests(Box())
+    inputs = InputRequests(LocalMailbox())
     with pytest.raises(UnknownRequestState):
         await inputs.resume("no-such-key", caller=ALICE_HERE, responses={}, upstream_id="gw-1", timeout=5)
 
 
 @pytest.mark.parametrize("other", [caller_of(1, "main", 2), caller_of(1, "other-host", 1), caller_of(2, "main", 1)])
 async def test_another_caller_or_host_cannot_continue_the_call(other: str) -> None:
-    box = Box()
+    box = LocalMailbox()
     inputs = InputRequests(box, secret=b"s" * 32, wait_seconds=5)
     call = BackendCall([SAMPLING])
     key = request_key((await _first_answer(inputs, call))["result"])
     assert key is not None
-    posted = dict(box.inboxes)
+    posted = {key: list(inboxes) for key, inboxes in box.inboxes.items()}
     # Refused by its tag on any instance of the deployment, before anything is posted.
     with pytest.raises(ForeignRequestState):
         await InputRequests(box, secret=b"s" * 32).resume(key, caller=other, responses={key: {}}, upstream_id="gw-9",
                                                           timeout=5)
-    assert box.inboxes == posted
+    assert box.inboxes == posted and all(inbox.queue.empty() for inboxes in posted.values() for inbox in inboxes)
     assert call.answers == [] and not call.closed  # nothing reached the backend, whose call still waits
     rest = await inputs.resume(key, caller=ALICE_HERE, responses={key: {"action": "accept"}}, upstream_id="gw-9",
                                timeout=5)
@@ -145,7 +114,7 @@ async def test_another_caller_or_host_cannot_continue_the_call(other: str) -> No
 
 
 async def test_a_client_that_never_retries_ends_the_backend_call() -> None:
-    inputs = InputRequests(Box(), wait_seconds=0.05)
+    inputs = InputRequests(LocalMailbox(), wait_seconds=0.05)
     call = BackendCall([SAMPLING])
     await _first_answer(inputs, call)
     await asyncio.sleep(0.2)

@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from apps.gateway.pipeline.metrics import Counters
+from apps.gateway.pipeline.standalone import NoFinder
 from apps.gateway.pipeline.tool_search import ToolSearch
 from apps.gateway.pipeline.values import ToolSearchConfig, VirtualHostView
 from apps.kernel.policy import RuleSpec, policy_compile
@@ -156,9 +157,9 @@ async def test_without_an_index_a_search_is_unavailable(client: FakeClient) -> N
 
     lists, _ = make(client, Clock())
     with pytest.raises(UpstreamUnavailable):
-        await ToolSearch(lists, None).result(vhost({"net": 1}), PRINCIPAL, {"query": "vpc"})
+        await ToolSearch(lists, NoFinder()).result(vhost({"net": 1}), PRINCIPAL, {"query": "vpc"})
     # Bad arguments are still the caller's to fix.
-    assert (await ToolSearch(lists, None).result(vhost({"net": 1}), PRINCIPAL, {"query": ""}))["isError"] is True
+    assert (await ToolSearch(lists, NoFinder()).result(vhost({"net": 1}), PRINCIPAL, {"query": ""}))["isError"] is True
 
 
 async def test_the_list_leads_with_tool_search_or_holds_it_alone(client: FakeClient) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from apps.gateway.pipeline import tracing
-from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.propagation import TracedUpstream, message_of, with_context
 from apps.gateway.pipeline.tracing import (
     NO_SPAN,
@@ -21,7 +20,7 @@ from apps.gateway.pipeline.tracing import (
 )
 from apps.gateway.pipeline.values import BackendView, HttpRequest
 from apps.gateway.protocol.jsonrpc import classify
-from tests.gateway.pipeline.test_gateway import Audit, Directory, DownSessions
+from tests.gateway.pipeline.test_gateway import standalone_gateway
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
@@ -140,9 +139,7 @@ def test_a_sane_request_id_is_kept_and_any_other_replaced(given: str, kept: bool
 
 
 async def test_the_gateway_sets_the_ids_a_log_line_names() -> None:
-    gateway = Gateway(directory=Directory(), sessions=DownSessions(), upstream=Recording(), audit=Audit(),
-                      settings=GatewaySettings(max_body_bytes=1000, allowed_origins=frozenset(),
-                                               allowed_hosts=frozenset()))
+    gateway = standalone_gateway(upstream=Recording())
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping",
                        "params": {"_meta": {"traceparent": TRACEPARENT}}}).encode()
     request = HttpRequest("POST", "acme", "main", {
