@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 
 from apps.catalog.models import Backend, VirtualHost, tool_name_validator
-from apps.common.problems import FieldProblem
 from apps.common.url_guard import url_address_validate
+from apps.kernel.problems import FieldProblem
 
 REPLICA_URL_MAX_LENGTH = 500
 #: A day: a call the gateway waits on longer than that is a stream's work, not a call's.

@@ -1,21 +1,12 @@
-"""What an entity's check finds wrong (`<entity>_check(...) -> list[FieldProblem]`: one per entity,
-used by its service, the REST API, the console and configuration documents alike), and how a
-service refuses it."""
+"""How a service refuses what an entity's check found (`apps.kernel.problems.FieldProblem`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 
-
-@dataclass(frozen=True, slots=True)
-class FieldProblem:
-    """What is wrong with one field of an entity (`field` as the entity names it)."""
-
-    field: str
-    message: str
+from apps.kernel.problems import FieldProblem
 
 
 def problems_refuse(problems: Sequence[FieldProblem]) -> None:

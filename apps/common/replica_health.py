@@ -1,4 +1,4 @@
-"""Which backend replicas the gateway instances have found down, shared over Redis (ARCHITECTURE §7).
+"""Which backend replicas the gateway instances have found down, shared over Redis (docs/sessions.md).
 
 An instance that finds a replica down or up again tells the others on `REPLICA_HEALTH_CHANNEL`
 (apps/gateway/adapters/redis_health_feed.py) and keeps the current state in the hash `REPLICA_HEALTH_KEY`: replica URL

@@ -15,8 +15,7 @@ from apps.configuration.document import BudgetSpec, TenantSpec, ToolCostEntrySpe
 from apps.configuration.fields import FieldChecks
 from apps.configuration.limits import entry_name, subject_entries_prune, subject_entry_check, subject_entry_reconcile
 from apps.configuration.reports import Action, Change
-from apps.kernel.costs import UNITS_MAX, ToolCostSpec, tool_costs_compile
-from apps.kernel.policy import PolicyError
+from apps.kernel.costs import ToolCostSpec, tool_cost_check
 from apps.policies.models import Budget, ToolCost
 from apps.policies.services import budget_check, budget_clear, budget_set, tool_costs_clear, tool_costs_set
 from apps.tenants.models import Tenant
@@ -24,23 +23,9 @@ from apps.tenants.selectors import api_key_list, team_list
 
 _BUDGET_FIELDS = ("tenant", "scope", "name", "daily", "monthly")
 _TOOL_COST_FIELDS = ("tenant", "virtual_host", "tools", "cost")
-# As long as the longest tool name, like an access rule's patterns.
-_PATTERN_MAX_LENGTH = 128
 
 
 # --- validation ----------------------------------------------------------------------------------
-def units_check(checks: FieldChecks, fields: dict[str, Any], field: str, path: str) -> int | None:
-    """An optional cap or cost in units: absent or null is None."""
-    value = fields.get(field)
-    if value is None:
-        return None
-    # bool is an int subclass: `daily: true` would otherwise be read as 1.
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= UNITS_MAX:
-        checks.add(f"{path}.{field}", f"must be a whole number from 0 to {UNITS_MAX}")
-        return None
-    return value
-
-
 def budgets_check(checks: FieldChecks, raw: Any, *, tenants: dict[str, TenantSpec]) -> tuple[BudgetSpec, ...]:
     """The document's budgets; problems are recorded on `checks` at their paths."""
     budgets: dict[tuple[str, str, str], BudgetSpec] = {}
@@ -90,27 +75,13 @@ def tool_costs_check(
                 f"{path}.virtual_host",
                 f"unknown virtual host {slug!r} (add it under virtual_hosts for tenant {tenant!r})",
             )
-        tools = _tools(checks, fields["tools"], f"{path}.tools") if "tools" in fields else ()
-        cost = units_check(checks, fields, "cost", path) if "cost" in fields else None
-        if tenant and slug and tools and cost is not None:
-            entries.append(ToolCostEntrySpec(tenant=tenant, virtual_host=slug, tools=tools, cost=cost))
+        tools, cost = fields.get("tools"), fields.get("cost")
+        if tools is not None and not isinstance(tools, list):
+            tools = None  # tool_cost_check says what a list of tools is
+        wrong = checks.refuse(path, tool_cost_check(ToolCostSpec(tuple(tools or ()), cost)), given=fields)
+        if tenant and slug and tools and not wrong and cost is not None:
+            entries.append(ToolCostEntrySpec(tenant=tenant, virtual_host=slug, tools=tuple(tools), cost=cost))
     return tuple(entries)
-
-
-def _tools(checks: FieldChecks, raw: Any, path: str) -> tuple[str, ...]:
-    if not isinstance(raw, list) or not raw:
-        checks.add(path, "must be a list of one or more tool names or globs")
-        return ()
-    before = len(checks.problems)
-    tools = tuple(checks.text(item, f"{path}[{k}]", max_length=_PATTERN_MAX_LENGTH) for k, item in enumerate(raw))
-    if len(checks.problems) > before:
-        return ()
-    try:  # what only the gateway knows: the patterns compile as it compiles them
-        tool_costs_compile([ToolCostSpec(tools, 0)])
-    except PolicyError as error:
-        checks.add(path, str(error))
-        return ()
-    return tools
 
 
 # --- reconcile -----------------------------------------------------------------------------------

@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable
 from datetime import date, datetime
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
-from apps.configuration.document import Problem
+from apps.configuration.document import Problem, TenantSpec
+from apps.kernel.problems import FieldProblem
 
 
 def _first_message(error: ValidationError) -> str:
     message = error.messages[0]
     return message[:1].lower() + message[1:]
+
+
+def private_networks_allowed(tenant: TenantSpec | None) -> bool:
+    """Whether the document lets the tenant's backends, token endpoints and key sets be at private
+    addresses."""
+    if tenant is None or tenant.allow_private_networks is None:
+        return bool(settings.GATEWAY_ALLOW_PRIVATE_NETWORKS)
+    return tenant.allow_private_networks
 
 
 class FieldChecks:
@@ -25,6 +36,16 @@ class FieldChecks:
 
     def add(self, path: str, message: str) -> None:
         self.problems.append(Problem(path, message))
+
+    def refuse(self, path: str, problems: Iterable[FieldProblem], *, given: Container[str]) -> set[str]:
+        """Record an entity check's problems at `path.<field>`, for the fields the document gives
+        (a missing one is already reported as required); the fields found wrong."""
+        wrong: set[str] = set()
+        for problem in problems:
+            if problem.field in given:
+                self.add(f"{path}.{problem.field}", problem.message)
+                wrong.add(problem.field)
+        return wrong
 
     # --- shapes ------------------------------------------------------------------------------
     def mapping(

@@ -2,41 +2,27 @@
 bringing a tenant's stored token issuers in line with it (for `reconcile`), and exporting them.
 
 How tokens are verified is the gateway's (docs/identity.md); here issuers are only stored, through
-apps/tenants/services.py, whose rules the checks below repeat so that a document that validates
-never fails on an issuer when it is applied."""
+apps/tenants/services.py, with the service's own check (`token_issuer_check`), so that a document
+that validates never fails on an issuer when it is applied."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives.serialization import load_pem_public_key
-
 from apps.configuration.document import TenantSpec, TokenIssuerSpec
-from apps.configuration.fields import FieldChecks
+from apps.configuration.fields import FieldChecks, private_networks_allowed
 from apps.configuration.reports import Action, Change
 from apps.tenants.models import Tenant, TokenIssuer
 from apps.tenants.selectors import token_issuer_list
-from apps.tenants.services import (
-    ALGORITHMS,
-    key_algorithms_problem,
-    public_key_algorithms,
-    token_issuer_delete,
-    token_issuer_set,
-)
+from apps.tenants.services import token_issuer_delete, token_issuer_set
+from apps.tenants.validators import ALGORITHMS, TokenIssuerFields, token_issuer_check
 
 # The service's defaults: an entry that leaves these out gets them, and an export leaves them out.
 DEFAULT_TEAM_CLAIM = "team"
 DEFAULT_SUBJECT_CLAIM = "sub"
 _FIELDS = ("tenant", "issuer", "audience", "jwks_url", "public_key", "algorithms", "team_claim", "subject_claim")
 _REQUIRED = ("tenant", "issuer", "audience")
-# The model's column lengths: anything longer would pass the check and then fail when written.
-_TEXT_MAX_LENGTH = 500
-_CLAIM_MAX_LENGTH = 100
-# A PEM public key is short (an RSA 4096-bit one is about 800 characters); anything far longer is
-# some other file pasted by mistake.
-_PUBLIC_KEY_MAX_LENGTH = 10_000
 
 
 # --- validation ----------------------------------------------------------------------------------
@@ -50,85 +36,32 @@ def token_issuers_check(
         fields = checks.mapping(item, path, fields=_FIELDS, required=_REQUIRED)
         if fields is None:
             continue
-        tenant = _text(checks, fields, "tenant", path, max_length=64)
+        tenant = checks.text(fields["tenant"], f"{path}.tenant", max_length=64) if "tenant" in fields else ""
         if tenant and tenant not in tenants:
             checks.add(f"{path}.tenant", f"unknown tenant {tenant!r} (add it under tenants)")
             tenant = ""
-        issuer = _text(checks, fields, "issuer", path, max_length=_TEXT_MAX_LENGTH)
-        audience = _text(checks, fields, "audience", path, max_length=_TEXT_MAX_LENGTH)
-        jwks_url, public_key = _key_source(checks, fields, path)
-        algorithms = ALGORITHMS
-        if "algorithms" in fields:
-            algorithms = _algorithms(checks, fields["algorithms"], f"{path}.algorithms")
-        if public_key and algorithms:
-            _check_key_type(checks, public_key, algorithms, f"{path}.public_key")
-        team_claim = _text(checks, fields, "team_claim", path, max_length=_CLAIM_MAX_LENGTH, default=DEFAULT_TEAM_CLAIM)
-        subject_claim = _text(
-            checks, fields, "subject_claim", path, max_length=_CLAIM_MAX_LENGTH, default=DEFAULT_SUBJECT_CLAIM
+        given = TokenIssuerFields(
+            issuer=fields.get("issuer"), audience=fields.get("audience"), jwks_url=fields.get("jwks_url", ""),
+            public_key=fields.get("public_key", ""), algorithms=fields.get("algorithms", ALGORITHMS),
+            team_claim=fields.get("team_claim", DEFAULT_TEAM_CLAIM),
+            subject_claim=fields.get("subject_claim", DEFAULT_SUBJECT_CLAIM),
         )
+        private = private_networks_allowed(tenants.get(tenant))
+        # Neither key source given is reported at jwks_url, as the service reports it.
+        wrong = checks.refuse(path, token_issuer_check(given, allow_private=private, resolve=False),
+                              given={*fields, "jwks_url"})
+        if wrong or any(field not in fields for field in _REQUIRED):
+            continue
+        issuer, audience = str(given.issuer), str(given.audience)
         if (tenant, issuer) in issuers:
             checks.add(f"{path}.issuer", f"duplicate token issuer {issuer!r} in tenant {tenant!r}")
         elif tenant and issuer:
             issuers[(tenant, issuer)] = TokenIssuerSpec(
-                tenant=tenant, issuer=issuer, audience=audience, jwks_url=jwks_url, public_key=public_key,
-                algorithms=algorithms, team_claim=team_claim, subject_claim=subject_claim,
+                tenant=tenant, issuer=issuer, audience=audience, jwks_url=str(given.jwks_url),
+                public_key=str(given.public_key), algorithms=tuple(given.algorithms),  # type: ignore[arg-type]
+                team_claim=str(given.team_claim), subject_claim=str(given.subject_claim),
             )
     return tuple(issuers.values())
-
-
-def _key_source(checks: FieldChecks, fields: dict[str, Any], path: str) -> tuple[str, str]:
-    """(jwks_url, public_key): where the issuer's signing keys come from; the one not given is ""."""
-    if ("jwks_url" in fields) == ("public_key" in fields):
-        checks.add(path, "give exactly one of 'jwks_url' and 'public_key'")
-        return "", ""
-    if "jwks_url" in fields:
-        where = f"{path}.jwks_url"
-        url = checks.text(fields["jwks_url"], where, max_length=_TEXT_MAX_LENGTH)
-        if url and not url.startswith(("https://", "http://")):
-            checks.add(where, "must be an http:// or https:// URL")
-        return url, ""
-    where = f"{path}.public_key"
-    key = checks.text(fields["public_key"], where, max_length=_PUBLIC_KEY_MAX_LENGTH)
-    if key and len(key) <= _PUBLIC_KEY_MAX_LENGTH:
-        try:
-            load_pem_public_key(key.encode())
-        except (ValueError, UnsupportedAlgorithm):
-            # Not the library's message: the problem list is printed, and should not quote the key.
-            checks.add(where, "must be a PEM public key ('-----BEGIN PUBLIC KEY----- ...')")
-    return "", key
-
-
-def _check_key_type(checks: FieldChecks, public_key: str, algorithms: tuple[str, ...], path: str) -> None:
-    try:
-        usable = public_key_algorithms(public_key)
-    except ValueError:
-        return  # reported by _key_source
-    if not set(usable) & set(algorithms):
-        checks.add(path, key_algorithms_problem(usable, algorithms))
-
-
-def _algorithms(checks: FieldChecks, raw: Any, path: str) -> tuple[str, ...]:
-    if not isinstance(raw, list) or not raw:
-        checks.add(path, f"must be a list of one or more of: {', '.join(ALGORITHMS)}")
-        return ()
-    algorithms: list[str] = []
-    for k, item in enumerate(raw):
-        algorithm = checks.choice(item, f"{path}[{k}]", list(ALGORITHMS))
-        if algorithm in algorithms:
-            checks.add(f"{path}[{k}]", f"duplicate algorithm {algorithm!r}")
-        elif algorithm:
-            algorithms.append(algorithm)
-    return tuple(algorithms)
-
-
-def _text(
-    checks: FieldChecks, fields: dict[str, Any], field: str, path: str, *, max_length: int, default: str = ""
-) -> str:
-    """The field's text, or `default` when it is absent (a missing required field is already
-    reported, once, by `mapping`)."""
-    if field not in fields:
-        return default
-    return checks.text(fields[field], f"{path}.{field}", max_length=max_length)
 
 
 # --- reconcile -----------------------------------------------------------------------------------

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.configuration.budgets import units_check
 from apps.configuration.document import PlanSpec
 from apps.configuration.fields import FieldChecks
 from apps.configuration.reports import Action, Change
-from apps.tenants.models import Plan, slug_validator
+from apps.tenants.models import Plan
 from apps.tenants.selectors import plan_get, plan_list
 from apps.tenants.services import plan_delete, plan_set
+from apps.tenants.validators import PlanFields, plan_check
 
 _FIELDS = ("name", "daily", "monthly", "limits_editable")
 
@@ -28,16 +28,14 @@ def plans_check(checks: FieldChecks, raw: Any) -> dict[str, PlanSpec]:
         fields = checks.mapping(item, path, fields=_FIELDS, required=("name",))
         if fields is None:
             continue
-        name = ""
-        if "name" in fields:
-            name = checks.text(
-                fields["name"], f"{path}.name", max_length=64, validator=slug_validator, what="plan name"
-            )
-        daily = units_check(checks, fields, "daily", path)
-        monthly = units_check(checks, fields, "monthly", path)
-        editable = (
-            checks.flag(fields["limits_editable"], f"{path}.limits_editable") if "limits_editable" in fields else True
-        )
+        name, editable = fields.get("name"), fields.get("limits_editable", True)
+        daily, monthly = fields.get("daily"), fields.get("monthly")
+        wrong = checks.refuse(path, plan_check(PlanFields(
+            name=name, daily=daily, monthly=monthly, limits_editable=editable)), given=fields)
+        name = name if isinstance(name, str) else ""
+        daily = None if "daily" in wrong else daily
+        monthly = None if "monthly" in wrong else monthly
+        editable = True if "limits_editable" in wrong else editable
         if name in plans:
             checks.add(f"{path}.name", f"duplicate plan {name!r}")
         elif name:

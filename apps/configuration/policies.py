@@ -20,8 +20,6 @@ from apps.policies.services import access_policy_clear, access_policy_set
 DEFAULT_EFFECT = "allow"
 _POLICY_FIELDS = ("tenant", "virtual_host", "default", "rules")
 _RULE_FIELDS = ("id", "subject", "effect", "tools", "when")
-# As long as the longest tool name: a longer pattern is almost certainly a mistake.
-_PATTERN_MAX_LENGTH = 128
 
 
 # --- validation ----------------------------------------------------------------------------------
@@ -58,13 +56,17 @@ def policies_check(
 def _rules(checks: FieldChecks, raw: Any, path: str, tenant: TenantSpec | None, default: str) -> tuple[RuleSpec, ...]:
     rules: list[RuleSpec] = []
     ids: set[str] = set()
+    start = len(checks.problems)
     for j, item in enumerate(checks.items(raw, path)):
         rule_path = f"{path}[{j}]"
         before = len(checks.problems)
         fields = checks.mapping(item, rule_path, fields=_RULE_FIELDS, required=("id", "subject", "effect", "tools"))
         if fields is None:
             continue
-        rule_id = checks.text(fields.get("id"), f"{rule_path}.id", max_length=64) if "id" in fields else ""
+        rule_id = fields.get("id", "")
+        if not isinstance(rule_id, str):  # its form is policy_compile's to judge
+            checks.add(f"{rule_path}.id", "must be a string")
+            rule_id = ""
         if rule_id and rule_id in ids:
             checks.add(f"{rule_path}.id", f"duplicate rule id {rule_id!r}")
         ids.add(rule_id)
@@ -90,6 +92,11 @@ def _rules(checks: FieldChecks, raw: Any, path: str, tenant: TenantSpec | None, 
             except PolicyError as error:
                 checks.add(rule_path, str(error))
         rules.append(rule)
+    if len(checks.problems) == start:
+        try:  # what only the whole policy shows (how many rules it has)
+            policy_compile(default, rules)
+        except PolicyError as error:
+            checks.add(path, str(error))
     return tuple(rules)
 
 
@@ -118,10 +125,11 @@ def _subject(checks: FieldChecks, raw: Any, path: str, tenant: TenantSpec | None
 
 
 def _tools(checks: FieldChecks, raw: Any, path: str) -> tuple[str, ...]:
-    if not isinstance(raw, list) or not raw:
-        checks.add(path, "must be a list of one or more tool names or globs")
+    """The rule's patterns as given; how many and how long they may be is `policy_compile`'s to say."""
+    if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+        checks.add(path, "must be a list of tool names or globs")
         return ()
-    return tuple(checks.text(item, f"{path}[{k}]", max_length=_PATTERN_MAX_LENGTH) for k, item in enumerate(raw))
+    return tuple(raw)
 
 
 # --- reconcile -----------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from apps.catalog.models import Backend, VirtualHost, map_key_validator, name_validator, tool_name_validator
@@ -37,14 +36,13 @@ from apps.configuration.document import (
     TenantSpec,
     VirtualHostSpec,
 )
-from apps.configuration.fields import FieldChecks
+from apps.configuration.fields import FieldChecks, private_networks_allowed
 from apps.configuration.issuers import token_issuers_check
 from apps.configuration.limits import rate_limits_check
 from apps.configuration.plans import plans_check, tenant_plan_check
 from apps.configuration.policies import policies_check
-from apps.tenants.keys import key_secret_problem
 from apps.tenants.models import slug_validator
-from apps.tenants.services import SCOPE_PATTERN
+from apps.tenants.validators import ApiKeyFields, TenantFields, api_key_check, team_check, tenant_check
 
 TOP_LEVEL_KEYS = (
     "plans", "tenants", "backends", "virtual_hosts", "policies", "rate_limits", "budgets", "tool_costs",
@@ -148,23 +146,24 @@ class _Checker(FieldChecks):
             fields = self.mapping(item, path, fields=_TENANT_FIELDS, required=("slug", "name"))
             if fields is None:
                 continue
-            slug = self.text(fields.get("slug"), f"{path}.slug", max_length=64, validator=slug_validator, what="slug")
-            name = self.text(fields.get("name"), f"{path}.name", max_length=200)
+            slug, name, private = fields.get("slug"), fields.get("name"), fields.get("allow_private_networks")
+            wrong = self.refuse(path, tenant_check(TenantFields(
+                slug=slug, name=name, allow_private_networks=private)), given=fields)
+            slug = slug if isinstance(slug, str) else ""
+            name = name if isinstance(name, str) else ""
+            private = None if "allow_private_networks" in wrong else private
             teams: list[str] = []
             for j, team in enumerate(self.items(fields.get("teams"), f"{path}.teams")):
                 team_path = f"{path}.teams[{j}]"
-                team = self.text(team, team_path, max_length=64, validator=slug_validator, what="team slug")
-                if team in teams:
+                if problems := team_check(slug=team):
+                    self.add(team_path, problems[0].message)
+                elif team in teams:
                     self.add(team_path, f"duplicate team {team!r}")
-                elif team:
+                else:
                     teams.append(team)
             keys = self.keys(fields.get("keys"), f"{path}.keys", teams, secrets)
             plan = tenant_plan_check(self, fields.get("plan"), f"{path}.plan", plans)
             shared = tenant_secrets_check(self, fields["secrets"], f"{path}.secrets") if "secrets" in fields else None
-            private = fields.get("allow_private_networks")
-            if private is not None and not isinstance(private, bool):
-                self.add(f"{path}.allow_private_networks", "must be true, false or null (the deployment's default)")
-                private = None
             if slug in tenants:
                 self.add(f"{path}.slug", f"duplicate tenant {slug!r}")
             elif slug:
@@ -182,7 +181,16 @@ class _Checker(FieldChecks):
             fields = self.mapping(item, key_path, fields=_KEY_FIELDS, required=("name",))
             if fields is None:
                 continue
-            name = self.text(fields.get("name"), f"{key_path}.name", max_length=100)
+            name, secret, scopes = fields.get("name"), fields.get("secret"), fields.get("scopes")
+            expires_at = fields.get("expires_at")
+            if expires_at is not None:
+                expires_at = self.timestamp(expires_at, f"{key_path}.expires_at")
+            if scopes is not None and not isinstance(scopes, list):
+                self.add(f"{key_path}.scopes", "scopes must be a list of scopes")
+                scopes = None
+            wrong = self.refuse(key_path, api_key_check(ApiKeyFields(
+                name=name, scopes=scopes or (), secret=secret, expires_at=expires_at)), given=fields)
+            name = name if isinstance(name, str) else ""
             if name in names:
                 self.add(f"{key_path}.name", f"duplicate key {name!r}")
             names.add(name)
@@ -191,37 +199,20 @@ class _Checker(FieldChecks):
                 team = self.text(team, f"{key_path}.team", max_length=64)
                 if team and team not in teams:
                     self.add(f"{key_path}.team", f"unknown team {team!r} (add it to the tenant's teams)")
-            secret = fields.get("secret")
-            if secret is not None:
-                if not isinstance(secret, str):
-                    self.add(f"{key_path}.secret", "must be a string (quote it)")
-                    secret = None
-                elif (problem := key_secret_problem(secret)) is not None:
-                    self.add(f"{key_path}.secret", f"the secret of key {name!r} {problem}")
-                elif secret in secrets:
-                    self.add(f"{key_path}.secret", f"same secret as {secrets[secret]}")
-                else:
-                    secrets[secret] = key_path
-            expires_at = fields.get("expires_at")
-            if expires_at is not None:
-                expires_at = self.timestamp(expires_at, f"{key_path}.expires_at")
+            if "secret" in wrong:
+                secret = None
+            elif secret is not None and secret in secrets:
+                self.add(f"{key_path}.secret", f"same secret as {secrets[secret]}")
+            elif secret is not None:
+                secrets[secret] = key_path
             revoked = self.flag(fields["revoked"], f"{key_path}.revoked") if "revoked" in fields else False
-            scopes = self.scopes(fields["scopes"], f"{key_path}.scopes") if "scopes" in fields else None
-            keys.append(
-                KeySpec(name=name, team=team, secret=secret, expires_at=expires_at, revoked=revoked, scopes=scopes)
-            )
+            if "scopes" in wrong:
+                scopes = None
+            keys.append(KeySpec(
+                name=name, team=team, secret=secret, expires_at=expires_at, revoked=revoked,
+                scopes=None if scopes is None else tuple(sorted(set(scopes))),
+            ))
         return keys
-
-    def scopes(self, raw: Any, path: str) -> tuple[str, ...]:
-        found: list[str] = []
-        for i, scope in enumerate(self.items(raw, path)):
-            if not isinstance(scope, str) or not SCOPE_PATTERN.fullmatch(scope):
-                self.add(f"{path}[{i}]", "a scope is 1-64 of A-Z a-z 0-9 _ . : / -")
-            elif scope in found:
-                self.add(f"{path}[{i}]", f"duplicate scope {scope!r}")
-            else:
-                found.append(scope)
-        return tuple(sorted(found))
 
     def backends(self, raw: Any, tenants: dict[str, TenantSpec]) -> tuple[BackendSpec, ...]:
         backends: dict[tuple[str, str], BackendSpec] = {}
@@ -242,7 +233,7 @@ class _Checker(FieldChecks):
             )
             base_url, spec_file, credential = "", None, None
             name_length, deprecated = DEFAULT_TOOL_NAME_MAX_LENGTH, False
-            private = _private_allowed(tenants.get(tenant))
+            private = private_networks_allowed(tenants.get(tenant))
             if kind == Backend.Kind.OPENAPI:
                 urls: tuple[str, ...] = ()
                 if "urls" in fields:
@@ -412,9 +403,3 @@ class _Checker(FieldChecks):
             self.add(path, f"key {name!r} is revoked")
         return name
 
-
-def _private_allowed(tenant: TenantSpec | None) -> bool:
-    """Whether the document lets the tenant's backends be at private addresses."""
-    if tenant is None or tenant.allow_private_networks is None:
-        return bool(settings.GATEWAY_ALLOW_PRIVATE_NETWORKS)
-    return tenant.allow_private_networks

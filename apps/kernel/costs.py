@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.kernel.policy import PolicyError, names_tool, tool_patterns_compile
+from apps.kernel.problems import FieldProblem
 
 DEFAULT_COST = 1
 #: The largest cost and cap the control plane stores (a PostgreSQL integer).
@@ -40,18 +41,26 @@ class ToolCosts:
         return DEFAULT_COST
 
 
+def tool_cost_check(spec: ToolCostSpec) -> list[FieldProblem]:
+    """What is wrong with one entry (empty: nothing): the rule every face applies, with the same words."""
+    problems = []
+    try:
+        tool_patterns_compile(tuple(spec.tools))
+    except PolicyError as exc:
+        problems.append(FieldProblem("tools", str(exc)))
+    cost = spec.cost
+    # bool is an int subclass: `cost: true` would otherwise be read as 1.
+    if isinstance(cost, bool) or not isinstance(cost, int) or not 0 <= cost <= UNITS_MAX:
+        problems.append(FieldProblem("cost", f"cost must be a whole number from 0 to {UNITS_MAX}"))
+    return problems
+
+
 def tool_costs_compile(specs: Sequence[ToolCostSpec]) -> ToolCosts:
     """The host's cost table; raises PolicyError naming the bad entry (1-based, as written)."""
-    entries = []
     for number, spec in enumerate(specs, start=1):
-        cost = spec.cost
-        if isinstance(cost, bool) or not isinstance(cost, int) or not 0 <= cost <= UNITS_MAX:
-            raise PolicyError(f"tool cost {number}: the cost must be a whole number from 0 to {UNITS_MAX}")
-        try:
-            entries.append((tool_patterns_compile(tuple(spec.tools)), cost))
-        except PolicyError as exc:
-            raise PolicyError(f"tool cost {number}: {exc}") from None
-    return ToolCosts(tuple(entries))
+        if problems := tool_cost_check(spec):
+            raise PolicyError(f"tool cost {number}: {'; '.join(problem.message for problem in problems)}")
+    return ToolCosts(tuple((tool_patterns_compile(tuple(spec.tools)), spec.cost) for spec in specs))
 
 
 def call_cost(costs: ToolCosts | None, method: str, exposed: str, upstream: str) -> int:

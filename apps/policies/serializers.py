@@ -1,12 +1,12 @@
-"""JSON shapes of the policies REST API. Input shapes check types and lengths only: what a rule,
-a limit or a cost may be is the services' to say (apps/policies/services.py)."""
+"""JSON shapes of the policies REST API. Input shapes check types only: what a rule, a limit or a
+cost may be, and the words that refuse it, are the services' (apps/policies/services.py), so that
+the API refuses what the console and `gateway apply` refuse, as they do."""
 
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.kernel.costs import UNITS_MAX
 from apps.kernel.policy import EFFECTS, SUBJECTS
 
 
@@ -21,19 +21,19 @@ class DefaultEffectField(serializers.ChoiceField):
 class AccessRuleSerializer(serializers.Serializer):
     """One rule, in the configuration file's terms (`subject` names exactly one of tenant, team, key)."""
 
-    id = serializers.CharField(max_length=64)
+    id = serializers.CharField(allow_blank=True, trim_whitespace=False)
     subject_kind = serializers.ChoiceField(choices=SUBJECTS)
-    subject_name = serializers.CharField(max_length=100)
+    subject_name = serializers.CharField()
     effect = serializers.ChoiceField(choices=EFFECTS)
-    tools = serializers.ListField(child=serializers.CharField(max_length=128), allow_empty=False, max_length=200)
-    condition = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+    tools = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False))
+    condition = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False)
 
 
 class AccessPolicySerializer(serializers.Serializer):
     """A host's policy: `default` decides when no rule does; rules in order."""
 
     default = DefaultEffectField()
-    rules = AccessRuleSerializer(many=True, max_length=500)
+    rules = AccessRuleSerializer(many=True)
 
 
 class SimulatedTokenSerializer(serializers.Serializer):
@@ -124,5 +124,5 @@ class BudgetInputSerializer(serializers.Serializer):
 
 
 class ToolCostSerializer(serializers.Serializer):
-    tools = serializers.ListField(child=serializers.CharField(max_length=128), allow_empty=False, max_length=200)
-    cost = serializers.IntegerField(min_value=0, max_value=UNITS_MAX)
+    tools = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False))
+    cost = serializers.IntegerField()

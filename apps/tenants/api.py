@@ -333,7 +333,7 @@ class PlanListView(PlatformAPIView, generics.ListAPIView):
         if not given.is_valid():
             return _invalid(given)
         data = dict(given.validated_data)
-        if not data.get("name"):
+        if "name" not in data:
             return problem("name: This field is required.")
         if selectors.plan_get(name=data["name"]) is not None:
             return problem(f"a plan {data['name']!r} exists; PUT /api/v1/plans/{data['name']} changes it")

@@ -1,5 +1,7 @@
 """JSON shapes of the tenants REST API: tenants, plans, teams, members, API keys and admin tokens.
-Output shapes are read-only; input shapes check types and lengths, the rules are the services'."""
+Output shapes are read-only; input shapes check only types: every rule, with its words, is the
+services' (`apps.tenants.validators`), so that the API refuses what the console and `gateway apply`
+refuse, as they do."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from apps.tenants.models import AdminToken, ApiKey, Membership, Plan, Team, Tenant
-from apps.tenants.services import PLAN_CAP_MAX
 
-_SLUG_MAX = 64
+
+def _text(**options: object) -> serializers.CharField:
+    """A string as given: blank, long or padded ones are the service's to refuse."""
+    return serializers.CharField(allow_blank=True, trim_whitespace=False, **options)  # type: ignore[arg-type]
 
 
 def _in_the_future(value: datetime | None) -> datetime | None:
@@ -31,10 +35,9 @@ class PlanSerializer(serializers.ModelSerializer):
 class PlanInputSerializer(serializers.Serializer):
     """The body of `POST plans` (with `name`) and `PUT plans/<name>` (without)."""
 
-    name = serializers.CharField(max_length=_SLUG_MAX, required=False)
-    daily = serializers.IntegerField(min_value=0, max_value=PLAN_CAP_MAX, allow_null=True, required=False, default=None)
-    monthly = serializers.IntegerField(min_value=0, max_value=PLAN_CAP_MAX, allow_null=True, required=False,
-                                       default=None)
+    name = _text(required=False)
+    daily = serializers.IntegerField(allow_null=True, required=False, default=None)
+    monthly = serializers.IntegerField(allow_null=True, required=False, default=None)
     limits_editable = serializers.BooleanField(required=False, default=True)
 
 
@@ -48,8 +51,8 @@ class TenantSerializer(serializers.ModelSerializer):
 
 
 class TenantCreateSerializer(serializers.Serializer):
-    slug = serializers.CharField(max_length=_SLUG_MAX)
-    name = serializers.CharField(max_length=Tenant._meta.get_field("name").max_length)
+    slug = _text()
+    name = _text()
     plan = serializers.SlugRelatedField(slug_field="name", queryset=Plan.objects.all(), allow_null=True,
                                         required=False, default=None)
     allow_private_networks = serializers.BooleanField(
@@ -61,7 +64,7 @@ class TenantCreateSerializer(serializers.Serializer):
 class TenantUpdateSerializer(serializers.Serializer):
     """`PATCH tenants/<slug>`: the fields given are changed (`plan`: a plan's name, or null)."""
 
-    name = serializers.CharField(max_length=Tenant._meta.get_field("name").max_length, required=False)
+    name = _text(required=False)
     plan = serializers.SlugRelatedField(slug_field="name", queryset=Plan.objects.all(), allow_null=True,
                                         required=False)
     audit_arguments = serializers.ChoiceField(choices=Tenant.AuditArguments.choices, required=False)
@@ -79,7 +82,7 @@ class TeamSerializer(serializers.ModelSerializer):
 
 
 class TeamInputSerializer(serializers.Serializer):
-    slug = serializers.CharField(max_length=_SLUG_MAX)
+    slug = _text()
 
 
 class MembershipSerializer(serializers.ModelSerializer):
@@ -137,10 +140,10 @@ class IssuedApiKeySerializer(ApiKeySerializer):
 class ApiKeyCreateSerializer(serializers.Serializer):
     """`POST keys`: `team` is the slug of one of the tenant's teams (or null)."""
 
-    name = serializers.CharField(max_length=ApiKey._meta.get_field("name").max_length)
-    team = serializers.CharField(max_length=_SLUG_MAX, allow_null=True, required=False, default=None)
+    name = _text()
+    team = serializers.CharField(allow_null=True, required=False, default=None)
     expires_at = serializers.DateTimeField(allow_null=True, required=False, default=None)
-    scopes = serializers.ListField(child=serializers.CharField(max_length=64), required=False, default=list)
+    scopes = serializers.ListField(child=_text(), required=False, default=list)
 
     def validate_expires_at(self, value: datetime | None) -> datetime | None:
         # An existing key may be given a past expiry (which ends it now); a new one may not.
@@ -150,9 +153,9 @@ class ApiKeyCreateSerializer(serializers.Serializer):
 class ApiKeyUpdateSerializer(serializers.Serializer):
     """`PATCH keys/<id>`: the fields given are changed; null clears `team` or `expires_at`."""
 
-    team = serializers.CharField(max_length=_SLUG_MAX, allow_null=True, required=False)
+    team = serializers.CharField(allow_null=True, required=False)
     expires_at = serializers.DateTimeField(allow_null=True, required=False)
-    scopes = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
+    scopes = serializers.ListField(child=_text(), required=False)
 
 
 class AdminTokenSerializer(serializers.ModelSerializer):

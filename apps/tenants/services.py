@@ -7,15 +7,11 @@ carry on (an IntegrityError would poison the transaction)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
@@ -23,10 +19,22 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.common.config_version import config_version_bump
-from apps.common.url_guard import url_address_validate
+from apps.common.problems import problems_refuse
 from apps.tenants.access_changes import access_changed_notify
-from apps.tenants.keys import admin_token_generate, key_generate, key_hash, key_label_of_hash, key_secret_problem
+from apps.tenants.keys import admin_token_generate, key_generate, key_hash, key_label_of_hash
 from apps.tenants.models import AdminToken, ApiKey, Membership, Plan, Team, Tenant, TokenIssuer
+from apps.tenants.validators import (
+    ALGORITHMS,
+    ApiKeyFields,
+    PlanFields,
+    TenantFields,
+    TokenIssuerFields,
+    api_key_check,
+    plan_check,
+    team_check,
+    tenant_check,
+    token_issuer_check,
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ class IssuedAdminToken:
 def tenant_create(
     *, slug: str, name: str, plan: Plan | None = None, allow_private_networks: bool | None = None
 ) -> Tenant:
+    problems_refuse(tenant_check(TenantFields(slug=slug, name=name, allow_private_networks=allow_private_networks)))
     tenant = Tenant(slug=slug, name=name, plan=plan, allow_private_networks=allow_private_networks)
     tenant.full_clean()
     tenant.save()
@@ -58,6 +67,9 @@ def tenant_create(
 
 def tenant_update(*, tenant: Tenant, name: str, audit_arguments: str | None = None) -> Tenant:
     """Rename the tenant and, when given, set what its audit rows keep of call arguments."""
+    problems_refuse(tenant_check(TenantFields(
+        slug=tenant.slug, name=name, audit_arguments=audit_arguments or tenant.audit_arguments,
+        allow_private_networks=tenant.allow_private_networks)))
     tenant.name = name
     if audit_arguments is not None:
         tenant.audit_arguments = audit_arguments
@@ -73,6 +85,8 @@ def tenant_private_networks_set(*, tenant: Tenant, allowed: bool | None) -> Tena
     again here: the gateway checks every address when it connects, so a refused one fails then."""
     if tenant.allow_private_networks is allowed:
         return tenant
+    problems_refuse(tenant_check(TenantFields(
+        slug=tenant.slug, name=tenant.name, audit_arguments=tenant.audit_arguments, allow_private_networks=allowed)))
     tenant.allow_private_networks = allowed
     tenant.save(update_fields=["allow_private_networks", "updated_at"])
     config_version_bump(tenant_id=tenant.pk)
@@ -91,17 +105,11 @@ def tenant_delete(*, tenant: Tenant) -> None:
     access_changed_notify(user_ids=members)
 
 
-#: The largest cap a plan can have (the column is a PostgreSQL integer).
-PLAN_CAP_MAX = 2_147_483_647
-
-
 def plan_set(*, name: str, daily: int | None, monthly: int | None, limits_editable: bool = True) -> Plan:
     """Create the plan `name`, or replace its caps (units per UTC day and month; None: no cap) and
     whether its tenants may edit their rate limits, budgets and tool costs. A platform admin's
     operation: the tenants on the plan are not asked."""
-    for period, cap in (("daily", daily), ("monthly", monthly)):
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or not 0 <= cap <= PLAN_CAP_MAX):
-            raise ValidationError({period: f"must be a whole number from 0 to {PLAN_CAP_MAX}, or absent"})
+    problems_refuse(plan_check(PlanFields(name=name, daily=daily, monthly=monthly, limits_editable=limits_editable)))
     plan = Plan.objects.filter(name=name).first() or Plan(name=name)
     plan.daily, plan.monthly, plan.limits_editable = daily, monthly, limits_editable
     plan.full_clean()
@@ -131,6 +139,7 @@ def tenant_plan_set(*, tenant: Tenant, plan: Plan | None) -> Tenant:
 
 
 def team_create(*, tenant: Tenant, slug: str) -> Team:
+    problems_refuse(team_check(slug=slug))
     team = Team(tenant=tenant, slug=slug)
     team.full_clean()
     team.save()
@@ -150,20 +159,7 @@ def _check_team(*, tenant: Tenant, team: Team | None) -> None:
         raise ValidationError({"team": f"team {team.slug!r} belongs to another tenant"})
 
 
-#: What a key scope may be (also checked by `gateway apply`).
-SCOPE_PATTERN = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
-
-
-def _check_scopes(scopes: Sequence[str]) -> None:
-    bad = [scope for scope in scopes if not isinstance(scope, str) or not SCOPE_PATTERN.fullmatch(scope)]
-    if bad:
-        raise ValidationError({"scopes": f"scopes are 1-64 of A-Z a-z 0-9 _ . : / -; not {bad[0]!r}"})
-
-
-def _check_secret(secret: str, *, exclude_pk: int | None = None) -> None:
-    problem = key_secret_problem(secret)
-    if problem is not None:
-        raise ValidationError({"secret": f"secret {problem}"})
+def _secret_unused(secret: str, *, exclude_pk: int | None = None) -> None:
     clashes = ApiKey.objects.filter(secret_hash=key_hash(secret))
     if exclude_pk is not None:
         clashes = clashes.exclude(pk=exclude_pk)
@@ -172,11 +168,11 @@ def _check_secret(secret: str, *, exclude_pk: int | None = None) -> None:
 
 
 def _new_secret(secret: str | None, *, exclude_pk: int | None = None) -> tuple[str, str]:
-    """A supplied secret, checked, with no label (its label comes from its hash); or a generated
+    """A supplied secret (which passed `api_key_check`), if unused, with no label (its label comes from its hash); or a generated
     one with its public label."""
     if secret is None:
         return key_generate()
-    _check_secret(secret, exclude_pk=exclude_pk)
+    _secret_unused(secret, exclude_pk=exclude_pk)
     return secret, ""
 
 
@@ -190,12 +186,12 @@ def api_key_issue(
     scopes: Sequence[str] = (),
     owner: Any = None,
 ) -> IssuedKey:
-    """Create a key. A supplied `secret` must satisfy `key_secret_problem` and be unused;
-    without one a fresh secret is generated. The plaintext is returned once, never stored.
+    """Create a key. A supplied `secret` must pass `api_key_check` and be unused; without one a
+    fresh secret is generated. The plaintext is returned once, never stored.
     `scopes`: what the key may claim to do, for access rules to read (`principal.scopes`).
     `owner`: the console user issuing it (tenant members manage only their own keys)."""
+    problems_refuse(api_key_check(ApiKeyFields(name=name, scopes=scopes, secret=secret, expires_at=expires_at)))
     _check_team(tenant=tenant, team=team)
-    _check_scopes(scopes)
     secret, prefix = _new_secret(secret)
     secret_hash = key_hash(secret)
     api_key = ApiKey(
@@ -219,11 +215,12 @@ def api_key_update(
 ) -> ApiKey:
     """Set the key's team and expiry (both replace the current values; None clears them), and its
     scopes when given."""
+    problems_refuse(api_key_check(ApiKeyFields(
+        name=api_key.name, scopes=api_key.scopes if scopes is None else scopes, expires_at=expires_at)))
     _check_team(tenant=api_key.tenant, team=team)
     api_key.team = team
     api_key.expires_at = expires_at
     if scopes is not None:
-        _check_scopes(scopes)
         api_key.scopes = sorted(set(scopes))
     api_key.full_clean()
     api_key.save(update_fields=["team", "expires_at", "scopes", "updated_at"])
@@ -236,6 +233,8 @@ def api_key_reissue(*, api_key: ApiKey, secret: str | None = None) -> IssuedKey:
     so policies and virtual hosts that point at it stay valid. The old secret stops working."""
     if api_key.revoked_at is not None:
         raise ValidationError("a revoked key cannot be re-issued; issue a new key instead")
+    problems_refuse(api_key_check(ApiKeyFields(
+        name=api_key.name, scopes=api_key.scopes, secret=secret, expires_at=api_key.expires_at)))
     secret, prefix = _new_secret(secret, exclude_pk=api_key.pk)
     api_key.secret_hash = key_hash(secret)
     api_key.prefix = prefix or key_label_of_hash(api_key.secret_hash)
@@ -264,25 +263,6 @@ def api_key_delete(*, api_key: ApiKey) -> None:
     config_version_bump(tenant_id=tenant_id)
 
 
-ALGORITHMS = ("RS256", "ES256", "EdDSA")
-
-
-def public_key_algorithms(pem: str) -> tuple[str, ...]:
-    """The accepted algorithms a PEM public key can verify (RS256 for RSA, ES256 for EC P-256,
-    EdDSA for Ed25519; none for other keys). Raises ValueError when it is no PEM public key."""
-    try:
-        key = serialization.load_pem_public_key(pem.encode())
-    except UnsupportedAlgorithm as exc:
-        raise ValueError(str(exc)) from None
-    if isinstance(key, rsa.RSAPublicKey):
-        return ("RS256",)
-    if isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
-        return ("ES256",)
-    if isinstance(key, ed25519.Ed25519PublicKey):
-        return ("EdDSA",)
-    return ()
-
-
 def token_issuer_set(
     *,
     tenant: Tenant,
@@ -296,27 +276,9 @@ def token_issuer_set(
 ) -> TokenIssuer:
     """Accept JWT access tokens from `issuer` for `audience` on the tenant's virtual hosts (replacing
     what was configured for that issuer). Exactly one of `jwks_url` and `public_key` (PEM)."""
-    if not issuer or not audience:
-        raise ValidationError("issuer and audience are required")
-    if bool(jwks_url) == bool(public_key):
-        raise ValidationError("give either jwks_url or public_key")
-    if jwks_url and not jwks_url.startswith(("https://", "http://")):
-        raise ValidationError({"jwks_url": "must be an http(s) URL"})
-    if jwks_url:
-        try:
-            url_address_validate(jwks_url, allow_private=tenant.private_networks_allowed)
-        except ValidationError as exc:
-            raise ValidationError({"jwks_url": exc.messages}) from None
-    unknown = [alg for alg in algorithms if alg not in ALGORITHMS]
-    if not algorithms or unknown:
-        raise ValidationError({"algorithms": f"choose from {', '.join(ALGORITHMS)}"})
-    if public_key:
-        try:
-            usable = public_key_algorithms(public_key)
-        except ValueError:  # the library's message may quote the key
-            raise ValidationError({"public_key": "not a PEM public key ('-----BEGIN PUBLIC KEY----- ...')"}) from None
-        if not set(usable) & set(algorithms):
-            raise ValidationError({"public_key": key_algorithms_problem(usable, algorithms)})
+    problems_refuse(token_issuer_check(TokenIssuerFields(
+        issuer=issuer, audience=audience, jwks_url=jwks_url, public_key=public_key, algorithms=algorithms,
+        team_claim=team_claim, subject_claim=subject_claim), allow_private=tenant.private_networks_allowed))
     token_issuer, _ = TokenIssuer.objects.update_or_create(
         tenant=tenant, issuer=issuer,
         defaults={"audience": audience, "jwks_url": jwks_url, "public_key": public_key,
@@ -324,13 +286,6 @@ def token_issuer_set(
     )
     config_version_bump(tenant_id=tenant.pk)
     return token_issuer
-
-
-def key_algorithms_problem(usable: Sequence[str], algorithms: Sequence[str]) -> str:
-    """Why a public key that can verify `usable` is no use for tokens signed with `algorithms`."""
-    if not usable:
-        return f"the public key is of a type none of {', '.join(ALGORITHMS)} uses (RSA, EC P-256 or Ed25519)"
-    return f"the public key verifies {usable[0]} tokens, but algorithms lists only {', '.join(algorithms)}"
 
 
 def token_issuer_delete(*, token_issuer: TokenIssuer) -> None:

@@ -141,7 +141,7 @@ def test_configuration_documents_carry_the_setting_and_are_checked_with_it() -> 
         "backends[0].urls[0]: the URL 'http://169.254.169.254/mcp' is not allowed: 169.254.169.254 is a cloud "
         "metadata address"]
     assert _problems(DOCUMENT.format(private="sometimes", url="http://10.1.2.3/mcp"))[0] == (
-        "tenants[0].allow_private_networks: must be true, false or null (the deployment's default)")
+        "tenants[0].allow_private_networks: allow_private_networks must be true, false or empty (the deployment's default)")
     # Names are resolved when the document is applied: nothing is stored then.
     with pytest.raises(ConfigInvalid) as error:
         config_apply(document=DOCUMENT.format(private="false", url="http://localhost:9/mcp"), prune=False)

@@ -149,9 +149,9 @@ def test_the_order_of_tool_costs_is_part_of_them() -> None:
             'virtual_host: other, tools: ["get-*"]',
             "tool_costs[0].virtual_host: unknown virtual host 'other'",
         ),
-        ('tools: ["get-*"]', "tools: []", "tool_costs[0].tools: must be a list of one or more"),
-        ('tools: ["get-*"]', 'tools: ["get-*", ""]', "tool_costs[0].tools[1]: must be a non-empty string"),
-        ("cost: 5}", "cost: 1.5}", "tool_costs[0].cost: must be a whole number from 0"),
+        ('tools: ["get-*"]', "tools: []", "tool_costs[0].tools: tools must be a list of 1-200 tool names or globs"),
+        ('tools: ["get-*"]', 'tools: ["get-*", ""]', "tool_costs[0].tools: tools must be a list of 1-200 tool names or globs; item 2 is empty"),
+        ("cost: 5}", "cost: 1.5}", "tool_costs[0].cost: cost must be a whole number from 0"),
         ("cost: 5}", "cost: 5, price: 5}", "tool_costs[0].price: unknown field"),
     ],
 )
@@ -228,9 +228,9 @@ def test_moving_a_tenant_between_plans_and_pruning_an_unused_plan() -> None:
     ("old", "new", "expected"),
     [
         ("    plan: starter\n", "    plan: gold\n", "tenants[0].plan: unknown plan 'gold' (add it under plans)"),
-        ("{name: pro,", "{name: Pro,", "plans[1].name: invalid plan name 'Pro'"),
-        ("limits_editable: false}", "limits_editable: no-thanks}", "plans[0].limits_editable: must be true or false"),
-        ("daily: 1000,", "daily: -5,", "plans[0].daily: must be a whole number from 0"),
+        ("{name: pro,", "{name: Pro,", "plans[1].name: a plan's name is 1-64 lowercase letters, digits and inner hyphens, not 'Pro'"),
+        ("limits_editable: false}", "limits_editable: no-thanks}", "plans[0].limits_editable: limits_editable must be true or false"),
+        ("daily: 1000,", "daily: -5,", "plans[0].daily: daily must be a whole number from 0"),
         ("{name: pro,", "{name: starter,", "plans[1].name: duplicate plan 'starter'"),
     ],
 )

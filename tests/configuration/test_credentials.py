@@ -137,7 +137,7 @@ def test_key_scopes_apply_are_exported_and_refused_when_malformed() -> None:
     assert (change.action, change.detail, ApiKey.objects.get(name="agent").scopes) == (Action.UPDATED, "scopes", [])
     assert_refused_and_nothing_written(
         stored_first=scoped, broken=scoped.replace("[tools:call, read]", '["tools call"]'),
-        expected="tenants[0].keys[0].scopes[0]: a scope is 1-64", stored=lambda: ApiKey.objects.get(name="agent").scopes,
+        expected="tenants[0].keys[0].scopes: a scope is 1-64", stored=lambda: ApiKey.objects.get(name="agent").scopes,
     )
 
 

@@ -42,11 +42,11 @@ def test_reads_and_prompts_cost_one_unit_whatever_their_name() -> None:
 @pytest.mark.parametrize(
     ("specs", "message"),
     [
-        ([ToolCostSpec([], 1)], "tool cost 1: tools must be a non-empty list"),
-        ([ToolCostSpec(["a"], 1), ToolCostSpec([""], 1)], "tool cost 2: tools must be a non-empty list"),
-        ([ToolCostSpec(["a"], -1)], "tool cost 1: the cost must be a whole number from 0"),
-        ([ToolCostSpec(["a"], True)], "tool cost 1: the cost must be a whole number from 0"),
-        ([ToolCostSpec(["a"], 2**31)], "tool cost 1: the cost must be a whole number from 0"),
+        ([ToolCostSpec([], 1)], "tool cost 1: tools must be a list of 1-200 tool names or globs"),
+        ([ToolCostSpec(["a"], 1), ToolCostSpec([""], 1)], "tool cost 2: tools must be a list of 1-200 tool names or globs; item 1 is empty"),
+        ([ToolCostSpec(["a"], -1)], "tool cost 1: cost must be a whole number from 0"),
+        ([ToolCostSpec(["a"], True)], "tool cost 1: cost must be a whole number from 0"),
+        ([ToolCostSpec(["a"], 2**31)], "tool cost 1: cost must be a whole number from 0"),
     ],
 )
 def test_bad_entries_are_refused_naming_them(specs: list[ToolCostSpec], message: str) -> None:

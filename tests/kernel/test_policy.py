@@ -77,7 +77,7 @@ def test_a_condition_that_cannot_be_evaluated_does_not_hold() -> None:
     ("deny", [rule("r", "allow", ["t"]), rule("r", "deny", ["u"])], "used twice"),
     ("deny", [rule("bad id", "allow", ["t"])], "ids are"),
     ("deny", [rule("r", "permit", ["t"])], "effect must be"),
-    ("deny", [rule("r", "allow", [])], "non-empty list"),
+    ("deny", [rule("r", "allow", [])], "tools must be a list of 1-200"),
     ("deny", [RuleSpec("r", "group", "x", "allow", ["t"])], "tenant, team or key"),
 ])
 def test_bad_rules_are_refused_with_the_reason(default: str, rules: list[Any], message: str) -> None:

@@ -71,7 +71,7 @@ def test_the_access_policy_is_read_replaced_and_removed(world: dict[str, Any]) -
 
 @pytest.mark.parametrize(("body", "message"), [
     ({"default": "maybe", "rules": []}, "default: \"maybe\" is not a valid choice."),
-    ({"default": "deny", "rules": [{**POLICY["rules"][0], "tools": []}]}, "rules[0].tools: This list may not be empty."),
+    ({"default": "deny", "rules": [{**POLICY["rules"][0], "tools": []}]}, "tools must be a list of 1-200 tool names or globs"),
     ({"default": "deny", "rules": [{**POLICY["rules"][0], "condition": "arguments.a <"}]}, "not valid CEL"),
     ({"default": "deny", "rules": [{**POLICY["rules"][0], "subject_name": "ghost"}]}, "has no team 'ghost'"),
 ])
@@ -184,7 +184,7 @@ def test_tool_costs_are_read_and_replaced(world: dict[str, Any]) -> None:
     assert client.put(url, entries, format="json").json() == entries
     assert client.get(url).json() == entries
     bad = client.put(url, [{"tools": [], "cost": 1}], format="json")
-    assert bad.status_code == 400 and bad.json()["detail"].startswith("[0].tools:")
+    assert bad.status_code == 400 and bad.json()["detail"].startswith("tool cost 1: tools must be a list")
     assert client.put(url, [], format="json").json() == []
     assert not ToolCost.objects.exists()
 

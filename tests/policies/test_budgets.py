@@ -81,7 +81,7 @@ def test_a_bad_budget_changes_nothing(
 
 def test_tool_costs_are_stored_in_order_and_a_bad_entry_changes_nothing(world: dict) -> None:
     tool_costs_set(virtual_host=world["host"], costs=[ToolCostSpec(["get-*"], 5), ToolCostSpec(["echo"], 0)])
-    with pytest.raises(ValidationError, match="tool cost 2: tools must be a non-empty list"):
+    with pytest.raises(ValidationError, match="tool cost 2: tools must be a list of 1-200 tool names or globs"):
         tool_costs_set(virtual_host=world["host"], costs=[ToolCostSpec(["x"], 1), ToolCostSpec([], 1)])
     stored = [(c.position, c.tools, c.cost) for c in ToolCost.objects.filter(virtual_host=world["host"])]
     assert stored == [(0, ["get-*"], 5), (1, ["echo"], 0)]

@@ -75,7 +75,7 @@ def test_bad_key_input_is_refused_with_a_reason(client: Client, tenant: Tenant, 
     auth = _bearer(admin)
     for data, reason in (({"name": "taken"}, "already exists"),
                          ({"name": "x", "team": foreign_team.slug}, "no team 'foreign'"),
-                         ({"name": "x", "scopes": ["bad scope"]}, "scopes"),
+                         ({"name": "x", "scopes": ["bad scope"]}, "a scope is 1-64"),
                          ({"name": ""}, "name"),
                          ({"name": "x", "expires_at": "soon"}, "expires_at"),
                          ({"name": "x", "expires_at": "2001-01-01T00:00:00Z"}, "expires_at: must be in the future")):

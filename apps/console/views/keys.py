@@ -24,8 +24,7 @@ from apps.console.refusals import refusal_show
 from apps.tenants import selectors
 from apps.tenants.models import ApiKey, Team, Tenant
 from apps.tenants.services import api_key_issue, api_key_revoke, api_key_update
-
-_NAME_MAX = ApiKey._meta.get_field("name").max_length
+from apps.tenants.validators import KEY_NAME_MAX_LENGTH
 
 
 def _expiry_field() -> forms.DateTimeField:
@@ -61,7 +60,9 @@ class KeyEditForm(forms.Form):
 
 
 class KeyCreateForm(KeyEditForm):
-    name = forms.CharField(label="Name", max_length=_NAME_MAX, help_text="Unique in the tenant, e.g. ci-deploy.")
+    # Its length is the service's (`api_key_check`); the browser is told it.
+    name = forms.CharField(label="Name", strip=False, help_text="Unique in the tenant, e.g. ci-deploy.",
+                           widget=forms.TextInput(attrs={"maxlength": str(KEY_NAME_MAX_LENGTH)}))
     field_order = ["name", "team", "expires_at", "scopes"]
 
     def clean_expires_at(self) -> datetime | None:

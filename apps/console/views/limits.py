@@ -55,8 +55,9 @@ class BudgetForm(SubjectForm):
 
 
 class ToolCostForm(forms.Form):
-    tools = forms.CharField(label="Tools", max_length=2000, help_text="Names or globs, separated by commas or spaces.")
-    cost = forms.IntegerField(label="Cost (units)", min_value=0, max_value=UNITS_MAX)
+    # What tools and costs may be is the service's (`tool_cost_check`); the browser is told the range.
+    tools = forms.CharField(label="Tools", help_text="Names or globs, separated by commas or spaces.")
+    cost = forms.IntegerField(label="Cost (units)", widget=forms.NumberInput(attrs={"min": "0", "max": str(UNITS_MAX)}))
 
 
 ToolCostFormSet = forms.formset_factory(ToolCostForm, extra=1, can_delete=True, can_order=True, max_num=200,

@@ -21,13 +21,15 @@ from apps.console.refusals import refusal_show
 from apps.tenants import selectors
 from apps.tenants.models import Membership, Team, Tenant
 from apps.tenants.services import console_user_create, membership_delete, membership_set, team_create, team_delete
+from apps.tenants.validators import SLUG_MAX_LENGTH
 
 _USERNAME_MAX = get_user_model()._meta.get_field("username").max_length
 
 
 class TeamForm(forms.Form):
-    slug = forms.CharField(label="Team slug", max_length=Team._meta.get_field("slug").max_length,
-                           help_text="Lowercase letters, digits and inner hyphens.")
+    # Its form is the service's (`team_check`); the browser is told the length.
+    slug = forms.CharField(label="Team slug", strip=False, help_text="Lowercase letters, digits and inner hyphens.",
+                           widget=forms.TextInput(attrs={"maxlength": str(SLUG_MAX_LENGTH)}))
 
 
 class MemberAddForm(forms.Form):

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.catalog.models import VirtualHost
 from apps.console.access import console_view
 from apps.console.paging import page_of
-from apps.kernel.policy import EFFECTS, RuleSpec
+from apps.kernel.policy import CONDITION_MAX_LENGTH, EFFECTS, RuleSpec
 from apps.policies import selectors
 from apps.policies.services import access_policy_clear, access_policy_set
 from apps.tenants.models import ApiKey, Team, Tenant
@@ -39,16 +39,17 @@ class RuleForm(forms.Form):
     """One rule. The subject is one choice among the tenant itself, its teams and its keys; the
     rest is checked by `access_policy_set` (ids, patterns, the CEL condition)."""
 
-    rule_id = forms.CharField(label="Rule id", max_length=64, help_text="Letters, digits, '_', '.' and '-'.")
+    rule_id = forms.CharField(label="Rule id", strip=False, help_text="Letters, digits, '_', '.' and '-'.",
+                              widget=forms.TextInput(attrs={"maxlength": "64"}))
     subject = forms.ChoiceField(label="Who")
     effect = forms.ChoiceField(label="Effect", choices=[(e, e) for e in EFFECTS])
     tools = forms.CharField(
-        label="Tools", max_length=2000,
+        label="Tools",
         help_text="Exposed or upstream names; globs (* ? [...]) allowed; separate them with commas or spaces.",
     )
     condition = forms.CharField(
-        label="Condition (CEL, optional)", required=False, max_length=2000,
-        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Condition (CEL, optional)", required=False, strip=False,
+        widget=forms.Textarea(attrs={"rows": 2, "maxlength": str(CONDITION_MAX_LENGTH)}),
         help_text="Over arguments and principal (tenant, team, key, subject, scopes), e.g. arguments.a == 1",
     )
 

@@ -18,7 +18,6 @@ from apps.console.refusals import refusal_show
 from apps.tenants import selectors
 from apps.tenants.models import Plan, Tenant
 from apps.tenants.services import (
-    PLAN_CAP_MAX,
     plan_delete,
     plan_set,
     tenant_create,
@@ -27,6 +26,19 @@ from apps.tenants.services import (
     tenant_private_networks_set,
     tenant_update,
 )
+from apps.tenants.validators import PLAN_CAP_MAX, SLUG_MAX_LENGTH, TENANT_NAME_MAX_LENGTH
+
+
+# Lengths and ranges are the services' (`apps.tenants.validators`): the forms read text and numbers,
+# the browser is told the limits.
+def _text_field(label: str, max_length: int, **options: object) -> forms.CharField:
+    return forms.CharField(label=label, strip=False, widget=forms.TextInput(attrs={"maxlength": str(max_length)}),
+                           **options)  # type: ignore[arg-type]
+
+
+def _cap_field(label: str, help_text: str) -> forms.IntegerField:
+    return forms.IntegerField(label=label, required=False, help_text=help_text,
+                              widget=forms.NumberInput(attrs={"min": "0", "max": str(PLAN_CAP_MAX)}))
 
 
 def _private_networks_field() -> forms.TypedChoiceField:
@@ -41,7 +53,7 @@ def _private_networks_field() -> forms.TypedChoiceField:
 
 
 class TenantEditForm(forms.Form):
-    name = forms.CharField(label="Name", max_length=Tenant._meta.get_field("name").max_length)
+    name = _text_field("Name", TENANT_NAME_MAX_LENGTH)
     plan = forms.ModelChoiceField(label="Plan", queryset=Plan.objects.order_by("name"), required=False,
                                   empty_label="(no plan: no caps)")
     audit_arguments = forms.ChoiceField(label="Audit arguments", choices=Tenant.AuditArguments.choices,
@@ -53,8 +65,8 @@ class TenantEditForm(forms.Form):
 
 
 class TenantCreateForm(forms.Form):
-    slug = forms.CharField(label="Slug", max_length=64, help_text="In URLs: lowercase letters, digits, inner hyphens.")
-    name = forms.CharField(label="Name", max_length=Tenant._meta.get_field("name").max_length)
+    slug = _text_field("Slug", SLUG_MAX_LENGTH, help_text="In URLs: lowercase letters, digits, inner hyphens.")
+    name = _text_field("Name", TENANT_NAME_MAX_LENGTH)
     plan = forms.ModelChoiceField(label="Plan", queryset=Plan.objects.order_by("name"), required=False,
                                   empty_label="(no plan: no caps)")
 
@@ -64,11 +76,9 @@ class TenantCreateForm(forms.Form):
 
 
 class PlanForm(forms.Form):
-    name = forms.CharField(label="Name", max_length=64, help_text="Lowercase letters, digits, inner hyphens.")
-    daily = forms.IntegerField(label="Units per UTC day", required=False, min_value=0, max_value=PLAN_CAP_MAX,
-                               help_text="Empty: no daily cap.")
-    monthly = forms.IntegerField(label="Units per UTC month", required=False, min_value=0, max_value=PLAN_CAP_MAX,
-                                 help_text="Empty: no monthly cap.")
+    name = _text_field("Name", SLUG_MAX_LENGTH, help_text="Lowercase letters, digits, inner hyphens.")
+    daily = _cap_field("Units per UTC day", "Empty: no daily cap.")
+    monthly = _cap_field("Units per UTC month", "Empty: no monthly cap.")
     limits_editable = forms.BooleanField(label="Tenants may edit their limits", required=False, initial=True,
                                          help_text="Rate limits, budgets and tool costs.")
 

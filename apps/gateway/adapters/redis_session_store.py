@@ -1,4 +1,4 @@
-"""Downstream legacy sessions (ARCHITECTURE §7): ids minted here, state in Redis, a short
+"""Downstream legacy sessions (docs/sessions.md): ids minted here, state in Redis, a short
 in-process cache in front.
 
 A session id is `<instance>.<random>.<tag>`: 144 random bits, the minting instance as an owner

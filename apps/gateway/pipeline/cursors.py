@@ -1,4 +1,4 @@
-"""Opaque, signed downstream cursors for the merged lists of a virtual host (ARCHITECTURE §6).
+"""Opaque, signed downstream cursors for the merged lists of a virtual host (docs/virtual-hosts.md).
 
 A cursor says where the next page of one merged list starts. Any gateway instance can check and
 follow a cursor another instance made: everything needed is inside it, under an HMAC tag keyed by a

@@ -1,4 +1,4 @@
-"""The MCP endpoint's request pipeline (ARCHITECTURE §4): check the HTTP envelope, authenticate,
+"""The MCP endpoint's request pipeline (docs/architecture.md): check the HTTP envelope, authenticate,
 resolve the virtual host, then hand the message to the era it belongs to."""
 
 from __future__ import annotations

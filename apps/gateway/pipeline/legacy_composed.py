@@ -1,6 +1,6 @@
 """Handshake-era sessions on a virtual host whose names are rewritten (several backends, or aliases):
 lists merged from every backend, routed requests to one, the client's answers and notifications to
-the backends they concern, and the backends' GET streams merged into one (ARCHITECTURE §6).
+the backends they concern, and the backends' GET streams merged into one (docs/virtual-hosts.md).
 
 The session holds one backend session per map key, opened on first use (`session_backends.py`).
 """

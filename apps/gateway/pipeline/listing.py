@@ -125,7 +125,7 @@ def start_of(
 ) -> int:
     """Where the page a request asks for starts: 0 without a cursor, else the cursor's position.
     Raises InvalidParams for a refused cursor, including a stale one unless `resume_stale`, which
-    resumes after the last key the cursor carries (ARCHITECTURE §6, `cursors.py`)."""
+    resumes after the last key the cursor carries (docs/virtual-hosts.md, `cursors.py`)."""
     if cursor is None:
         return 0
     position = codec.decode(cursor, ListScope(merged.kind, tenant_id, vhost, merged.version), allow_stale=resume_stale)

@@ -1,4 +1,4 @@
-"""Which replica of a backend a request goes to (ARCHITECTURE §7): the session's, chosen by
+"""Which replica of a backend a request goes to (docs/sessions.md): the session's, chosen by
 rendezvous hashing among the replicas that are up; and which replicas are up, as the gateway
 instances see them (a failed connection marks one down at once, a periodic check marks it down or
 up, and every instance hears what the others found)."""

@@ -1,4 +1,4 @@
-"""W3C trace context and the pipeline's spans (ARCHITECTURE §12).
+"""W3C trace context and the pipeline's spans (docs/observability.md).
 
 A `traceparent`/`tracestate` arriving in the HTTP headers or in `params._meta` is continued (the
 headers win when both are valid; a malformed value is ignored, never an error). The context a

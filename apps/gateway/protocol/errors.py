@@ -1,5 +1,5 @@
 """Errors the gateway answers with. Each maps to exactly one JSON-RPC error and HTTP status
-(ARCHITECTURE §11); `HttpError`s are answered at the HTTP layer with no JSON-RPC id."""
+(docs/architecture.md); `HttpError`s are answered at the HTTP layer with no JSON-RPC id."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Protocol revisions and version negotiation (ARCHITECTURE §5)."""
+"""Protocol revisions and version negotiation (docs/architecture.md)."""
 
 from __future__ import annotations
 
