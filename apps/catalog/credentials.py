@@ -14,12 +14,15 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from apps.catalog.models import Backend, EgressCredential, EgressIdentity, TenantSecret
+from apps.catalog.models import Backend, EgressCredential, EgressIdentity, TenantSecret, name_validator
 from apps.catalog.openapi import Credential
-from apps.catalog.validators import egress_url_validate
+from apps.catalog.validators import replica_url_validate
 from apps.common.config_version import config_version_bump
 from apps.common.egress_headers import header_name_problem
+from apps.common.problems import problems_refuse
 from apps.common.secrets import secret_encrypt
+from apps.common.url_guard import url_address_validate
+from apps.kernel.problems import FieldProblem
 from apps.tenants.models import Tenant
 
 #: Where an MCP backend's credential can go: MCP requests carry it in a header.
@@ -52,33 +55,156 @@ class IdentitySecret:
     issuer: str = ""
 
 
-def _check_value(value: str, what: str, *, kind: str = "bearer", name: str = "", username: str = "") -> None:
+@dataclass(frozen=True)
+class CredentialFields:
+    """A credential as a face hands it over (see `egress_credential_set` for what each field means).
+    Values are as given: `egress_credential_check` judges them."""
+
+    kind: object = ""
+    name: object = ""
+    username: object = ""
+    secret: object = field(default="", repr=False)
+    source: object = EgressCredential.Source.STATIC
+    tenant_secret: object = ""
+    identities: Sequence[IdentitySecret] = ()
+    token_url: object = ""
+    client_id: object = ""
+    scope: object = ""
+    audience: object = ""
+    client_auth: object = EgressCredential.ClientAuth.BASIC
+
+
+# The columns' lengths: a longer value is refused with a message, not by the database.
+_LENGTHS = (
+    ("kind", 32), ("name", EgressCredential._meta.get_field("name").max_length),
+    ("username", EgressCredential._meta.get_field("username").max_length), ("secret", 10_000),
+    ("source", 32), ("tenant_secret", _SECRET_NAME_MAX), ("token_url", 500),
+    ("client_id", EgressCredential._meta.get_field("client_id").max_length), ("scope", 500), ("audience", 500),
+    ("client_auth", 32),
+)
+_OAUTH_FIELDS = ("token_url", "client_id", "scope", "audience")
+
+
+def egress_credential_check(
+    fields: CredentialFields, *, backend_kind: str, allow_private: bool, resolve: bool = True
+) -> list[FieldProblem]:
+    """What is wrong with a credential for a backend of `backend_kind` (empty: nothing): the one set of
+    credential rules the service, the REST API, the console and configuration documents apply, with
+    the same words. Whether a named tenant secret exists is the service's to say (it is stored data).
+    `resolve`: judge the token endpoint's host name by the addresses it resolves to now."""
+    problems: list[FieldProblem] = []
+    for name, limit in _LENGTHS:
+        value = getattr(fields, name)
+        if not isinstance(value, str):
+            problems.append(FieldProblem(name, f"{name} must be a string"))
+        elif len(value) > limit:
+            problems.append(FieldProblem(name, f"{name} must be at most {limit} characters"))
+    if problems:
+        return problems
+    kind, source, name, secret = str(fields.kind), str(fields.source), str(fields.name), str(fields.secret)
+    if kind not in EgressCredential.Kind.values:
+        problems.append(FieldProblem("kind", f"unknown credential kind {kind!r}"))
+    if source not in EgressCredential.Source.values:
+        return [*problems, FieldProblem("source", f"unknown credential source {source!r}; use one of "
+                                                  f"{', '.join(EgressCredential.Source.values)}")]
+    if backend_kind == Backend.Kind.MCP and kind not in MCP_KINDS:
+        problems.append(FieldProblem("kind", "an MCP backend takes its credential in a header: use bearer, "
+                                             f"api_key_header or basic, not {kind!r}"))
+    elif backend_kind == Backend.Kind.MCP and kind == "api_key_header" and _reserved_header(name):
+        problems.append(FieldProblem("name", f"the header {name!r} carries the MCP exchange itself; choose another name"))
+    elif kind == "api_key_header" and (problem := header_name_problem(name)) is not None:
+        problems.append(FieldProblem("name", problem))
+    placement = {"kind": kind if kind in EgressCredential.Kind.values else "", "name": name,
+                 "username": str(fields.username)}
+    if kind.startswith("api_key_") and not name:
+        problems.append(FieldProblem("name", f"credential kind {kind!r} needs the header, parameter or cookie name"))
+        placement["kind"] = ""  # the value is still judged, as a bearer token's
+    if source == EgressCredential.Source.STATIC:
+        problems += _value_problems("secret", secret, "the secret", placement)
+    elif source == EgressCredential.Source.TENANT_SECRET:
+        if not fields.tenant_secret:
+            problems.append(FieldProblem("tenant_secret", "name the tenant secret to send"))
+        if secret:
+            problems.append(FieldProblem("secret", "a tenant_secret credential sends the tenant secret, not a secret of its own"))
+        # The tenant secret's value was checked when it was set; only where it goes is checked here.
+        problems += _value_problems("name", "stand-in", "the placement", placement)
+    elif source == EgressCredential.Source.PER_IDENTITY:
+        problems += _identities_problems(fields.identities, placement)
+        if secret:
+            problems += _value_problems("secret", secret, "the default secret", placement)
+    else:
+        problems += _oauth_problems(fields, kind, allow_private, resolve)
+        problems += _value_problems("secret", secret, "the client secret", placement)
+    if source != EgressCredential.Source.TENANT_SECRET and fields.tenant_secret:
+        problems.append(FieldProblem("tenant_secret", "tenant_secret is only for source tenant_secret"))
+    if source != EgressCredential.Source.PER_IDENTITY and fields.identities:
+        problems.append(FieldProblem("identities", "identities are only for source per_identity"))
+    if source != EgressCredential.Source.OAUTH:
+        problems += [FieldProblem(name, f"{name} is only for source oauth_client_credentials")
+                     for name in _OAUTH_FIELDS if getattr(fields, name)]
+    return problems
+
+
+def _oauth_problems(fields: CredentialFields, kind: str, allow_private: bool, resolve: bool) -> list[FieldProblem]:
+    problems = []
+    if kind not in TOKEN_KINDS:
+        problems.append(FieldProblem("kind", f"an OAuth access token is sent as bearer or api_key_header, not {kind!r}"))
+    token_url = str(fields.token_url)
+    try:
+        replica_url_validate(token_url)
+        url_address_validate(token_url, allow_private=allow_private, resolve=resolve)
+    except ValidationError as exc:
+        problems.append(FieldProblem("token_url", f"token endpoint: {exc.messages[0]}"))
+    else:
+        if urlsplit(token_url).scheme != "https" and urlsplit(token_url).hostname not in _LOOPBACK:
+            problems.append(FieldProblem("token_url", "the token endpoint must use https (the client secret goes to "
+                                                      "it); plain http is for loopback addresses only"))
+    if not fields.client_id:
+        problems.append(FieldProblem("client_id", "the client id is empty"))
+    if fields.client_auth not in EgressCredential.ClientAuth.values:
+        problems.append(FieldProblem("client_auth", f"unknown client authentication {fields.client_auth!r}; use one of "
+                                                    f"{', '.join(EgressCredential.ClientAuth.values)}"))
+    return problems
+
+
+def _value_problems(field_name: str, value: str, what: str, placement: dict[str, str]) -> list[FieldProblem]:
     if not value:
-        raise ValidationError({"secret": f"{what} is empty"})
+        return [FieldProblem(field_name, f"{what} is empty")]
     try:  # the invoker's own rules (names for API keys, no line breaks, ...)
-        Credential(kind=kind or "bearer", value=value, name=name, username=username)
+        Credential(kind=placement["kind"] or "bearer", value=value, name=placement["name"],
+                   username=placement["username"])
     except ValueError as exc:
-        raise ValidationError({"secret": f"{what}: {exc}"}) from None
+        return [FieldProblem(field_name, f"{what}: {exc}")]
+    return []
 
 
-def _check_identities(identities: Sequence[IdentitySecret], **placement: str) -> None:
+def _identities_problems(identities: Sequence[IdentitySecret], placement: dict[str, str]) -> list[FieldProblem]:
+    if not identities:
+        return [FieldProblem("identities", "list at least one caller's credential")]
+    problems: list[FieldProblem] = []
     seen: set[tuple[str, str, str]] = set()
     for identity in identities:
         where = f"{identity.subject_kind}:{identity.subject_name}"
         if identity.issuer:
             where += f" of {identity.issuer}"
+        found = ""
         if identity.subject_kind not in EgressIdentity.Subject.values:
-            raise ValidationError({"identities": f"unknown subject kind {identity.subject_kind!r}; use key, subject or team"})
-        if not identity.subject_name or len(identity.subject_name) > 500:
-            raise ValidationError({"identities": f"{where}: the name must be 1-500 characters"})
-        if identity.issuer and identity.subject_kind != EgressIdentity.Subject.SUBJECT:
-            raise ValidationError({"identities": f"{where}: only token subject entries name an issuer"})
-        if len(identity.issuer) > 500:
-            raise ValidationError({"identities": f"{where}: the issuer must be at most 500 characters"})
-        if (identity.subject_kind, identity.issuer, identity.subject_name) in seen:
-            raise ValidationError({"identities": f"{where} is listed twice"})
+            found = f"unknown subject kind {identity.subject_kind!r}; use key, subject or team"
+        elif not identity.subject_name or len(identity.subject_name) > 500:
+            found = f"{where}: the name must be 1-500 characters"
+        elif identity.issuer and identity.subject_kind != EgressIdentity.Subject.SUBJECT:
+            found = f"{where}: only token subject entries name an issuer"
+        elif len(identity.issuer) > 500:
+            found = f"{where}: the issuer must be at most 500 characters"
+        elif (identity.subject_kind, identity.issuer, identity.subject_name) in seen:
+            found = f"{where} is listed twice"
+        if found:
+            problems.append(FieldProblem("identities", found))
+            continue
         seen.add((identity.subject_kind, identity.issuer, identity.subject_name))
-        _check_value(identity.secret, f"the secret of {where}", **placement)
+        problems += [FieldProblem("identities", p.message)
+                     for p in _value_problems("identities", identity.secret, f"the secret of {where}", placement)]
+    return problems
 
 
 @transaction.atomic
@@ -109,50 +235,16 @@ def egress_credential_set(
       without an entry and for the gateway's own requests (listing, probing);
     - `oauth_client_credentials`: an access token from `token_url` for `client_id` and the client
       secret `secret` (`client_auth` says how it is presented), optionally for `scope`/`audience`."""
-    if kind not in EgressCredential.Kind.values:
-        raise ValidationError({"kind": f"unknown credential kind {kind!r}"})
-    if source not in EgressCredential.Source.values:
-        raise ValidationError({"source": f"unknown credential source {source!r}; use one of "
-                                         f"{', '.join(EgressCredential.Source.values)}"})
-    if backend.kind == Backend.Kind.MCP and kind not in MCP_KINDS:
-        raise ValidationError({"kind": f"an MCP backend takes its credential in a header: use bearer, "
-                                       f"api_key_header or basic, not {kind!r}"})
-    if backend.kind == Backend.Kind.MCP and kind == "api_key_header" and _reserved_header(name):
-        raise ValidationError({"name": f"the header {name!r} carries the MCP exchange itself; choose another name"})
-    if kind == "api_key_header" and (problem := header_name_problem(name)) is not None:
-        raise ValidationError({"name": problem})
-    placement = {"kind": kind, "name": name, "username": username}
+    problems_refuse(egress_credential_check(CredentialFields(
+        kind=kind, name=name, username=username, secret=secret, source=source, tenant_secret=tenant_secret,
+        identities=identities, token_url=token_url, client_id=client_id, scope=scope, audience=audience,
+        client_auth=client_auth,
+    ), backend_kind=backend.kind, allow_private=backend.tenant.private_networks_allowed))
     shared: TenantSecret | None = None
-    if source == EgressCredential.Source.STATIC:
-        _check_value(secret, "the secret", **placement)
-    elif source == EgressCredential.Source.TENANT_SECRET:
+    if source == EgressCredential.Source.TENANT_SECRET:
         shared = TenantSecret.objects.filter(tenant_id=backend.tenant_id, name=tenant_secret).first()
         if shared is None:
             raise ValidationError({"tenant_secret": f"the tenant has no secret named {tenant_secret!r}"})
-        secret = ""
-        # Its value was checked when the tenant secret was set; only where it goes is checked here.
-        _check_value("stand-in", "the placement", **placement)
-    elif source == EgressCredential.Source.PER_IDENTITY:
-        if not identities:
-            raise ValidationError({"identities": "list at least one caller's credential"})
-        _check_identities(identities, **placement)
-        if secret:
-            _check_value(secret, "the default secret", **placement)
-    else:
-        if kind not in TOKEN_KINDS:
-            raise ValidationError({"kind": f"an OAuth access token is sent as bearer or api_key_header, not {kind!r}"})
-        try:
-            egress_url_validate(token_url, allow_private=backend.tenant.private_networks_allowed)
-        except ValidationError as exc:
-            raise ValidationError({"token_url": f"token endpoint: {exc.messages[0]}"}) from None
-        if urlsplit(token_url).scheme != "https" and urlsplit(token_url).hostname not in _LOOPBACK:
-            raise ValidationError({"token_url": "the token endpoint must use https (the client secret goes to it); "
-                                                "plain http is for loopback addresses only"})
-        if not client_id:
-            raise ValidationError({"client_id": "the client id is empty"})
-        if client_auth not in EgressCredential.ClientAuth.values:
-            raise ValidationError({"client_auth": f"unknown client authentication {client_auth!r}"})
-        _check_value(secret, "the client secret", **placement)
     oauth = source == EgressCredential.Source.OAUTH
     credential, _ = EgressCredential.objects.update_or_create(
         backend=backend,
@@ -181,13 +273,20 @@ def egress_credential_clear(*, backend: Backend) -> None:
     config_version_bump(tenant_id=backend.tenant_id)
 
 
+def tenant_secret_check(*, name: object, value: object) -> list[FieldProblem]:
+    """What is wrong with a tenant secret (empty: nothing): the rule the service and configuration
+    documents apply, with the same words."""
+    if not isinstance(name, str) or not name_validator.regex.fullmatch(name) or len(name) > _SECRET_NAME_MAX:
+        return [FieldProblem("name", f"a secret name is 1-{_SECRET_NAME_MAX} letters, digits, '_', '.' and '-', starting with a letter or digit")]
+    if not isinstance(value, str):
+        return [FieldProblem("value", f"the secret {name!r} must be a string")]
+    return _value_problems("value", value, f"the secret {name!r}", {"kind": "", "name": "", "username": ""})
+
+
 def tenant_secret_set(*, tenant: Tenant, name: str, value: str) -> TenantSecret:
     """Create or replace the tenant secret `name`: every credential using it sends the new value
     from the next request on."""
-    if not name or len(name) > _SECRET_NAME_MAX:
-        raise ValidationError({"name": f"a secret name is 1-{_SECRET_NAME_MAX} characters"})
-    TenantSecret(tenant=tenant, name=name, value="x").clean_fields(exclude=["tenant", "value"])
-    _check_value(value, f"the secret {name!r}")
+    problems_refuse(tenant_secret_check(name=name, value=value))
     shared, _ = TenantSecret.objects.update_or_create(
         tenant=tenant, name=name, defaults={"value": secret_encrypt(value)}
     )

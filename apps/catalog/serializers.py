@@ -69,34 +69,30 @@ class SpecVersionDetailSerializer(SpecVersionSummarySerializer):
         return request.build_absolute_uri(path) if request is not None else path
 
 
-_NAME_MAX = EgressCredential._meta.get_field("name").max_length
-_USERNAME_MAX = EgressCredential._meta.get_field("username").max_length
-
-
 class EgressIdentityInputSerializer(serializers.Serializer):
-    subject_kind = serializers.CharField()  # key | subject | team
-    subject_name = serializers.CharField(max_length=500)
-    issuer = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
-    secret = serializers.CharField(trim_whitespace=False, write_only=True)
+    subject_kind = serializers.CharField(allow_blank=True)  # key | subject | team
+    subject_name = serializers.CharField(allow_blank=True)
+    issuer = serializers.CharField(required=False, allow_blank=True, default="")
+    secret = serializers.CharField(allow_blank=True, trim_whitespace=False, write_only=True)
 
 
 class EgressCredentialInputSerializer(serializers.Serializer):
-    """The body of `PUT …/credential`. Whether a kind exists, needs a name or takes a secret is the
-    service's to say (one set of messages for the API and the console); lengths are checked here
-    because the database would refuse them with an error instead of a message."""
+    """The body of `PUT …/credential`. Only types are checked here: what a credential may be, and
+    the words that refuse it, are the service's (`egress_credential_check`: one set of messages for
+    the API, the console and `gateway apply`)."""
 
     kind = serializers.CharField(required=False, allow_blank=True, default="")
-    name = serializers.CharField(required=False, allow_blank=True, default="", max_length=_NAME_MAX)
-    username = serializers.CharField(required=False, allow_blank=True, default="", max_length=_USERNAME_MAX)
+    name = serializers.CharField(required=False, allow_blank=True, default="")
+    username = serializers.CharField(required=False, allow_blank=True, default="")
     # Taken exactly as sent: spaces may be part of a secret.
     secret = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False, write_only=True)
     source = serializers.CharField(required=False, default=EgressCredential.Source.STATIC)
-    tenant_secret = serializers.CharField(required=False, allow_blank=True, default="", max_length=64)
+    tenant_secret = serializers.CharField(required=False, allow_blank=True, default="")
     identities = EgressIdentityInputSerializer(many=True, required=False, default=list)
-    token_url = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
-    client_id = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
-    scope = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
-    audience = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
+    token_url = serializers.CharField(required=False, allow_blank=True, default="")
+    client_id = serializers.CharField(required=False, allow_blank=True, default="")
+    scope = serializers.CharField(required=False, allow_blank=True, default="")
+    audience = serializers.CharField(required=False, allow_blank=True, default="")
     client_auth = serializers.CharField(required=False, default=EgressCredential.ClientAuth.BASIC)
 
     def validate_identities(self, value: list[dict[str, str]]) -> tuple[IdentitySecret, ...]:

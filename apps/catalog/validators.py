@@ -46,12 +46,6 @@ def replica_url_validate(url: str) -> None:
 
 
 
-def egress_url_validate(url: str, *, allow_private: bool) -> None:
-    """`replica_url_validate`, then the SSRF guard on the URL's address (`url_address_validate`)."""
-    replica_url_validate(url)
-    url_address_validate(url, allow_private=allow_private)
-
-
 @dataclass(frozen=True, slots=True)
 class BackendFields:
     """A backend's editable attributes, as any face hands them over: the console's form, the API's

@@ -14,17 +14,21 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from apps.catalog.credentials import (
+    CredentialFields,
     IdentitySecret,
+    egress_credential_check,
     egress_credential_clear,
     egress_credential_set,
+    tenant_secret_check,
     tenant_secret_delete,
     tenant_secret_set,
 )
-from apps.catalog.models import Backend, EgressCredential, TenantSecret, name_validator
+from apps.catalog.models import Backend, EgressCredential, TenantSecret
 from apps.common.secrets import SecretUnreadable, secret_decrypt
 from apps.configuration.document import CredentialSpec, IdentitySpec, TenantSecretSpec
 from apps.configuration.fields import FieldChecks
 from apps.configuration.reports import Action, Change
+from apps.kernel.problems import FieldProblem
 from apps.tenants.models import Tenant
 
 _FIELDS = (
@@ -32,75 +36,68 @@ _FIELDS = (
     "token_url", "client_id", "scope", "audience", "client_auth",
 )
 _SUBJECTS = ("key", "subject", "team")
-_OAUTH_FIELDS = ("token_url", "client_id", "scope", "audience", "client_auth")
-_TEXT_MAX_LENGTH = 500
 
 
 # --- validation ----------------------------------------------------------------------------------
-def credential_check(checks: FieldChecks, raw: Any, path: str) -> CredentialSpec | None:
-    """The credential as written at `path` (`null`: remove the stored one); problems go to `checks`."""
+def credential_check(
+    checks: FieldChecks, raw: Any, path: str, *, backend_kind: str, allow_private: bool
+) -> CredentialSpec | None:
+    """The credential as written at `path` (`null`: remove the stored one); problems go to `checks`,
+    the rules being the service's own (`egress_credential_check`)."""
     if raw is None:
         return CredentialSpec(remove=True)
     fields = checks.mapping(raw, path, fields=_FIELDS, required=())
     if fields is None:
         return None
+    before = len(checks.problems)
     for field in _FIELDS:
         if field != "identities" and field in fields and not isinstance(fields[field], str):
             checks.add(f"{path}.{field}", "must be a string")
     text = {field: fields[field] for field in _FIELDS if isinstance(fields.get(field), str)}
-    kind = checks.choice(text.get("kind", ""), f"{path}.kind", EgressCredential.Kind.values)
-    source = checks.choice(text.get("source", "static"), f"{path}.source", EgressCredential.Source.values)
-    if kind.startswith("api_key_") and not text.get("name"):
-        checks.add(f"{path}.name", f"credential kind {kind!r} needs the header, parameter or cookie name")
-    if not source:
-        return None  # which other fields belong depends on the source: nothing more to say
-    secret_given = "secret" in fields or "secret_env" in fields
     if "secret" in fields and "secret_env" in fields:
         checks.add(path, "give at most one of 'secret' and 'secret_env'")
-    if source in ("static", "oauth_client_credentials") and not secret_given:
-        what = "the client secret" if source != "static" else "the secret"
-        checks.add(path, f"give {what} as 'secret' or 'secret_env'")
-    if source == "tenant_secret":
-        if not text.get("tenant_secret"):
-            checks.add(f"{path}.tenant_secret", "name the tenant secret to send")
-        if secret_given:
-            checks.add(path, "a tenant_secret credential takes its value from the tenant secret, not 'secret'")
-    elif "tenant_secret" in fields:
-        checks.add(f"{path}.tenant_secret", "only for source: tenant_secret")
+    source = text.get("source", EgressCredential.Source.STATIC.value)
     identities: tuple[IdentitySpec, ...] = ()
-    if source == "per_identity":
-        identities = _identities(checks, fields.get("identities"), f"{path}.identities")
-    elif "identities" in fields:
-        checks.add(f"{path}.identities", "only for source: per_identity")
-    if source == "oauth_client_credentials":
-        for field in ("token_url", "client_id"):
-            if not text.get(field):
-                checks.add(f"{path}.{field}", "is required for source: oauth_client_credentials")
-        if "client_auth" in text:
-            checks.choice(text["client_auth"], f"{path}.client_auth", EgressCredential.ClientAuth.values)
-    else:
-        for field in _OAUTH_FIELDS:
-            if field in fields:
-                checks.add(f"{path}.{field}", "only for source: oauth_client_credentials")
-    for field in ("token_url", "scope", "audience", "client_id"):
-        if len(text.get(field, "")) > _TEXT_MAX_LENGTH:
-            checks.add(f"{path}.{field}", f"must be at most {_TEXT_MAX_LENGTH} characters")
-    return CredentialSpec(
-        kind=kind, name=text.get("name", ""), username=text.get("username", ""),
+    if "identities" in fields:
+        identities = _identities(checks, fields["identities"], f"{path}.identities")
+    if len(checks.problems) > before:
+        return None
+    spec = CredentialSpec(
+        kind=text.get("kind", ""), name=text.get("name", ""), username=text.get("username", ""),
         secret=text.get("secret"), secret_env=text.get("secret_env"), source=source,
         tenant_secret=text.get("tenant_secret", ""), identities=identities,
         token_url=text.get("token_url", ""), client_id=text.get("client_id", ""), scope=text.get("scope", ""),
         audience=text.get("audience", ""),
         client_auth=text.get("client_auth", EgressCredential.ClientAuth.BASIC.value),
     )
+    wrong = checks.refuse(path, egress_credential_check(
+        _fields(spec), backend_kind=backend_kind, allow_private=allow_private, resolve=False), given=_FIELDS)
+    return None if wrong else spec
+
+
+# A secret named by `secret_env` is read when the document is applied: until then its value is
+# unknown, and this stands in for it (the service checks the real one).
+_FROM_ENVIRONMENT = "from-the-environment"
+
+
+def _fields(spec: CredentialSpec) -> CredentialFields:
+    def secret(value: str | None, env: str | None) -> str:
+        return _FROM_ENVIRONMENT if env is not None else value or ""
+
+    return CredentialFields(
+        kind=spec.kind, name=spec.name, username=spec.username, secret=secret(spec.secret, spec.secret_env),
+        source=spec.source, tenant_secret=spec.tenant_secret,
+        identities=tuple(IdentitySecret(i.subject_kind, i.subject_name, secret(i.secret, i.secret_env), i.issuer)
+                         for i in spec.identities),
+        token_url=spec.token_url, client_id=spec.client_id, scope=spec.scope, audience=spec.audience,
+        client_auth=spec.client_auth,
+    )
 
 
 def _identities(checks: FieldChecks, raw: Any, path: str) -> tuple[IdentitySpec, ...]:
-    if not checks.items(raw, path):
-        checks.add(path, "list at least one caller's credential, e.g. {key: agent, secret_env: AGENT_TOKEN}")
-        return ()
+    """The callers' entries as written: their shape is checked here, their rules by the service's check."""
     found: list[IdentitySpec] = []
-    for i, item in enumerate(raw):
+    for i, item in enumerate(checks.items(raw, path)):
         where = f"{path}[{i}]"
         fields = checks.mapping(item, where, fields=(*_SUBJECTS, "issuer", "secret", "secret_env"), required=())
         if fields is None:
@@ -109,16 +106,12 @@ def _identities(checks: FieldChecks, raw: Any, path: str) -> tuple[IdentitySpec,
         if len(subjects) != 1:
             checks.add(where, "name exactly one of 'key', 'subject' and 'team'")
             continue
-        name = checks.text(fields[subjects[0]], f"{where}.{subjects[0]}", max_length=_TEXT_MAX_LENGTH)
+        name, issuer = fields[subjects[0]], fields.get("issuer", "")
+        for field, value in ((subjects[0], name), ("issuer", issuer)):
+            if not isinstance(value, str):
+                checks.add(f"{where}.{field}", "must be a string")
         secret, secret_env = _one_secret(checks, fields, where)
-        issuer = ""
-        if "issuer" in fields:
-            issuer = checks.text(fields["issuer"], f"{where}.issuer", max_length=_TEXT_MAX_LENGTH)
-            if subjects[0] != "subject":
-                checks.add(f"{where}.issuer", "only token subject entries name an issuer")
-        if any((s.subject_kind, s.issuer, s.subject_name) == (subjects[0], issuer, name) for s in found):
-            checks.add(where, f"{subjects[0]} {name!r} is listed twice")
-        found.append(IdentitySpec(subjects[0], name, secret, secret_env, issuer))
+        found.append(IdentitySpec(subjects[0], str(name), secret, secret_env, str(issuer)))
     return tuple(found)
 
 
@@ -143,9 +136,13 @@ def tenant_secrets_check(checks: FieldChecks, raw: Any, path: str) -> tuple[Tena
         fields = checks.mapping(item, where, fields=("name", "secret", "secret_env"), required=("name",))
         if fields is None:
             continue
-        name = checks.text(fields.get("name"), f"{where}.name", max_length=64, validator=name_validator,
-                           what="secret name")
+        name = fields.get("name")
         secret, secret_env = _one_secret(checks, fields, where)
+        value = _FROM_ENVIRONMENT if secret_env is not None else secret or ""
+        # The value's problems are the secret's, at `secret` (the service calls the field `value`).
+        checks.refuse(where, [FieldProblem("secret" if p.field == "value" else p.field, p.message)
+                              for p in tenant_secret_check(name=name, value=value)], given={*fields, "secret"})
+        name = name if isinstance(name, str) else ""
         if any(s.name == name for s in found):
             checks.add(f"{where}.name", f"duplicate secret {name!r}")
         found.append(TenantSecretSpec(name, secret, secret_env))

@@ -250,7 +250,8 @@ class _Checker(FieldChecks):
                     if field in fields:
                         self.add(f"{path}.{field}", f"only OpenAPI backends (kind: openapi) have {field!r}")
                 if "credential" in fields:
-                    credential = credential_check(self, fields["credential"], f"{path}.credential")
+                    credential = credential_check(self, fields["credential"], f"{path}.credential",
+                                                  backend_kind=Backend.Kind.MCP, allow_private=private)
             timeout = fields.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
             concurrency = fields.get("max_concurrency")
             # The backend's own value rules, as every face applies them (kind, transport and the URLs
@@ -292,7 +293,10 @@ class _Checker(FieldChecks):
         spec_file = None
         if "spec" in fields:
             spec_file = self.text(fields["spec"], f"{path}.spec", max_length=1000) or None
-        credential = credential_check(self, fields["credential"], f"{path}.credential") if "credential" in fields else None
+        credential = None
+        if "credential" in fields:
+            credential = credential_check(self, fields["credential"], f"{path}.credential",
+                                          backend_kind=Backend.Kind.OPENAPI, allow_private=private)
         return base_url, spec_file, credential
 
     def urls(self, raw: Any, path: str, *, private: bool) -> tuple[str, ...]:

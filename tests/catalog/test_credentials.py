@@ -90,7 +90,7 @@ def test_an_mcp_backend_takes_a_header_credential_and_bearer_when_no_kind_is_giv
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"kind": "api_key_header", "secret": "v"}, "needs a name"),
+        ({"kind": "api_key_header", "secret": "v"}, "needs the header, parameter or cookie name"),
         ({"kind": "basic", "username": "a:b", "secret": "v"}, "':'"),
         ({"kind": "bearer", "secret": "line\nbreak"}, "CR, LF"),
         ({"kind": "oauth", "secret": "v"}, "unknown credential kind"),

@@ -154,7 +154,7 @@ def test_configuration_documents_carry_the_setting_and_are_checked_with_it() -> 
     with pytest.raises(ConfigInvalid) as error:
         config_apply(document=issuer, prune=False)
     assert [str(p) for p in error.value.problems] == [
-        "token_issuers[0]: the URL 'http://169.254.169.254/keys' is not allowed: 169.254.169.254 is a "
+        "token_issuers[0].jwks_url: the URL 'http://169.254.169.254/keys' is not allowed: 169.254.169.254 is a "
         "cloud metadata address"]
     config_apply(document=DOCUMENT.format(private="true", url="http://10.1.2.3/mcp"), prune=False)
     assert Tenant.objects.get(slug="acme").allow_private_networks is True

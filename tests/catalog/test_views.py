@@ -209,9 +209,9 @@ def test_setting_a_credential_through_the_form_redirects_with_a_message(admin_cl
 @pytest.mark.parametrize(
     ("form", "message"),
     [
-        ({"kind": "api_key_header", "secret": SECRET}, "credential kind &#x27;api_key_header&#x27; needs a name"),
+        ({"kind": "api_key_header", "secret": SECRET}, "credential kind &#x27;api_key_header&#x27; needs the header, parameter or cookie name"),
         ({"kind": "oauth", "secret": SECRET}, "Kind: Select a valid choice."),
-        ({"kind": "bearer", "secret": ""}, "Secret: This field is required."),
+        ({"kind": "bearer", "secret": ""}, "Secret: the secret is empty"),
         ({"kind": "bearer", "secret": "a\nb" + SECRET}, "without CR, LF or NUL"),
         ({"kind": "basic", "username": "a:b", "secret": SECRET}, "cannot contain &#x27;:&#x27;"),
     ],

@@ -38,16 +38,17 @@ class EgressCredentialForm(forms.Form):
     not even after a refused submission: a secret leaves the server only towards the backend."""
 
     kind = forms.ChoiceField(label="Kind", choices=EgressCredential.Kind.choices, required=False)
+    # What a credential may be is the service's (`egress_credential_check`); the browser is told lengths.
     name = forms.CharField(
-        label="Name", required=False, max_length=EgressCredential._meta.get_field("name").max_length,
+        label="Name", required=False, strip=False, widget=forms.TextInput(attrs={"maxlength": "128"}),
         help_text="The header, query parameter or cookie of an API key; empty takes the spec's.",
     )
     username = forms.CharField(
-        label="Username", required=False, max_length=EgressCredential._meta.get_field("username").max_length,
+        label="Username", required=False, strip=False, widget=forms.TextInput(attrs={"maxlength": "128"}),
         help_text="HTTP basic only.",
     )
     secret = forms.CharField(
-        label="Secret", strip=False,  # spaces may be part of a secret
+        label="Secret", required=False, strip=False,  # spaces may be part of a secret
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="The API key, token or password. Stored encrypted; it is never shown again.",
     )

@@ -1,0 +1,73 @@
+"""One credential check (`apps.catalog.credentials.egress_credential_check`) behind every face that
+sets a backend's egress credential: the service, the REST API, the console form and a configuration
+document refuse a bad one with the same words, and nothing is stored."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.test import Client
+
+from apps.catalog.credentials import (
+    CredentialFields,
+    IdentitySecret,
+    egress_credential_check,
+    egress_credential_set,
+)
+from apps.catalog.models import EgressCredential
+from apps.configuration.document import ConfigInvalid
+from apps.configuration.services import config_apply
+from tests.factories import backend_factory
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "s3cr3t-value-not-to-echo"
+URL = "http://127.0.0.1:9001/mcp"
+# (the credential's fields, the words every face refuses it with)
+CASES = [
+    ({"kind": "basic", "username": "a:b", "secret": SECRET}, "a basic-auth username cannot contain ':'"),
+    ({"kind": "api_key_header", "secret": SECRET}, "credential kind 'api_key_header' needs the header, parameter or cookie name"),
+    ({"kind": "bearer", "secret": "a\nb" + SECRET}, "credential fields must be strings without CR, LF or NUL"),
+    ({"kind": "api_key_header", "name": "Mcp-Session-Id", "secret": SECRET}, "carries the MCP exchange itself"),
+    ({"kind": "basic", "username": "u" * 129, "secret": SECRET}, "username must be at most 128 characters"),
+    ({"kind": "api_key_query", "name": "key", "secret": SECRET}, "an MCP backend takes its credential in a header"),
+    ({"kind": "bearer", "secret": ""}, "the secret is empty"),
+]
+IDS = ["basic-colon", "header-unnamed", "line-break", "reserved-header", "username-long", "query-on-mcp", "empty"]
+
+
+def test_the_check_names_each_wrong_field() -> None:
+    assert egress_credential_check(CredentialFields(kind="bearer", secret=SECRET), backend_kind="mcp",
+                                   allow_private=True) == []
+    problems = egress_credential_check(CredentialFields(
+        kind="api_key_header", source="static", tenant_secret="shared", token_url="https://idp/token",
+        identities=(IdentitySecret("key", "agent", SECRET),)), backend_kind="mcp", allow_private=True)
+    assert [p.field for p in problems] == ["name", "secret", "tenant_secret", "identities", "token_url"]
+
+
+@pytest.mark.parametrize(("fields", "words"), CASES, ids=IDS)
+def test_every_face_refuses_it(admin_client: Client, fields: dict[str, Any], words: str) -> None:
+    backend = backend_factory(urls=[URL])
+    with pytest.raises(ValidationError) as refused:
+        egress_credential_set(backend=backend, **fields)
+    assert any(words in message for message in refused.value.messages), refused.value.messages
+
+    response = admin_client.put(f"/api/v1/tenants/{backend.tenant.slug}/backends/{backend.pk}/credential", fields,
+                                content_type="application/json")
+    assert response.status_code == 400 and words in response.json()["detail"], response.json()
+
+    form = {"name": "", "username": "", **fields}
+    response = admin_client.post(f"/console/t/{backend.tenant.slug}/backends/{backend.pk}/credential/", form)
+    page = response.content.decode()
+    assert response.status_code == 400 and html.escape(words) in page and SECRET not in page
+
+    document = {"tenants": [{"slug": "doc", "name": "Doc"}],
+                "backends": [{"tenant": "doc", "name": "demo", "urls": [URL], "credential": fields}]}
+    with pytest.raises(ConfigInvalid) as refused_document:
+        config_apply(document=json.dumps(document), prune=False)
+    assert words in str(refused_document.value) and SECRET not in str(refused_document.value)
+    assert not EgressCredential.objects.exists()
