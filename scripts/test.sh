@@ -16,7 +16,7 @@ if [ $# -gt 0 ]; then
     exec python -m pytest "$@"
 fi
 # The pure core's tests first, with neither Redis nor PostgreSQL reachable: they must need no service.
-PURE_CORE=(tests/kernel tests/gateway/protocol tests/gateway/pipeline)
+PURE_CORE=(tests/kernel tests/gateway/protocol tests/gateway/pipeline tests/catalog/openapi)
 GATEWAY_TEST_REDIS_URL=redis://127.0.0.1:1/0 DATABASE_URL=postgresql://nobody@127.0.0.1:1/none \
     python -m pytest -q "${PURE_CORE[@]}"
 exec python -m pytest "${PURE_CORE[@]/#/--ignore=}"

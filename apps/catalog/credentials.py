@@ -19,9 +19,9 @@ from apps.catalog.openapi import Credential
 from apps.catalog.validators import replica_url_validate
 from apps.common.config_version import config_version_bump
 from apps.common.egress_headers import header_name_problem
-from apps.common.problems import problems_refuse
 from apps.common.secrets import secret_encrypt
 from apps.common.url_guard import url_address_validate
+from apps.common.validation_errors import problems_refuse
 from apps.kernel.problems import FieldProblem
 from apps.tenants.models import Tenant
 

@@ -22,7 +22,7 @@ from apps.catalog.validators import (
     virtual_host_check,
 )
 from apps.common.config_version import config_version_bump
-from apps.common.problems import problems_refuse
+from apps.common.validation_errors import problems_refuse
 from apps.retrieval.indexing import tool_index_queue
 from apps.tenants.models import ApiKey, Tenant
 

@@ -1,6 +1,6 @@
 """What an entity's check finds wrong: `<entity>_check(...) -> list[FieldProblem]`, one check per
 entity, used by its service, the REST API, the console and configuration documents alike (how a
-service refuses them: `apps.common.problems.problems_refuse`)."""
+service refuses them: `apps.common.validation_errors.problems_refuse`)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from django.db import transaction
 
 from apps.catalog.models import VirtualHost
 from apps.common.config_version import config_version_bump
-from apps.common.problems import problems_refuse
+from apps.common.validation_errors import problems_refuse
 from apps.kernel.costs import UNITS_MAX, ToolCostSpec, tool_costs_compile
 from apps.kernel.policy import PolicyError, RuleSpec, policy_compile
 from apps.kernel.problems import FieldProblem

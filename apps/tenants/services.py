@@ -19,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.common.config_version import config_version_bump
-from apps.common.problems import problems_refuse
+from apps.common.validation_errors import problems_refuse
 from apps.tenants.access_changes import access_changed_notify
 from apps.tenants.keys import admin_token_generate, key_generate, key_hash, key_label_of_hash
 from apps.tenants.models import AdminToken, ApiKey, Membership, Plan, Team, Tenant, TokenIssuer

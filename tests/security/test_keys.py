@@ -92,7 +92,7 @@ def test_weak_chosen_secrets_are_refused(weak: str) -> None:
 
 
 @pytest.mark.django_db
-def test_the_configuration_file_refuses_a_weak_secret_naming_the_key() -> None:
+def test_the_configuration_file_refuses_a_weak_secret_at_its_key() -> None:
     document = f"""
 tenants:
   - slug: acme
@@ -104,7 +104,7 @@ tenants:
     with pytest.raises(ConfigInvalid) as refused:
         config_apply(document=document, prune=False)
     (problem,) = [str(p) for p in refused.value.problems]
-    assert problem.startswith("tenants[0].keys[0].secret: the secret of key 'ci' is too weak: it carries at most ")
+    assert problem.startswith("tenants[0].keys[0].secret: the secret is too weak: it carries at most ")
     assert "a key needs 128" in problem
     assert not ApiKey.objects.exists()
     config_apply(document=document.replace(SIXTEEN, CHOSEN), prune=False)

@@ -6,21 +6,21 @@ Entry point: :func:`compile_spec`. Module roles:
 * ``refs`` — local ``$ref`` resolution (remote refs refused);
 * ``schemas`` — OpenAPI schema → inlined JSON Schema (recursion cut, dialect fixes);
 * ``params`` — parameters and bodies → ``inputSchema`` and bindings (body and clash rules);
-* ``names`` — tool/argument naming (sanitise, cap, collisions);
+* ``tool_names`` — tool/argument naming (sanitise, cap, collisions);
 * ``compiler`` — walks the paths, one operation → one :class:`CompiledTool`;
 * ``security`` — the document's security schemes, as credential kinds;
 * ``records`` — compiled tools as JSON records (what the database stores) and back;
-* ``invoke`` (with ``calls``, ``serialize``, ``bodies``, ``assemble``, ``codegen``) — a call's arguments →
+* ``invoke`` (with ``outgoing``, ``encoding``, ``codegen``) — a call's arguments →
   :class:`OutgoingRequest`, through a builder generated per tool;
 * ``results`` — the HTTP response → ``CallToolResult``;
 * ``validation`` (with ``checks``) — arguments checked against ``inputSchema``, ``structuredContent``
   against ``outputSchema``.
 """
 
-from .calls import ArgumentError, Credential, InvokeError, OutgoingRequest
 from .compiler import compile_spec
 from .invoke import build_request
 from .model import ArgumentBinding, CompiledTool, CompileOptions, CompileResult, Problem, ToolBinding
+from .outgoing import ArgumentError, Credential, InvokeError, OutgoingRequest
 from .results import shape_result
 from .validation import check_structured, validate_arguments
 

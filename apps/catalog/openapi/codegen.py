@@ -34,23 +34,28 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from .assemble import _apply, _missing_arguments, _server, _unknown_arguments
-from .bodies import _dumps, _encode_object, _encode_whole
-from .calls import _BAD_HEADER, _MISSING, ArgumentError, Credential, OutgoingRequest
-from .model import ArgumentBinding
-from .serialize import (
-    _enc,
-    _enc_cookie,
-    _enc_cookie_memo,
-    _enc_memo,
-    _enc_reserved,
-    _enc_reserved_memo,
-    _guard_segment,
-    _text,
+from .encoding import (
+    credential_apply,
+    encode,
+    encode_cookie,
+    encode_cookie_memo,
+    encode_memo,
+    encode_reserved,
+    encode_reserved_memo,
+    json_bytes,
+    missing_arguments_error,
+    object_body,
+    segment_guard,
+    server_url,
+    unknown_arguments_error,
+    value_text,
+    whole_body,
 )
+from .model import ArgumentBinding
+from .outgoing import BAD_HEADER, MISSING, ArgumentError, Credential, OutgoingRequest
 
 if TYPE_CHECKING:
-    from .invoke import Plan, _Entry
+    from .invoke import Plan, PlanEntry
 
 #: ``(arguments, base_url, credential, boundary) -> request``
 Builder = Callable[[Mapping[str, Any], str | None, Credential | None, str | None], OutgoingRequest]
@@ -81,7 +86,7 @@ def _header(memo: dict[str | int, tuple[str, str]], value: str | int, name: str,
     when short; ArgumentError(``message``) for text with CR, LF or NUL."""
     if type(value) is str:
         # Printable text has no CR, LF or NUL; the pattern decides for the rest.
-        if not value.isprintable() and _BAD_HEADER(value):
+        if not value.isprintable() and BAD_HEADER(value):
             raise ArgumentError(message)
         pair = (name, value)
     else:
@@ -122,30 +127,30 @@ if tuple(f.name for f in fields(OutgoingRequest)) != _INIT_FIELDS or hasattr(Out
 #: Globals every generated builder sees; ``f<i>`` (the generic serialiser of entry ``i``) and the
 #: per-tool constants listed in :func:`generate_source` are added per tool.
 _RUNTIME: dict[str, Any] = {
-    "M": _MISSING,
+    "M": MISSING,
     "OutgoingRequest": OutgoingRequest,
     "new_request": object.__new__,
     "init_field": object.__setattr__,
     "ArgumentError": ArgumentError,
-    "text": _text,
-    "guard": _guard_segment,
-    "dumps": _dumps,
-    "encode_object": _encode_object,
-    "encode_whole": _encode_whole,
-    "server_url": _server,
-    "apply_credential": _apply,
-    "unknown_arguments": _unknown_arguments,
-    "missing_arguments": _missing_arguments,
+    "text": value_text,
+    "guard": segment_guard,
+    "dumps": json_bytes,
+    "encode_object": object_body,
+    "encode_whole": whole_body,
+    "server_url": server_url,
+    "apply_credential": credential_apply,
+    "unknown_arguments": unknown_arguments_error,
+    "missing_arguments": missing_arguments_error,
     "remember": _remember,
     "keyed": _keyed,
     "scalar": _scalar,
     "header": _header,
     # Percent-encoders and their memo look-ups: (encoder, memo get) per safe set.
-    "E": _enc, "EG": _enc_memo,
-    "R": _enc_reserved, "RG": _enc_reserved_memo,
-    "C": _enc_cookie, "CG": _enc_cookie_memo,
+    "E": encode, "EG": encode_memo,
+    "R": encode_reserved, "RG": encode_reserved_memo,
+    "C": encode_cookie, "CG": encode_cookie_memo,
 }
-_ENCODER_NAMES = {_enc: ("E", "EG"), _enc_reserved: ("R", "RG"), _enc_cookie: ("C", "CG")}
+_ENCODER_NAMES = {encode: ("E", "EG"), encode_reserved: ("R", "RG"), encode_cookie: ("C", "CG")}
 _DELIMITERS = {"spaceDelimited": "%20", "pipeDelimited": "%7C", "tabDelimited": "%09"}
 
 
@@ -206,7 +211,7 @@ def _encoded(encoder: Callable[[str], str], var: str) -> str:
     return f"({memo}({var}) or {enc}({var}))"
 
 
-def _entry_block(i: int, entry: _Entry, binding: ArgumentBinding) -> list[str]:
+def _entry_block(i: int, entry: PlanEntry, binding: ArgumentBinding) -> list[str]:
     argument = repr(entry.argument)
     # ``get`` without a default: None is both "absent" and "null"; only a body argument asks which.
     # ``skipped`` counts the arguments not seen as given (see _tail); a null parameter is one of them.
@@ -226,7 +231,7 @@ def _entry_block(i: int, entry: _Entry, binding: ArgumentBinding) -> list[str]:
     return [*lines, "    skipped += 1"]
 
 
-def _serialise(i: int, entry: _Entry, binding: ArgumentBinding) -> list[str]:
+def _serialise(i: int, entry: PlanEntry, binding: ArgumentBinding) -> list[str]:
     """Lines adding the given (not None) value ``v`` of entry ``i`` to the request parts."""
     fn = f"f{i}"
     location = binding.location
@@ -312,7 +317,7 @@ def _list_query(i: int, joined: str, add: str, fallback: str) -> list[str]:
             f"            remember(L{i}.__self__, j, len(v), h)"]
 
 
-def _path(i: int, entry: _Entry, binding: ArgumentBinding) -> list[str]:
+def _path(i: int, entry: PlanEntry, binding: ArgumentBinding) -> list[str]:
     fn = f"f{i}"
     if entry.slot < 0:  # no placeholder to fill: the generic builder does not render it either
         return ["pass"]
@@ -322,7 +327,7 @@ def _path(i: int, entry: _Entry, binding: ArgumentBinding) -> list[str]:
     name = repr(entry.name or entry.argument)
     return ["t = type(v)",
             "if t is str:",
-            f"    {target} = {_encoded(_enc, 'v')}",
+            f"    {target} = {_encoded(encode, 'v')}",
             f"    if {target} in ('', '.', '..'):",
             f"        {target} = guard({target}, {name})",
             "elif t is int:",

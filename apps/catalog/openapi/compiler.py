@@ -14,11 +14,11 @@ from apps.common.http_syntax import target_problem, text_problem
 from .diagnostics import Diagnostics, join
 from .loader import detect_version, load_document
 from .model import CompiledTool, CompileOptions, CompileResult, ToolBinding
-from .names import NameAllocator, fallback_base, sanitize
 from .params import Body, Context, build_input, gather, is_json, parameters_to_args, pick_media_type
 from .refs import RefResolver
 from .schemas import SchemaBudgetExceeded, SchemaConverter, is_object_schema
 from .security import security_names_check, security_schemes
+from .tool_names import NameAllocator, fallback_base, sanitize
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 _SERVER_VARIABLE = re.compile(r"{([^{}]+)}")

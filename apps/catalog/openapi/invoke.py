@@ -52,12 +52,23 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from .assemble import _apply, _missing_arguments, _server, _unknown_arguments
-from .bodies import _encode_object, _encode_whole
-from .calls import _BAD_HEADER, _MISSING, ArgumentError, Credential, OutgoingRequest
 from .codegen import Builder, generate
+from .encoding import (
+    credential_apply,
+    encode,
+    encode_cookie,
+    encode_reserved,
+    header_renderer,
+    missing_arguments_error,
+    object_body,
+    path_renderer,
+    query_appender,
+    server_url,
+    unknown_arguments_error,
+    whole_body,
+)
 from .model import CompiledTool
-from .serialize import _enc, _enc_cookie, _enc_reserved, _header_renderer, _path_renderer, _query_appender
+from .outgoing import BAD_HEADER, MISSING, ArgumentError, Credential, OutgoingRequest
 
 # --------------------------------------------------------------------------- plans
 
@@ -67,7 +78,7 @@ _TEMPLATE = re.compile(r"{([^{}]+)}")
 
 
 @dataclass(frozen=True, slots=True)
-class _Entry:
+class PlanEntry:
     argument: str
     code: int
     name: str | None
@@ -87,7 +98,7 @@ class Plan:
     method: str
     server: str
     pieces: tuple[str, ...]  # path template split on placeholders; odd indexes are filled
-    entries: tuple[_Entry, ...]
+    entries: tuple[PlanEntry, ...]
     arguments: frozenset[str]
     required: tuple[str, ...]
     body_mode: str
@@ -124,21 +135,21 @@ def make_plan(tool: CompiledTool, *, generated: bool = False) -> Plan:
     binding = tool.binding
     pieces = _TEMPLATE.split(binding.path)  # [lit, name, lit, name, lit ...]
     slots = {pieces[i]: i for i in range(1, len(pieces), 2)}
-    entries: list[_Entry] = []
+    entries: list[PlanEntry] = []
     for b in binding.arguments:
         code = _LOCATION_CODE[b.location]
         if code == _PATH:
             slot = slots.get(b.name or b.argument, -1)
-            entries.append(_Entry(b.argument, code, b.name, _path_renderer(b), slot))
+            entries.append(PlanEntry(b.argument, code, b.name, path_renderer(b), slot))
         elif code in (_QUERY, _COOKIE):
-            enc = _enc_cookie if code == _COOKIE else _enc_reserved if b.allow_reserved else _enc
-            fn = _query_appender(b, enc)
-            entries.append(_Entry(b.argument, code, b.name, fn, fast=b.content_type is None,
+            enc = encode_cookie if code == _COOKIE else encode_reserved if b.allow_reserved else encode
+            fn = query_appender(b, enc)
+            entries.append(PlanEntry(b.argument, code, b.name, fn, fast=b.content_type is None,
                                   prefix=enc(b.name or b.argument) + "=", enc=enc))
         elif code == _HEADER:
-            entries.append(_Entry(b.argument, code, b.name, _header_renderer(b), fast=b.content_type is None))
+            entries.append(PlanEntry(b.argument, code, b.name, header_renderer(b), fast=b.content_type is None))
         else:
-            entries.append(_Entry(b.argument, code, b.name, None))
+            entries.append(PlanEntry(b.argument, code, b.name, None))
     draft = Plan(
         method=binding.method,
         server=binding.servers[0] if binding.servers else "",
@@ -253,13 +264,13 @@ def _build_generic(plan: Plan, arguments: Mapping[str, Any], base_url: str | Non
     headers: list[tuple[str, str]] = []
     cookies: list[str] = []
     body_values: dict[str, Any] = {}
-    whole: Any = _MISSING
+    whole: Any = MISSING
     seen = 0
     missing: list[str] | None = None
     get = arguments.get
     for entry in plan.entries:
-        value = get(entry.argument, _MISSING)
-        if value is _MISSING:
+        value = get(entry.argument, MISSING)
+        if value is MISSING:
             continue
         seen += 1
         code = entry.code
@@ -275,7 +286,7 @@ def _build_generic(plan: Plan, arguments: Mapping[str, Any], base_url: str | Non
             kind = type(value)
             if kind is str:
                 if code == _HEADER:
-                    if _BAD_HEADER(value):
+                    if BAD_HEADER(value):
                         raise ArgumentError(f"header {entry.name!r} must not contain CR, LF or NUL characters")
                     headers.append((entry.name, value))
                 elif code == _QUERY:
@@ -303,27 +314,27 @@ def _build_generic(plan: Plan, arguments: Mapping[str, Any], base_url: str | Non
         else:
             entry.fn(value, cookies)
     if seen != len(arguments):
-        raise _unknown_arguments(arguments, plan.arguments)
+        raise unknown_arguments_error(arguments, plan.arguments)
     for name in plan.required:
         if get(name) is None:
             missing = missing or []
             missing.append(name)
     if missing:
-        raise _missing_arguments(missing)
+        raise missing_arguments_error(missing)
 
     path = "".join(pieces) if pieces is not None else "".join(plan.pieces)
-    server = _server(plan.server, base_url)
+    server = server_url(plan.server, base_url)
 
     body = b""
     content_type: str | None = None
     if plan.body_mode == "properties":
         if body_values or plan.body_required:
-            body, content_type = _encode_object(plan.body_kind, plan.body_content_type, body_values, boundary)
-    elif plan.body_mode == "whole" and whole is not _MISSING:
-        body, content_type = _encode_whole(plan.body_kind, plan.body_content_type, whole, boundary)
+            body, content_type = object_body(plan.body_kind, plan.body_content_type, body_values, boundary)
+    elif plan.body_mode == "whole" and whole is not MISSING:
+        body, content_type = whole_body(plan.body_kind, plan.body_content_type, whole, boundary)
 
     if credential is not None:
-        _apply(credential, headers, query, cookies, plan.header_names)
+        credential_apply(credential, headers, query, cookies, plan.header_names)
     if cookies:
         headers.append(("Cookie", "; ".join(cookies)))
     if content_type is not None:

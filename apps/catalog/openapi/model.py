@@ -41,7 +41,7 @@ class CompileOptions:
 
     #: Documents larger than this many bytes are refused before parsing.
     max_bytes: int = 50 * 1024 * 1024
-    #: Tool names are capped at this length (1..128); see ``names.py`` for the rule.
+    #: Tool names are capped at this length (1..128); see ``tool_names.py`` for the rule.
     max_name_length: int = 64
     #: Tool descriptions are cut to this many characters (an ellipsis marks the cut).
     max_description_length: int = 1024

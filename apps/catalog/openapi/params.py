@@ -24,9 +24,9 @@ from apps.common.http_syntax import header_name_problem, text_problem
 
 from .diagnostics import Diagnostics, join
 from .model import ArgumentBinding, BodyMode, Location
-from .names import argument_name, cap
 from .refs import RefResolver
 from .schemas import SchemaConverter, is_object_schema
+from .tool_names import argument_name, cap
 
 _PRIORITY = {"path": 0, "query": 1, "header": 2, "cookie": 3, "body": 4}
 _V3_LOCATIONS = ("path", "query", "header", "cookie")

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from .calls import _MISSING
+from .outgoing import MISSING
 
 # --------------------------------------------------------------------------- shape_result
 
@@ -73,8 +73,8 @@ def shape_result(status: int, content_type: str, body: bytes, *, max_text: int =
         try:
             value = orjson.loads(body)
         except orjson.JSONDecodeError:
-            value = _MISSING
-        if value is not _MISSING:
+            value = MISSING
+        if value is not MISSING:
             structured = value if isinstance(value, dict) else {"result": value}
             result = _text_result(_clip(_decode(body, content_type), max_text))
             result["structuredContent"] = structured

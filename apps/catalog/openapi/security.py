@@ -10,8 +10,8 @@ from typing import Any
 
 from apps.common.http_syntax import header_name_problem, text_problem
 
-from .calls import CredentialKind
 from .diagnostics import Diagnostics, join
+from .outgoing import CredentialKind
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,9 +33,9 @@ from typing import Any
 import orjson
 from jsonschema.exceptions import ValidationError, best_match
 
-from .calls import ArgumentError
 from .checks import DIALECT, Accept, Node, compile_node, is_number
 from .model import CompiledTool
+from .outgoing import ArgumentError
 
 #: Values with more JSON nodes than this are not given to jsonschema whole (it costs ~5-9 µs a node).
 DETAIL_LIMIT = 10_000

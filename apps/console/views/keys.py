@@ -27,7 +27,7 @@ from apps.tenants.services import api_key_issue, api_key_revoke, api_key_update
 from apps.tenants.validators import KEY_NAME_MAX_LENGTH
 
 
-def _expiry_field() -> forms.DateTimeField:
+def expiry_field() -> forms.DateTimeField:
     return forms.DateTimeField(
         label="Expires (UTC)", required=False,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
@@ -47,7 +47,7 @@ class KeyEditForm(forms.Form):
     """A key's team, expiry and scopes. The team choices are the tenant's teams only."""
 
     team = forms.ModelChoiceField(label="Team", queryset=Team.objects.none(), required=False, empty_label="(no team)")
-    expires_at = _expiry_field()
+    expires_at = expiry_field()
     scopes = _scopes_field()
 
     def __init__(self, *args: object, tenant: Tenant, **kwargs: object) -> None:

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods
 
 from apps.console.access import console_view
 from apps.console.paging import page_of
-from apps.console.views.keys import _expiry_field
+from apps.console.views.keys import expiry_field
 from apps.tenants import selectors
 from apps.tenants.models import AdminToken
 from apps.tenants.services import admin_token_issue, admin_token_revoke
@@ -23,7 +23,7 @@ from apps.tenants.services import admin_token_issue, admin_token_revoke
 class TokenForm(forms.Form):
     name = forms.CharField(label="Name", max_length=AdminToken._meta.get_field("name").max_length,
                            help_text="What uses it, e.g. terraform.")
-    expires_at = _expiry_field()
+    expires_at = expiry_field()
 
     def clean_expires_at(self) -> object:
         expires_at = self.cleaned_data["expires_at"]

@@ -120,7 +120,7 @@ class BackendMessages:
         self, naming: Naming, map_key: str, on_list_changed: Callable[[str], object], *, drop_list_changed: bool = False
     ) -> None:
         """`on_list_changed(method)` hears every `list_changed`; with `drop_list_changed` the
-        notification itself is left out (a merged stream gets it from `list_changes.ListChanges`)."""
+        notification itself is left out (a merged stream gets it from `change_fanin.ListChanges`)."""
         self._naming = naming
         self._drop_list_changed = drop_list_changed
         self._map_key = map_key

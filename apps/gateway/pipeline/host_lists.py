@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from apps.gateway.pipeline.backend_client import BackendClient, announces_changes, offers
+from apps.gateway.pipeline.change_fanin import ListChanges
 from apps.gateway.pipeline.cursors import CursorCodec
-from apps.gateway.pipeline.list_changes import ListChanges
 from apps.gateway.pipeline.listing import (
     LIST_METHODS,
     ListCaps,

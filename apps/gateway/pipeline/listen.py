@@ -1,7 +1,7 @@
 """`subscriptions/listen` (2026-07-28) on a virtual host whose names are rewritten: one stream for the
 client, made of
 - list changes (`toolsListChanged`, `promptsListChanged`, `resourcesListChanged`) of every backend
-  of the host, as this process learns them (`list_changes.ListChanges`: the gateway's own
+  of the host, as this process learns them (`change_fanin.ListChanges`: the gateway's own
   subscriptions to stateless backends, and `list_changed` seen on any stream it relays);
 - resource updates (`resourceSubscriptions`, exposed URIs): each URI is routed to its backend, and
   every stateless-era backend that offers `resources.subscribe` gets one upstream listen for its URIs;

@@ -1,7 +1,7 @@
 import pytest
 
 from apps.catalog.openapi import CompileOptions
-from apps.catalog.openapi.names import NameAllocator, cap, sanitize
+from apps.catalog.openapi.tool_names import NameAllocator, cap, sanitize
 
 from .helpers import oas3, run
 

@@ -42,7 +42,7 @@ class Credential:
         if self.kind == "basic" and ":" in self.username:
             raise ValueError("a basic-auth username cannot contain ':'")
         for text in (self.value, self.name, self.username):
-            if not isinstance(text, str) or _BAD_HEADER(text):
+            if not isinstance(text, str) or BAD_HEADER(text):
                 raise ValueError("credential fields must be strings without CR, LF or NUL")
 
     def header(self) -> tuple[str, str] | None:
@@ -67,6 +67,6 @@ class OutgoingRequest:
 
 
 #: Header values must not carry line breaks or NUL: they would add or cut header lines.
-_BAD_HEADER = re.compile(r"[\r\n\x00]").search
+BAD_HEADER = re.compile(r"[\r\n\x00]").search
 #: An argument that was not given (None is a given value).
-_MISSING = object()
+MISSING = object()
