@@ -22,6 +22,7 @@ from redis.exceptions import RedisError
 
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import StoreUnavailable
+from apps.gateway.pipeline.standalone import LocalInbox, LocalMailbox
 
 log = logging.getLogger(__name__)
 
@@ -34,33 +35,18 @@ def _group(session_id: str) -> str:
     return "mcp-session." + hashlib.blake2b(session_id.encode(), digest_size=16).hexdigest()
 
 
-class ChannelInbox:
+class ChannelInbox(LocalInbox):
+    """A stream's inbox in this process, also in its session's channel-layer group."""
+
     def __init__(self, mailbox: ChannelMailbox, session_id: str, channel: str) -> None:
-        self._mailbox = mailbox
-        self._session_id = session_id
+        super().__init__(mailbox.local, session_id)
+        self._channels = mailbox
         self.channel = channel
-        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
         self.reader: asyncio.Task[None] | None = None
-        self.ended = False
-
-    async def get(self, timeout: float) -> bytes | None:
-        if self.ended:
-            return None
-        try:
-            message = await asyncio.wait_for(self.queue.get(), timeout)
-        except TimeoutError:
-            return None
-        return None if self.ended else message
-
-    def end(self) -> None:
-        """Another stream of the session took over: wake the reader, and receive nothing more."""
-        if not self.ended:
-            self.ended = True
-            self.queue.put_nowait(b"")
-            self.close()
 
     def close(self) -> None:
-        self._mailbox.forget(self._session_id, self)
+        super().close()
+        self._channels.leave(self)
 
 
 class ChannelMailbox:
@@ -68,15 +54,12 @@ class ChannelMailbox:
         self._layer = layer
         self._counters = counters
         self._refresh = refresh_seconds
-        self._local: dict[str, list[ChannelInbox]] = {}
+        #: The streams open in this process, which a message for them reaches without the layer.
+        self.local = LocalMailbox()
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def post(self, session_id: str, messages: Sequence[bytes]) -> None:
-        inboxes = self._local.get(session_id)
-        if inboxes:
-            for inbox in inboxes:
-                for message in messages:
-                    inbox.queue.put_nowait(message)
+        if self.local.deliver(session_id, messages):
             self._counters.increment("session_messages", route="local")
             return
         try:
@@ -87,8 +70,7 @@ class ChannelMailbox:
 
     async def open(self, session_id: str, *, replace: bool = False) -> ChannelInbox:
         if replace:
-            for old in list(self._local.get(session_id, ())):
-                old.end()
+            self.local.replace(session_id)
         try:
             channel = await self._layer.new_channel()
             if replace:  # before joining, so that only the others hear it
@@ -98,7 +80,7 @@ class ChannelMailbox:
             raise StoreUnavailable(type(exc).__name__) from None
         inbox = ChannelInbox(self, session_id, channel)
         inbox.reader = asyncio.ensure_future(self._read(session_id, inbox))
-        self._local.setdefault(session_id, []).append(inbox)
+        self.local.hold(inbox)
         return inbox
 
     async def _read(self, session_id: str, inbox: ChannelInbox) -> None:
@@ -124,15 +106,11 @@ class ChannelMailbox:
                 inbox.end()
                 return
 
-    def forget(self, session_id: str, inbox: ChannelInbox) -> None:
-        inboxes = self._local.get(session_id, [])
-        if inbox in inboxes:
-            inboxes.remove(inbox)
-        if not inboxes:
-            self._local.pop(session_id, None)
+    def leave(self, inbox: ChannelInbox) -> None:
+        """Stop reading the inbox's channel and take it out of the session's group."""
         if inbox.reader is not None:
             inbox.reader.cancel()
-        task = asyncio.ensure_future(self._leave(session_id, inbox.channel))
+        task = asyncio.ensure_future(self._leave(inbox.session_id, inbox.channel))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -105,6 +105,10 @@ class ListSettings:
     caps: ListCaps = ListCaps()
 
 
+
+def _nothing(*_: object) -> None:
+    """What HostLists' hooks do until the gateway connects them (a lone HostLists under test)."""
+
 class HostLists:
     def __init__(
         self,
@@ -123,11 +127,11 @@ class HostLists:
         self._flights: SingleFlight[BackendList] = SingleFlight()
         self._merged: weakref.WeakKeyDictionary[Naming, dict[str, _Merged]] = weakref.WeakKeyDictionary()
         self.changes = ListChanges()
-        #: Passes a change on to the other gateway instances (`ChangeFeed.publish`), if there are any.
-        self.share: Callable[[int, str], object] | None = None
+        #: Passes a change on to the other gateway instances (`ChangeFeed.publish`); the gateway sets it.
+        self.share: Callable[[int, str], object] = _nothing
         #: Told whenever a list shows a host's `tool_search` (`ToolFinder.prepare`): a caller who
         #: lists it is about to search, and the first search should not also load the model.
-        self.search_listed: Callable[[], object] | None = None
+        self.search_listed: Callable[[], object] = _nothing
         self._watches: dict[tuple[int, tuple[str, ...]], _Watch] = {}
         self._generations: dict[int, int] = {}  # backend id -> how many changes it has announced
         self._swept = clock()
@@ -144,7 +148,7 @@ class HostLists:
         # A fetch still in flight started before the change: its answer must not be kept or shared.
         self._generations[backend_id] = self._generations.get(backend_id, 0) + 1
         self.changes.publish(backend_id, notification)
-        if not shared and self.share is not None:
+        if not shared:
             self.share(backend_id, notification)
         return True
 
@@ -154,7 +158,7 @@ class HostLists:
         """The result of a list request on `vhost` for `principal`; raises InvalidParams for a
         refused cursor."""
         search = vhost.tool_search if method == "tools/list" else None
-        if search is not None and self.search_listed is not None:
+        if search is not None:
             self.search_listed()
         cached = await self._visible(vhost, principal, method)
 

@@ -61,10 +61,12 @@ class NoFinder:
         pass
 
 
-class _LocalInbox:
+class LocalInbox:
+    """One open stream's inbox in this process (`Mailbox.open`)."""
+
     def __init__(self, mailbox: LocalMailbox, session_id: str) -> None:
-        self._mailbox = mailbox
-        self._session_id = session_id
+        self.mailbox = mailbox
+        self.session_id = session_id
         self.queue: asyncio.Queue[bytes] = asyncio.Queue()
         self.ended = False
 
@@ -78,35 +80,52 @@ class _LocalInbox:
         return None if self.ended else message
 
     def end(self) -> None:
+        """Another stream of the session took over: wake the reader, and receive nothing more."""
         if not self.ended:
             self.ended = True
             self.queue.put_nowait(b"")  # wakes a reader waiting in `get`
             self.close()
 
     def close(self) -> None:
-        inboxes = self._mailbox.inboxes.get(self._session_id, [])
-        if self in inboxes:
-            inboxes.remove(self)
-        if not inboxes:
-            self._mailbox.inboxes.pop(self._session_id, None)
+        self.mailbox.forget(self)
 
 
 class LocalMailbox:
     """The `Mailbox` of a lone instance: a session's messages reach the streams open in this process
-    (every one of them); posted while none is open, they are dropped, as the port says."""
+    (every one of them); posted while none is open, they are dropped, as the port says. The channel
+    layer's mailbox delivers within its process through one of these too."""
 
     def __init__(self) -> None:
-        self.inboxes: dict[str, list[_LocalInbox]] = {}
+        self.inboxes: dict[str, list[LocalInbox]] = {}
 
-    async def post(self, session_id: str, messages: Sequence[bytes]) -> None:
-        for inbox in self.inboxes.get(session_id, ()):
+    def deliver(self, session_id: str, messages: Sequence[bytes]) -> bool:
+        """Hand `messages` to every stream of the session open here; False when there is none."""
+        inboxes = self.inboxes.get(session_id)
+        for inbox in inboxes or ():
             for message in messages:
                 inbox.queue.put_nowait(message)
+        return bool(inboxes)
 
-    async def open(self, session_id: str, *, replace: bool = False) -> _LocalInbox:
+    async def post(self, session_id: str, messages: Sequence[bytes]) -> None:
+        self.deliver(session_id, messages)
+
+    async def open(self, session_id: str, *, replace: bool = False) -> LocalInbox:
         if replace:
-            for old in list(self.inboxes.get(session_id, ())):
-                old.end()
-        inbox = _LocalInbox(self, session_id)
-        self.inboxes.setdefault(session_id, []).append(inbox)
+            self.replace(session_id)
+        return self.hold(LocalInbox(self, session_id))
+
+    def replace(self, session_id: str) -> None:
+        """End the session's streams open here."""
+        for old in list(self.inboxes.get(session_id, ())):
+            old.end()
+
+    def hold(self, inbox: LocalInbox) -> LocalInbox:
+        self.inboxes.setdefault(inbox.session_id, []).append(inbox)
         return inbox
+
+    def forget(self, inbox: LocalInbox) -> None:
+        inboxes = self.inboxes.get(inbox.session_id, [])
+        if inbox in inboxes:
+            inboxes.remove(inbox)
+        if not inboxes:
+            self.inboxes.pop(inbox.session_id, None)

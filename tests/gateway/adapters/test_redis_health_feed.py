@@ -17,6 +17,7 @@ from apps.gateway.adapters.redis_change_feed import RedisChangeFeed
 from apps.gateway.adapters.redis_health_feed import RedisHealthFeed
 from apps.gateway.adapters.redis_pubsub import RedisSubscription
 from apps.gateway.pipeline.ports import ReplicaState
+from apps.gateway.reindex import ToolReindex
 
 GONE = "http://10.77.0.1/mcp"  # replicas no gateway of the other tests uses
 BACK = "http://10.77.0.2/mcp"
@@ -89,17 +90,22 @@ async def test_a_new_instance_starts_with_the_current_records_but_not_stale_ones
     assert sorted(await asyncio.to_thread(replicas_down_read, urls=[BACK, OLD])) == [BACK, OLD]
 
 
+def _no_reindex(client: redis.asyncio.Redis) -> ToolReindex:
+    """A reindex trigger whose queue is never asked (these feeds carry no tools change)."""
+    return ToolReindex(client, delay_seconds=5, enqueue=lambda backend_id, countdown: None)
+
+
 async def test_list_changes_and_replica_health_share_one_subscription(clean: None) -> None:
     client = async_redis_client()
     subscription = RedisSubscription(client, retry_seconds=0.1)
-    changes = RedisChangeFeed(client, instance="gw-d:1", subscription=subscription)
+    changes = RedisChangeFeed(client, instance="gw-d:1", reindex=_no_reindex(client), subscription=subscription)
     health = RedisHealthFeed(client, subscription, instance="gw-d:1", name="gw-d")
     heard_changes: list[tuple[int, str]] = []
     heard_health: list[ReplicaState] = []
     changes.start(lambda backend, notification: heard_changes.append((backend, notification)) if backend == -7 else None)
     health.start(_ours(heard_health))
     await asyncio.sleep(0.3)
-    other_changes = RedisChangeFeed(client, instance="gw-e:1")
+    other_changes = RedisChangeFeed(client, instance="gw-e:1", reindex=_no_reindex(client))
     other_health, _ = _feed("gw-e")
     other_changes.publish(-7, "notifications/tools/list_changed")
     other_health.publish(ReplicaState(GONE, False, 5.0))
