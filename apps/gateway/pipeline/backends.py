@@ -22,13 +22,14 @@ from apps.gateway.protocol.versions import (
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
     MODERN_VERSIONS,
+    Implementation,
 )
 from apps.kernel.identity import Principal
 from apps.kernel.singleflight import SingleFlight
 
 log = logging.getLogger(__name__)
 
-GATEWAY_INFO = {"name": "mcp-gateway", "title": "MCP Gateway", "version": "0.1.0"}
+GATEWAY_INFO: Implementation = {"name": "mcp-gateway", "title": "MCP Gateway", "version": "0.1.0"}
 ACCEPT = ("accept", "application/json, text/event-stream")
 CONTENT_JSON = ("content-type", "application/json")
 _ids = itertools.count(1)

@@ -37,6 +37,7 @@ from apps.gateway.protocol.versions import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
+    InitializeResult,
     negotiate_legacy,
 )
 from apps.kernel.identity import Principal
@@ -146,7 +147,7 @@ class LegacyEra:
                 return error_reply(message.id, session_limit_error(reached.limit))
             if not saved:
                 raise HttpError(404, "Not Found: the session has ended", code=-32600)
-        result: dict[str, object] = {
+        result: InitializeResult = {
             "protocolVersion": version,
             "capabilities": capabilities,
             "serverInfo": GATEWAY_INFO,

@@ -46,6 +46,7 @@ from apps.gateway.protocol.versions import (
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
     MODERN_VERSIONS,
+    DiscoverResult,
 )
 from apps.kernel.identity import Principal
 from apps.kernel.names import ROUTED_METHODS
@@ -130,7 +131,7 @@ class ModernEra:
         capabilities = merge_capabilities(
             info.modern_capabilities if info.modern_versions else info.legacy_capabilities for info in infos
         )
-        result: dict[str, object] = {
+        result: DiscoverResult = {
             "resultType": "complete",
             "supportedVersions": list(MODERN_VERSIONS),
             "capabilities": capabilities,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 #: Revisions that open a session with `initialize`, oldest first.
 LEGACY_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -19,6 +19,35 @@ META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+
+
+class Implementation(TypedDict):
+    """Who answers (`serverInfo`) or asks (`clientInfo`)."""
+
+    name: str
+    title: NotRequired[str]
+    version: str
+
+
+class InitializeResult(TypedDict):
+    """The gateway's answer to `initialize` (the handshake revisions)."""
+
+    protocolVersion: str
+    capabilities: dict[str, Any]
+    serverInfo: Implementation
+    instructions: NotRequired[str]
+
+
+class DiscoverResult(TypedDict):
+    """The gateway's answer to `server/discover` (the stateless revisions); who answers is in `_meta`."""
+
+    resultType: Literal["complete"]
+    supportedVersions: list[str]
+    capabilities: dict[str, Any]
+    ttlMs: int
+    cacheScope: Literal["private", "shared"]
+    _meta: dict[str, Any]
+    instructions: NotRequired[str]
 
 
 def negotiate_legacy(requested: object, supported: tuple[str, ...] = LEGACY_VERSIONS) -> str:
