@@ -102,14 +102,13 @@ class Slots:
     itself takes one only for `tools/call` (it reaches the service); notifications never wait: a
     cancellation must not queue behind what it cancels."""
 
-    def __init__(self, gates: BackendGates | None) -> None:
+    def __init__(self, gates: BackendGates) -> None:
         self._gates = gates
 
     def applies(self, call: Call) -> bool:
         backend = call.backend
         return (
-            self._gates is not None
-            and backend.max_concurrency > 0
+            backend.max_concurrency > 0
             and call.message.kind is Kind.REQUEST
             and (backend.server is None or call.message.method == "tools/call")
         )
@@ -118,7 +117,6 @@ class Slots:
         """`then()`'s reply, with a slot held for it where one applies."""
         if not self.applies(call):
             return await then()
-        assert self._gates is not None
         slot = await self._gates.enter(call.backend)
         try:
             reply = await then()

@@ -73,7 +73,7 @@ class Forwarder:
         counters: Counters,
         tracer: Tracer,
         limiter: RateLimiter,
-        gates: BackendGates | None = None,
+        gates: BackendGates,
         hash_key: bytes = b"",
         stream_caps: StreamCaps | None = None,
     ) -> None:

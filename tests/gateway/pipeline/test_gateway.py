@@ -193,7 +193,7 @@ HANDSHAKE_ERA = BackendInfo("2025-11-25", {}, (), {}, {"name": "backend", "versi
 
 
 def forwarder(
-    upstream: Any = None, audit: Audit | None = None, *, gates: BackendGates | None = None,
+    upstream: Any = None, audit: Audit | None = None, *, gates: BackendGates | None = None,  # None: no waiting
     info: BackendInfo = HANDSHAKE_ERA,
 ) -> Forwarder:
     """The forwarder of a gateway whose ports are faked: every backend speaks `info`'s eras."""
@@ -202,4 +202,5 @@ def forwarder(
     lists = HostLists(BackendClient(upstream, KnownBackends(info)), CursorCodec(b"c" * 32), ListSettings(), Counters())
     return Forwarder(upstream=upstream, backends=KnownBackends(info), lists=lists,
                      local=LocalTools(tracer, ToolSearch(lists, NoFinder())), limiter=NoLimiter(),
-                     audit=audit or Audit(), counters=Counters(), tracer=tracer, gates=gates)
+                     audit=audit or Audit(), counters=Counters(), tracer=tracer,
+                     gates=gates or BackendGates(queue_seconds=0.0))
