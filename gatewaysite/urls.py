@@ -8,6 +8,7 @@ from apps.catalog.urls import api_urls as catalog_api_urls
 from apps.common.views import healthz, readyz
 from apps.console.auth import ThrottledAdminAuthenticationForm
 from apps.console.urls import console_urls
+from apps.gateway.urls import api_urls as gateway_api_urls
 from apps.gateway.views import metrics, protected_resource_metadata
 from apps.policies.urls import api_urls as policies_api_urls
 from apps.retrieval.urls import api_urls as retrieval_api_urls
@@ -18,6 +19,7 @@ from apps.tenants.urls import platform_api_urls as tenants_platform_api_urls
 tenant_api_urls = [
     path("", include(audit_api_urls)),
     path("", include(catalog_api_urls)),
+    path("", include(gateway_api_urls)),
     path("", include(retrieval_api_urls)),
     path("", include(policies_api_urls)),
     path("", include(tenants_api_urls)),

@@ -7,7 +7,6 @@ from django.core.exceptions import ValidationError
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -22,8 +21,7 @@ from apps.audit.selectors import (
     audit_record_export,
     audit_record_page,
 )
-from apps.audit.serializers import AuditPageSerializer, AuditRecordSerializer, DashboardSerializer, SessionSerializer
-from apps.audit.sessions import SessionSequence
+from apps.audit.serializers import AuditPageSerializer, AuditRecordSerializer, DashboardSerializer
 from apps.tenants.api_base import TenantAPIView, problem, refused
 
 FILTERS = [
@@ -102,15 +100,3 @@ class DashboardView(TenantAPIView):
         except ValidationError as exc:
             return refused(exc)
         return Response(DashboardSerializer(board).data)
-
-
-class SessionListView(TenantAPIView):
-    """`GET /api/v1/tenants/<tenant>/sessions`: the open MCP sessions, newest first."""
-
-    pagination_class = LimitOffsetPagination
-
-    @extend_schema(responses={200: SessionSerializer(many=True)})
-    def get(self, request: Request, tenant: str) -> Response:
-        paginator = self.pagination_class()
-        rows = paginator.paginate_queryset(SessionSequence(tenant=self.tenant), request, view=self)
-        return paginator.get_paginated_response(SessionSerializer(rows, many=True).data)

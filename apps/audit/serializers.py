@@ -53,22 +53,3 @@ class DashboardSerializer(serializers.Serializer):
     total = DashboardBinSerializer()
     bins = DashboardBinSerializer(many=True)
     top_tools = ToolCountSerializer(many=True)
-
-
-class BackendSessionSerializer(serializers.Serializer):
-    map_key = serializers.CharField()
-    replica = serializers.CharField()
-    version = serializers.CharField()
-    session_id = serializers.CharField()
-
-
-class SessionSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    instance = serializers.CharField(help_text="The instance that opened the session (the id's first part).")
-    protocol_version = serializers.CharField()
-    transport = serializers.CharField()
-    key_id = serializers.IntegerField()
-    key_name = serializers.CharField(help_text="Empty when the key is gone or the caller used a token.")
-    virtual_host = serializers.CharField()
-    idle_seconds = serializers.FloatField(help_text="Seconds since the session was last used (within its idle expiry).")
-    backends = BackendSessionSerializer(many=True)

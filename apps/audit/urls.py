@@ -11,7 +11,6 @@ api_urls = (
         path("audit", api.AuditListView.as_view(), name="audit-list"),
         path("audit.csv", api.AuditCsvView.as_view(), name="audit-csv"),
         path("dashboard", api.DashboardView.as_view(), name="dashboard"),
-        path("sessions", api.SessionListView.as_view(), name="session-list"),
     ],
     "audit-api",
 )

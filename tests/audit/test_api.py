@@ -1,22 +1,16 @@
-"""The audit REST API: the filtered log with cursor pagination, the CSV export, the dashboard's
-numbers and the open sessions — the pages' data, with the same isolation."""
+"""The audit REST API: the filtered log with cursor pagination, the CSV export and the dashboard's
+numbers — the pages' data, with the same isolation."""
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
 import time
 from typing import Any
 
 import pytest
-import redis.asyncio
-from django.conf import settings
 from django.test import Client
 
-from apps.common.redis import redis_client
-from apps.gateway.adapters.redis_session_store import RedisSessionStore
-from apps.gateway.pipeline.values import SessionState
 from apps.tenants.services import membership_set
 from tests.audit.factories import audit_rows_create
 from tests.factories import api_key_factory, tenant_factory
@@ -82,28 +76,8 @@ def test_the_dashboard_as_json(client: Client, acme: Any) -> None:
     assert client.get("/api/v1/tenants/acme/dashboard").json()["window"] == "hour"
 
 
-def test_the_sessions(client: Client, acme: Any) -> None:
-    for key in redis_client().scan_iter("gw:session*"):
-        redis_client().delete(key)
-
-    async def open_sessions() -> None:
-        client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
-        store = RedisSessionStore(client, secret=settings.SECRET_KEY, instance="gw-9", ttl_seconds=3600)
-        for _ in range(3):
-            await store.save(SessionState(id=store.new_id(), tenant_id=acme.pk, vhost="main", key_id=0,
-                                          protocol_version="2025-11-25", client_capabilities={}, client_info={}),
-                             create=True)
-        await client.aclose()
-
-    asyncio.run(open_sessions())
-    body = client.get("/api/v1/tenants/acme/sessions?limit=2").json()
-    assert body["count"] == 3 and len(body["results"]) == 2 and body["next"]
-    assert body["results"][0]["instance"] == "gw-9" and body["results"][0]["virtual_host"] == "main"
-    assert len(client.get(body["next"]).json()["results"]) == 1
-
-
 def test_another_tenant_is_not_found_and_anonymous_callers_are_refused(client: Client, acme: Any) -> None:
     tenant_factory(slug="other")
-    for path in ("audit", "audit.csv", "dashboard", "sessions"):
+    for path in ("audit", "audit.csv", "dashboard"):
         assert client.get(f"/api/v1/tenants/other/{path}").status_code == 404
         assert Client().get(f"/api/v1/tenants/acme/{path}").status_code == 401

@@ -8,8 +8,8 @@ from django.shortcuts import render
 from django.urls import path
 from django.views.decorators.http import require_GET
 
-from apps.audit.sessions import SessionSequence
 from apps.console.access import console_view
+from apps.gateway.sessions import SessionSequence
 from apps.tenants.models import Tenant
 
 PAGE_SIZE = 50
