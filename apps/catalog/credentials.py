@@ -142,6 +142,8 @@ def egress_credential_check(
     if source != EgressCredential.Source.OAUTH:
         problems += [FieldProblem(name, f"{name} is only for source oauth_client_credentials")
                      for name in _OAUTH_FIELDS if getattr(fields, name)]
+        if fields.client_auth != EgressCredential.ClientAuth.BASIC:  # the default, which every face sends
+            problems.append(FieldProblem("client_auth", "client_auth is only for source oauth_client_credentials"))
     return problems
 
 

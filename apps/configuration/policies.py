@@ -2,7 +2,7 @@
 bringing a virtual host's stored access policy in line with it (for `reconcile`), and exporting it.
 
 The rules' meaning is the gateway's (apps/kernel/policy.py); every rule is compiled here
-with the gateway's own `policy_compile`, so a document that validates never fails on a rule when it
+with the gateway's own `policy_check`, so a document that validates never fails on a rule when it
 is applied."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from apps.catalog.models import VirtualHost
 from apps.configuration.document import PolicySpec, TenantSpec, VirtualHostSpec
 from apps.configuration.fields import FieldChecks
 from apps.configuration.reports import Action, Change
-from apps.kernel.policy import EFFECTS, SUBJECTS, PolicyError, RuleSpec, policy_compile
+from apps.kernel.policy import EFFECTS, SUBJECTS, PolicyError, RuleSpec, policy_check
 from apps.policies.models import AccessPolicy
 from apps.policies.services import access_policy_clear, access_policy_set
 
@@ -64,7 +64,7 @@ def _rules(checks: FieldChecks, raw: Any, path: str, tenant: TenantSpec | None, 
         if fields is None:
             continue
         rule_id = fields.get("id", "")
-        if not isinstance(rule_id, str):  # its form is policy_compile's to judge
+        if not isinstance(rule_id, str):  # its form is policy_check's to judge
             checks.add(f"{rule_path}.id", "must be a string")
             rule_id = ""
         if rule_id and rule_id in ids:
@@ -88,13 +88,13 @@ def _rules(checks: FieldChecks, raw: Any, path: str, tenant: TenantSpec | None, 
         # gateway knows (the id's form, the CEL condition), reported once, at the rule.
         if len(checks.problems) == before:
             try:
-                policy_compile(default, [rule])
+                policy_check(default, [rule])
             except PolicyError as error:
                 checks.add(rule_path, str(error))
         rules.append(rule)
     if len(checks.problems) == start:
         try:  # what only the whole policy shows (how many rules it has)
-            policy_compile(default, rules)
+            policy_check(default, rules)
         except PolicyError as error:
             checks.add(path, str(error))
     return tuple(rules)
@@ -125,7 +125,7 @@ def _subject(checks: FieldChecks, raw: Any, path: str, tenant: TenantSpec | None
 
 
 def _tools(checks: FieldChecks, raw: Any, path: str) -> tuple[str, ...]:
-    """The rule's patterns as given; how many and how long they may be is `policy_compile`'s to say."""
+    """The rule's patterns as given; how many and how long they may be is `policy_check`'s to say."""
     if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
         checks.add(path, "must be a list of tool names or globs")
         return ()

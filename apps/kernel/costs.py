@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from apps.kernel.policy import PolicyError, names_tool, tool_patterns_compile
+from apps.kernel.policy import PolicyError, names_tool, tool_patterns_compile, tool_patterns_problem
 from apps.kernel.problems import FieldProblem
 
 DEFAULT_COST = 1
@@ -44,10 +44,8 @@ class ToolCosts:
 def tool_cost_check(spec: ToolCostSpec) -> list[FieldProblem]:
     """What is wrong with one entry (empty: nothing): the rule every face applies, with the same words."""
     problems = []
-    try:
-        tool_patterns_compile(tuple(spec.tools))
-    except PolicyError as exc:
-        problems.append(FieldProblem("tools", str(exc)))
+    if (problem := tool_patterns_problem(tuple(spec.tools))) is not None:
+        problems.append(FieldProblem("tools", problem))
     cost = spec.cost
     # bool is an int subclass: `cost: true` would otherwise be read as 1.
     if isinstance(cost, bool) or not isinstance(cost, int) or not 0 <= cost <= UNITS_MAX:
@@ -55,12 +53,27 @@ def tool_cost_check(spec: ToolCostSpec) -> list[FieldProblem]:
     return problems
 
 
-def tool_costs_compile(specs: Sequence[ToolCostSpec]) -> ToolCosts:
-    """The host's cost table; raises PolicyError naming the bad entry (1-based, as written)."""
+def tool_costs_check(specs: Sequence[ToolCostSpec]) -> ToolCosts:
+    """`tool_costs_compile` for entries being written, each also held to `tool_cost_check`."""
     for number, spec in enumerate(specs, start=1):
         if problems := tool_cost_check(spec):
             raise PolicyError(f"tool cost {number}: {'; '.join(problem.message for problem in problems)}")
-    return ToolCosts(tuple((tool_patterns_compile(tuple(spec.tools)), spec.cost) for spec in specs))
+    return tool_costs_compile(specs)
+
+
+def tool_costs_compile(specs: Sequence[ToolCostSpec]) -> ToolCosts:
+    """The host's cost table, whatever the limits for writing say (see `policy.TOOL_PATTERNS_MAX`);
+    raises PolicyError naming the bad entry (1-based, as written)."""
+    entries = []
+    for number, spec in enumerate(specs, start=1):
+        cost = spec.cost
+        if isinstance(cost, bool) or not isinstance(cost, int) or not 0 <= cost <= UNITS_MAX:
+            raise PolicyError(f"tool cost {number}: cost must be a whole number from 0 to {UNITS_MAX}")
+        try:
+            entries.append((tool_patterns_compile(tuple(spec.tools)), cost))
+        except PolicyError as exc:
+            raise PolicyError(f"tool cost {number}: {exc}") from None
+    return ToolCosts(tuple(entries))
 
 
 def call_cost(costs: ToolCosts | None, method: str, exposed: str, upstream: str) -> int:

@@ -163,21 +163,36 @@ def principal_context(principal: Principal) -> dict[str, Any]:
     }
 
 
-#: A pattern is at most as long as the longest tool name; a list holds at most this many.
+#: What a policy or a tool cost being written may hold: a pattern at most as long as the longest
+#: tool name, at most this many patterns per list, rules per policy and characters per condition.
+#: Only writes are held to them (`policy_check`, `tool_patterns_problem`): what is stored compiles
+#: whatever its size, so a limit added later never turns a stored policy into "deny everything".
 TOOL_PATTERN_MAX_LENGTH = 128
 TOOL_PATTERNS_MAX = 200
+RULES_MAX = 500
+CONDITION_MAX_LENGTH = 2000
+
+
+def tool_patterns_problem(patterns: Sequence[object]) -> str | None:
+    """Why `patterns` cannot be written as a list of tool patterns, or None when they can."""
+    if not patterns or len(patterns) > TOOL_PATTERNS_MAX:
+        return f"tools must be a list of 1-{TOOL_PATTERNS_MAX} tool names or globs"
+    for number, pattern in enumerate(patterns, start=1):
+        if not isinstance(pattern, str) or not pattern:
+            return f"tools must be a list of 1-{TOOL_PATTERNS_MAX} tool names or globs; item {number} is empty"
+        if len(pattern) > TOOL_PATTERN_MAX_LENGTH:
+            return (f"a tool name or glob is at most {TOOL_PATTERN_MAX_LENGTH} characters, "
+                    f"not {len(pattern)} ({pattern[:40]!r}…)")
+        if any(ch.isspace() for ch in pattern):  # no tool name has one: the pattern would never match
+            return f"a tool name or glob has no spaces: {pattern[:40]!r}"
+    return None
 
 
 def tool_patterns_compile(patterns: Sequence[str]) -> Any:
     """One matcher for a list of tool-name globs (`*`, `?`, `[...]`, case-sensitive, whole name):
-    what `names_tool` takes. Raises PolicyError for an empty or too long list or pattern."""
-    if not patterns or len(patterns) > TOOL_PATTERNS_MAX:
-        raise PolicyError(f"tools must be a list of 1-{TOOL_PATTERNS_MAX} tool names or globs")
-    if empty := next((n for n, p in enumerate(patterns, start=1) if not isinstance(p, str) or not p), None):
-        raise PolicyError(f"tools must be a list of 1-{TOOL_PATTERNS_MAX} tool names or globs; item {empty} is empty")
-    if too_long := next((p for p in patterns if len(p) > TOOL_PATTERN_MAX_LENGTH), None):
-        raise PolicyError(f"a tool name or glob is at most {TOOL_PATTERN_MAX_LENGTH} characters, "
-                          f"not {len(too_long)} ({too_long[:40]!r}…)")
+    what `names_tool` takes. Raises PolicyError for an empty list or an empty pattern."""
+    if not patterns or not all(isinstance(p, str) and p for p in patterns):
+        raise PolicyError("tools must be a list of tool names or globs, none of them empty")
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
 
 
@@ -200,16 +215,26 @@ class RuleSpec:
 
 
 _RULE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-RULES_MAX = 500
-CONDITION_MAX_LENGTH = 2000
+
+
+def policy_check(default: str, rules: Sequence[RuleSpec]) -> Policy:
+    """`policy_compile` for a policy being written, which is also held to the limits for writing
+    (`TOOL_PATTERNS_MAX` and the rest); raises PolicyError naming the bad part."""
+    if len(rules) > RULES_MAX:
+        raise PolicyError(f"a policy has at most {RULES_MAX} rules, not {len(rules)}")
+    for spec in rules:
+        where = f"rule {spec.id[:64]!r}"
+        if (problem := tool_patterns_problem(tuple(spec.tools))) is not None:
+            raise PolicyError(f"{where}: {problem}")
+        if len(spec.condition) > CONDITION_MAX_LENGTH:
+            raise PolicyError(f"{where}: a condition is at most {CONDITION_MAX_LENGTH} characters")
+    return policy_compile(default, rules)
 
 
 def policy_compile(default: str, rules: Sequence[RuleSpec]) -> Policy:
     """The policy, every pattern and condition compiled; raises PolicyError naming the bad part."""
     if default not in EFFECTS:
         raise PolicyError(f"default must be allow or deny, not {default!r}")
-    if len(rules) > RULES_MAX:
-        raise PolicyError(f"a policy has at most {RULES_MAX} rules, not {len(rules)}")
     compiled: list[Rule] = []
     seen: set[str] = set()
     for spec in rules:
@@ -228,8 +253,6 @@ def policy_compile(default: str, rules: Sequence[RuleSpec]) -> Policy:
             match = tool_patterns_compile(patterns)
         except PolicyError as exc:
             raise PolicyError(f"{where}: {exc}") from None
-        if len(spec.condition) > CONDITION_MAX_LENGTH:
-            raise PolicyError(f"{where}: a condition is at most {CONDITION_MAX_LENGTH} characters")
         try:
             condition = Condition.compile(spec.condition) if spec.condition.strip() else None
         except PolicyError as exc:

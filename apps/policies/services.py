@@ -12,8 +12,8 @@ from django.db import transaction
 from apps.catalog.models import VirtualHost
 from apps.common.config_version import config_version_bump
 from apps.common.validation_errors import problems_refuse
-from apps.kernel.costs import UNITS_MAX, ToolCostSpec, tool_costs_compile
-from apps.kernel.policy import PolicyError, RuleSpec, policy_compile
+from apps.kernel.costs import UNITS_MAX, ToolCostSpec, tool_costs_check
+from apps.kernel.policy import PolicyError, RuleSpec, policy_check
 from apps.kernel.problems import FieldProblem
 from apps.policies.models import AccessPolicy, AccessRule, Budget, RateLimit, ToolCost
 from apps.tenants.models import Plan, Tenant
@@ -24,7 +24,7 @@ def access_policy_set(*, virtual_host: VirtualHost, default: str, rules: Sequenc
     """Replace the host's policy with `default` and `rules` (in order). Every rule is checked first —
     its CEL condition compiled, its subject found in the host's tenant — so a bad rule changes nothing."""
     try:
-        policy_compile(default, rules)
+        policy_check(default, rules)
     except PolicyError as exc:
         raise ValidationError(str(exc)) from None
     tenant = virtual_host.tenant
@@ -150,7 +150,7 @@ def tool_costs_set(*, virtual_host: VirtualHost, costs: Sequence[ToolCostSpec]) 
     a tool none names costs 1 unit). Every entry is checked first, so a bad one changes nothing."""
     limits_editable_check(tenant=virtual_host.tenant)
     try:
-        tool_costs_compile(costs)
+        tool_costs_check(costs)
     except PolicyError as exc:
         raise ValidationError(str(exc)) from None
     virtual_host.tool_costs.all().delete()

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from apps.common.config_version import config_version_bump
 from apps.common.validation_errors import problems_refuse
+from apps.kernel.problems import FieldProblem
 from apps.tenants.access_changes import access_changed_notify
 from apps.tenants.keys import admin_token_generate, key_generate, key_hash, key_label_of_hash
 from apps.tenants.models import AdminToken, ApiKey, Membership, Plan, Team, Tenant, TokenIssuer
@@ -54,6 +55,11 @@ class IssuedAdminToken:
     secret: str = field(repr=False)
 
 
+def _changed_only(problems: list[FieldProblem], *fields: str) -> list[FieldProblem]:
+    """The problems of the fields a change sets: what is stored stays as it is (it may predate a rule)."""
+    return [problem for problem in problems if problem.field in fields]
+
+
 def tenant_create(
     *, slug: str, name: str, plan: Plan | None = None, allow_private_networks: bool | None = None
 ) -> Tenant:
@@ -67,9 +73,9 @@ def tenant_create(
 
 def tenant_update(*, tenant: Tenant, name: str, audit_arguments: str | None = None) -> Tenant:
     """Rename the tenant and, when given, set what its audit rows keep of call arguments."""
-    problems_refuse(tenant_check(TenantFields(
+    problems_refuse(_changed_only(tenant_check(TenantFields(
         slug=tenant.slug, name=name, audit_arguments=audit_arguments or tenant.audit_arguments,
-        allow_private_networks=tenant.allow_private_networks)))
+        allow_private_networks=tenant.allow_private_networks)), "name", "audit_arguments"))
     tenant.name = name
     if audit_arguments is not None:
         tenant.audit_arguments = audit_arguments
@@ -85,8 +91,9 @@ def tenant_private_networks_set(*, tenant: Tenant, allowed: bool | None) -> Tena
     again here: the gateway checks every address when it connects, so a refused one fails then."""
     if tenant.allow_private_networks is allowed:
         return tenant
-    problems_refuse(tenant_check(TenantFields(
-        slug=tenant.slug, name=tenant.name, audit_arguments=tenant.audit_arguments, allow_private_networks=allowed)))
+    problems_refuse(_changed_only(tenant_check(TenantFields(
+        slug=tenant.slug, name=tenant.name, audit_arguments=tenant.audit_arguments, allow_private_networks=allowed)),
+        "allow_private_networks"))
     tenant.allow_private_networks = allowed
     tenant.save(update_fields=["allow_private_networks", "updated_at"])
     config_version_bump(tenant_id=tenant.pk)
@@ -215,8 +222,9 @@ def api_key_update(
 ) -> ApiKey:
     """Set the key's team and expiry (both replace the current values; None clears them), and its
     scopes when given."""
-    problems_refuse(api_key_check(ApiKeyFields(
-        name=api_key.name, scopes=api_key.scopes if scopes is None else scopes, expires_at=expires_at)))
+    problems_refuse(_changed_only(api_key_check(ApiKeyFields(
+        name=api_key.name, scopes=api_key.scopes if scopes is None else scopes, expires_at=expires_at)),
+        "scopes", "expires_at"))
     _check_team(tenant=api_key.tenant, team=team)
     api_key.team = team
     api_key.expires_at = expires_at
@@ -233,8 +241,8 @@ def api_key_reissue(*, api_key: ApiKey, secret: str | None = None) -> IssuedKey:
     so policies and virtual hosts that point at it stay valid. The old secret stops working."""
     if api_key.revoked_at is not None:
         raise ValidationError("a revoked key cannot be re-issued; issue a new key instead")
-    problems_refuse(api_key_check(ApiKeyFields(
-        name=api_key.name, scopes=api_key.scopes, secret=secret, expires_at=api_key.expires_at)))
+    problems_refuse(_changed_only(api_key_check(ApiKeyFields(
+        name=api_key.name, scopes=api_key.scopes, secret=secret, expires_at=api_key.expires_at)), "secret"))
     secret, prefix = _new_secret(secret, exclude_pk=api_key.pk)
     api_key.secret_hash = key_hash(secret)
     api_key.prefix = prefix or key_label_of_hash(api_key.secret_hash)

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from urllib.parse import urlsplit
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -153,11 +154,16 @@ def token_issuer_check(fields: TokenIssuerFields, *, allow_private: bool, resolv
             "algorithms", f"algorithms must be a list of one or more of {', '.join(ALGORITHMS)}, each once"))
         algorithms = ALGORITHMS
     jwks_url, public_key = fields.jwks_url, fields.public_key
-    if bool(jwks_url) == bool(public_key):
+    # null included: a key source not given is left out, not null.
+    wrong_type = [FieldProblem(field, f"{field} must be a string")
+                  for field, value in (("jwks_url", jwks_url), ("public_key", public_key)) if not isinstance(value, str)]
+    if wrong_type:
+        problems += wrong_type
+    elif bool(jwks_url) == bool(public_key):
         problems.append(FieldProblem("jwks_url", "give exactly one of jwks_url and public_key"))
     elif jwks_url:
         problems += [FieldProblem("jwks_url", message) for message in _jwks_url_problems(jwks_url, allow_private, resolve)]
-    elif not isinstance(public_key, str) or len(public_key) > _PUBLIC_KEY_MAX_LENGTH:
+    elif len(public_key) > _PUBLIC_KEY_MAX_LENGTH:
         problems.append(FieldProblem("public_key", f"public_key must be a PEM public key of at most "
                                                    f"{_PUBLIC_KEY_MAX_LENGTH} characters"))
     else:
@@ -172,9 +178,17 @@ def token_issuer_check(fields: TokenIssuerFields, *, allow_private: bool, resolv
     return problems
 
 
-def _jwks_url_problems(url: object, allow_private: bool, resolve: bool) -> list[str]:
-    if not isinstance(url, str) or len(url) > _ISSUER_TEXT_MAX_LENGTH or not url.startswith(("https://", "http://")):
-        return [f"jwks_url must be an http:// or https:// URL of at most {_ISSUER_TEXT_MAX_LENGTH} characters"]
+def _jwks_url_problems(url: str, allow_private: bool, resolve: bool) -> list[str]:
+    wrong = [f"jwks_url must be an http:// or https:// URL of at most {_ISSUER_TEXT_MAX_LENGTH} characters"]
+    if len(url) > _ISSUER_TEXT_MAX_LENGTH or not url.startswith(("https://", "http://")):
+        return wrong
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return wrong
+    if not parts.hostname or any(ch.isspace() for ch in url):
+        return wrong
     try:
         url_address_validate(url, allow_private=allow_private, resolve=resolve)
     except ValidationError as error:

@@ -71,3 +71,26 @@ def test_every_face_refuses_it(admin_client: Client, fields: dict[str, Any], wor
         config_apply(document=json.dumps(document), prune=False)
     assert words in str(refused_document.value) and SECRET not in str(refused_document.value)
     assert not EgressCredential.objects.exists()
+
+
+def test_a_field_of_another_source_is_refused_where_it_can_be_given() -> None:
+    # client_auth belongs to OAuth credentials only; the console's form has no such field.
+    backend = backend_factory(urls=[URL])
+    fields = {"kind": "bearer", "secret": SECRET, "client_auth": "client_secret_post"}
+    words = "client_auth is only for source oauth_client_credentials"
+    with pytest.raises(ValidationError, match=words):
+        egress_credential_set(backend=backend, **fields)
+    document = {"tenants": [{"slug": "doc", "name": "Doc"}],
+                "backends": [{"tenant": "doc", "name": "demo", "urls": [URL], "credential": fields}]}
+    with pytest.raises(ConfigInvalid, match=words):
+        config_apply(document=json.dumps(document), prune=False)
+    assert not EgressCredential.objects.exists()
+
+
+def test_the_api_refuses_a_field_of_another_source(admin_client: Client) -> None:
+    backend = backend_factory(urls=[URL])
+    response = admin_client.put(f"/api/v1/tenants/{backend.tenant.slug}/backends/{backend.pk}/credential",
+                                {"kind": "bearer", "secret": SECRET, "client_auth": "bogus"},
+                                content_type="application/json")
+    assert response.status_code == 400 and "client_auth is only for source" in response.json()["detail"]
+    assert not EgressCredential.objects.exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.kernel.costs import DEFAULT_COST, ToolCostSpec, call_cost, tool_costs_compile
+from apps.kernel.costs import DEFAULT_COST, ToolCostSpec, call_cost, tool_costs_check, tool_costs_compile
 from apps.kernel.policy import PolicyError
 
 COSTS = tool_costs_compile(
@@ -51,4 +51,13 @@ def test_reads_and_prompts_cost_one_unit_whatever_their_name() -> None:
 )
 def test_bad_entries_are_refused_naming_them(specs: list[ToolCostSpec], message: str) -> None:
     with pytest.raises(PolicyError, match=message):
-        tool_costs_compile(specs)
+        tool_costs_check(specs)
+
+
+def test_entries_past_the_limits_for_writing_are_refused_written_but_compiled_stored() -> None:
+    # A limit added later must not break costs stored before it: they still compile for serving.
+    for spec in (ToolCostSpec(["t" * 129], 0), ToolCostSpec([f"t{i}" for i in range(201)], 0), ToolCostSpec(["a b"], 0)):
+        with pytest.raises(PolicyError):
+            tool_costs_check([spec])
+        assert call_cost(tool_costs_compile([spec]), "tools/call", spec.tools[0], spec.tools[0]) in (0, 1)
+    assert call_cost(tool_costs_compile([ToolCostSpec(["t" * 129], 0)]), "tools/call", "t" * 129, "x") == 0

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from apps.kernel.identity import Principal
-from apps.kernel.policy import PolicyError, RuleSpec, policy_compile
+from apps.kernel.policy import PolicyError, RuleSpec, policy_check, policy_compile
 
 AGENT = Principal(tenant_id=1, tenant_slug="acme", key_id=1, key_name="agent", team="platform")
 OTHER = Principal(tenant_id=1, tenant_slug="acme", key_id=2, key_name="other", team=None)
@@ -82,7 +82,22 @@ def test_a_condition_that_cannot_be_evaluated_does_not_hold() -> None:
 ])
 def test_bad_rules_are_refused_with_the_reason(default: str, rules: list[Any], message: str) -> None:
     with pytest.raises(PolicyError, match=message):
-        policy_compile(default, rules)
+        policy_check(default, rules)
+
+
+def test_a_policy_past_the_limits_for_writing_is_refused_written_but_compiled_stored() -> None:
+    # A limit added later must not turn a stored policy into "deny everything": it still compiles.
+    too_big = [
+        [rule("long", "deny", ["t" * 129])],
+        [rule("many", "deny", [f"t{i}" for i in range(201)])],
+        [rule("spaced", "deny", [" t"])],
+        [rule("cond", "deny", ["t"], "true || " * 300 + "true")],
+        [rule(f"r{i}", "deny", ["x"]) for i in range(501)],
+    ]
+    for rules in too_big:
+        with pytest.raises(PolicyError):
+            policy_check("allow", rules)
+        assert policy_compile("allow", rules).rules[0].id == rules[0].id
 
 
 def test_a_deny_condition_that_cannot_be_evaluated_denies() -> None:

@@ -14,9 +14,10 @@ from django.test import Client
 
 from apps.configuration.document import ConfigInvalid
 from apps.configuration.services import config_apply
-from apps.kernel.costs import ToolCostSpec, tool_cost_check
+from apps.kernel.costs import ToolCostSpec, call_cost, tool_cost_check
 from apps.kernel.policy import RuleSpec
-from apps.policies.models import AccessPolicy, ToolCost
+from apps.policies.models import AccessPolicy, AccessRule, ToolCost
+from apps.policies.selectors import access_policy_compiled, tool_costs_compiled
 from apps.policies.services import access_policy_set, tool_costs_set
 from tests.factories import tenant_factory, virtual_host_factory
 
@@ -124,3 +125,37 @@ def test_every_face_refuses_a_bad_tool_cost(admin_client: Client, bad: dict[str,
 
     _document_refuses(_document(tool_costs=[{"tenant": "doc", "virtual_host": "main", **entry}]), words)
     assert not ToolCost.objects.exists()
+
+
+def test_what_was_stored_before_a_limit_still_serves() -> None:
+    # Written before the limits for writing existed (rows made directly, as an old release wrote them):
+    # the gateway's snapshot still compiles them, instead of denying everything or charging 1 a call.
+    host = virtual_host_factory()
+    policy = AccessPolicy.objects.create(virtual_host=host, default_effect="deny")
+    AccessRule.objects.create(policy=policy, rule_id="old", position=0, subject_kind="tenant",
+                              subject_name=host.tenant.slug, effect="allow",
+                              tools=[f"t{i}" for i in range(250)] + [LONG_PATTERN], condition="")
+    ToolCost.objects.create(virtual_host=host, position=0, tools=[LONG_PATTERN], cost=0)
+    compiled = access_policy_compiled(virtual_host=host)
+    assert compiled is not None and [rule.id for rule in compiled.rules] == ["old"]
+    assert call_cost(tool_costs_compiled(virtual_host=host), "tools/call", LONG_PATTERN, LONG_PATTERN) == 0
+
+
+def test_a_pattern_with_a_space_is_refused_where_it_can_be_given(admin_client: Client) -> None:
+    # It could never match a tool name; the console splits its input on spaces, so only these faces see one.
+    host = virtual_host_factory()
+    words = "a tool name or glob has no spaces: ' delete_repo'"
+    with pytest.raises(ValidationError, match=words):
+        access_policy_set(virtual_host=host, default="allow",
+                          rules=[RuleSpec("r1", "tenant", host.tenant.slug, "deny", (" delete_repo",))])
+    body = {"default": "allow", "rules": [{"id": "r1", "subject_kind": "tenant", "subject_name": host.tenant.slug,
+                                           "effect": "deny", "tools": [" delete_repo"]}]}
+    response = admin_client.put(f"/api/v1/tenants/{host.tenant.slug}/virtual-hosts/{host.pk}/access-policy", body,
+                                content_type="application/json")
+    assert response.status_code == 400 and words in response.json()["detail"]
+    response = admin_client.put(f"/api/v1/tenants/{host.tenant.slug}/virtual-hosts/{host.pk}/tool-costs",
+                                [{"tools": [" delete_repo"], "cost": 0}], content_type="application/json")
+    assert response.status_code == 400 and words in response.json()["detail"]
+    written = {"id": "r1", "subject": {"tenant": "doc"}, "effect": "deny", "tools": [" delete_repo"]}
+    _document_refuses(_document(policies=[{"tenant": "doc", "virtual_host": "main", "rules": [written]}]), words)
+    assert not AccessPolicy.objects.exists() and not ToolCost.objects.exists()

@@ -16,7 +16,7 @@ from django.test import Client
 from apps.configuration.document import ConfigInvalid
 from apps.configuration.services import config_apply
 from apps.tenants.models import ApiKey, Plan, Team, Tenant, TokenIssuer
-from apps.tenants.services import api_key_issue, plan_set, team_create, tenant_create, token_issuer_set
+from apps.tenants.services import api_key_issue, api_key_update, plan_set, team_create, tenant_create, token_issuer_set
 from apps.tenants.validators import (
     ApiKeyFields,
     PlanFields,
@@ -225,3 +225,33 @@ def test_the_service_and_a_document_refuse_a_bad_token_issuer_alike(bad: dict[st
     _document_refuses({"tenants": [{"slug": tenant.slug, "name": tenant.name}],
                        "token_issuers": [{"tenant": tenant.slug, **fields}]}, words)
     assert not TokenIssuer.objects.filter(tenant=tenant).exists()
+
+
+@pytest.mark.parametrize("source", ["jwks_url", "public_key"])
+def test_a_key_source_written_as_null_is_refused_when_the_document_is_checked(source: str) -> None:
+    tenant = tenant_factory()
+    issuer = {"tenant": tenant.slug, "issuer": "https://idp.example/", "audience": "gw",
+              "jwks_url": "https://idp.example/jwks", source: None}
+    if source == "jwks_url":
+        issuer["public_key"] = "-----BEGIN PUBLIC KEY-----"
+    _document_refuses({"tenants": [{"slug": tenant.slug, "name": tenant.name}], "token_issuers": [issuer]},
+                      f"token_issuers[0].{source}: {source} must be a string")
+    assert not TokenIssuer.objects.filter(tenant=tenant).exists()
+
+
+def test_a_jwks_url_that_does_not_parse_is_refused() -> None:
+    tenant = tenant_factory()
+    for url in ("https://idp.example:99999/jwks", "http://[x/jwks", "https:///jwks"):
+        with pytest.raises(ValidationError, match="jwks_url must be an http:// or https:// URL"):
+            token_issuer_set(tenant=tenant, issuer="https://idp.example/", audience="gw", jwks_url=url)
+    assert not TokenIssuer.objects.filter(tenant=tenant).exists()
+
+
+def test_a_stored_value_that_predates_a_rule_does_not_block_other_changes() -> None:
+    # A key named all spaces (an older release let a document write one) can still be re-scoped.
+    tenant = tenant_factory()
+    key = api_key_issue(tenant=tenant, name="ci").api_key
+    ApiKey.objects.filter(pk=key.pk).update(name="   ")
+    key.refresh_from_db()
+    api_key_update(api_key=key, team=None, expires_at=None, scopes=["tools:call"])
+    assert ApiKey.objects.get(pk=key.pk).scopes == ["tools:call"]
