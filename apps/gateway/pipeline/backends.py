@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
-from apps.gateway.pipeline.ports import ResponseTooLarge, Upstream, UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.ports import HealthFeed, ResponseTooLarge, Upstream, UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replicas import ROUTING_HASH_HEADER, ReplicaHealth, routing_hash
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView
 from apps.gateway.protocol import jsonrpc
@@ -247,9 +247,10 @@ class BackendCatalog:
     remembered for `retry_seconds`, so a backend that is down costs its callers no connection
     attempt each, and one that comes up is found within that time."""
 
-    def __init__(self, upstream: Upstream, *, retry_seconds: float = 1.0) -> None:
-        #: Which replicas are up; sending through it marks one down when it cannot be reached.
-        self.replicas = ReplicaHealth(upstream)
+    def __init__(self, upstream: Upstream, *, health: HealthFeed | None = None, retry_seconds: float = 1.0) -> None:
+        #: Which replicas are up; sending through it marks one down when it cannot be reached, and
+        #: what one instance finds, `health` (when given) tells every instance.
+        self.replicas = ReplicaHealth(upstream, feed=health)
         self._upstream: Upstream = self.replicas
         self._retry_seconds = retry_seconds
         self._infos: dict[tuple[int, tuple[str, ...]], BackendInfo] = {}

@@ -142,14 +142,15 @@ class Gateway:
         self._health = health
         self.directory = directory
         # Every exchange with a backend carries the trace context (and is a span, when tracing is on).
-        self.backends = BackendCatalog(TracedUpstream(upstream, self.tracer))
+        # What one instance notices of replicas, every instance knows (`health`).
+        self.backends = BackendCatalog(TracedUpstream(upstream, self.tracer), health=health)
         upstream = self.backends.replicas  # every request to a backend notices replicas that are down
-        self.backends.replicas.feed = health  # ... and what one instance notices, every instance knows
         self.counters = counters or Counters()
         # Without a shared secret, cursors are valid on this instance only.
         codec = CursorCodec(settings.cursor_secret or secrets.token_bytes(32))
         client = BackendClient(upstream, self.backends)
-        lists = HostLists(client, codec, settings.lists, self.counters)
+        lists = HostLists(client, codec, settings.lists, self.counters, share=changes.publish,
+                          search_listed=finder.prepare)
         self.lists = lists
         forwarder = Forwarder(
             upstream=upstream, backends=self.backends, lists=lists, audit=audit, counters=self.counters,
@@ -157,8 +158,6 @@ class Gateway:
             limiter=limiter, gates=BackendGates(queue_seconds=settings.backend_queue_seconds),
             hash_key=settings.audit_hash_key, stream_caps=settings.stream_caps,
         )
-        lists.search_listed = finder.prepare
-        lists.share = changes.publish
         listen = ComposedListen(client, lists, self.backends, timeout=settings.lists.timeout)
         self.legacy = LegacyEra(
             sessions=sessions, upstream=upstream, backends=self.backends, forwarder=forwarder, lists=lists,

@@ -107,7 +107,7 @@ class ListSettings:
 
 
 def _nothing(*_: object) -> None:
-    """What HostLists' hooks do until the gateway connects them (a lone HostLists under test)."""
+    """What HostLists does with a change or a listed search when it is given nowhere to tell."""
 
 class HostLists:
     def __init__(
@@ -117,7 +117,13 @@ class HostLists:
         settings: ListSettings,
         counters: Counters,
         clock: Callable[[], float] = time.monotonic,
+        share: Callable[[int, str], object] | None = None,
+        search_listed: Callable[[], object] | None = None,
     ) -> None:
+        """`share` passes a change on to the other gateway instances (`ChangeFeed.publish`);
+        `search_listed` is told whenever a list shows a host's `tool_search` (`ToolFinder.prepare`):
+        a caller who lists it is about to search, and the first search should not also load the
+        model. Without them (a lone HostLists under test) neither happens."""
         self._client = client
         self._codec = codec
         self._settings = settings
@@ -127,11 +133,8 @@ class HostLists:
         self._flights: SingleFlight[BackendList] = SingleFlight()
         self._merged: weakref.WeakKeyDictionary[Naming, dict[str, _Merged]] = weakref.WeakKeyDictionary()
         self.changes = ListChanges()
-        #: Passes a change on to the other gateway instances (`ChangeFeed.publish`); the gateway sets it.
-        self.share: Callable[[int, str], object] = _nothing
-        #: Told whenever a list shows a host's `tool_search` (`ToolFinder.prepare`): a caller who
-        #: lists it is about to search, and the first search should not also load the model.
-        self.search_listed: Callable[[], object] = _nothing
+        self._share = share or _nothing
+        self._search_listed = search_listed or _nothing
         self._watches: dict[tuple[int, tuple[str, ...]], _Watch] = {}
         self._generations: dict[int, int] = {}  # backend id -> how many changes it has announced
         self._swept = clock()
@@ -149,7 +152,7 @@ class HostLists:
         self._generations[backend_id] = self._generations.get(backend_id, 0) + 1
         self.changes.publish(backend_id, notification)
         if not shared:
-            self.share(backend_id, notification)
+            self._share(backend_id, notification)
         return True
 
     async def result(
@@ -159,7 +162,7 @@ class HostLists:
         refused cursor."""
         search = vhost.tool_search if method == "tools/list" else None
         if search is not None:
-            self.search_listed()
+            self._search_listed()
         cached = await self._visible(vhost, principal, method)
 
         def encoded_once(start: int, items: Sequence[Mapping[str, Any]]) -> Any:

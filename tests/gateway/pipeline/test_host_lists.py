@@ -95,10 +95,13 @@ def host(mounts: Mapping[str, BackendView], anonymous: bool = False) -> VirtualH
                            anonymous_key_id=7 if anonymous else None)
 
 
-def make(client: FakeClient, clock: Clock, **settings: Any) -> tuple[HostLists, Counters]:
+def make(
+    client: FakeClient, clock: Clock, *, search_listed: Callable[[], object] | None = None, **settings: Any
+) -> tuple[HostLists, Counters]:
     counters = Counters()
     options = {"page_size": 3, "timeout": 0.2, "cache_seconds": 60.0, "retry_seconds": 5.0, **settings}
-    lists = HostLists(client, CursorCodec(b"s" * 32), ListSettings(**options), counters, clock=clock)  # type: ignore[arg-type]
+    lists = HostLists(client, CursorCodec(b"s" * 32), ListSettings(**options), counters, clock=clock,  # type: ignore[arg-type]
+                      search_listed=search_listed)
     return lists, counters
 
 

@@ -175,9 +175,8 @@ async def test_the_list_leads_with_tool_search_or_holds_it_alone(client: FakeCli
 
 
 async def test_listing_a_host_s_tool_search_tells_the_index_to_get_ready(client: FakeClient) -> None:
-    lists, _ = make(client, Clock())
     told: list[None] = []
-    lists.search_listed = lambda: told.append(None)
+    lists, _ = make(client, Clock(), search_listed=lambda: told.append(None))
     await lists.result(vhost({"net": 1}), PRINCIPAL, "tools/list", {}, modern=True)
     assert len(told) == 1
     plain = replace(vhost({"net": 1}), tool_search=None)
