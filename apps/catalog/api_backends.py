@@ -6,7 +6,6 @@ Views are thin: each calls one service or selector. Refusals answer 400 `{"detai
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -21,7 +20,6 @@ from rest_framework.response import Response
 
 from apps.catalog import selectors
 from apps.catalog.models import Backend
-from apps.catalog.probes import BackendProbe, backend_probe, gateways_down
 from apps.catalog.services import (
     DEFAULT_TIMEOUT_SECONDS,
     DEFAULT_TOOL_NAME_MAX_LENGTH,
@@ -76,43 +74,6 @@ class BackendInputSerializer(serializers.Serializer):
     max_concurrency = serializers.IntegerField(required=False, allow_null=True)
     tool_name_max_length = serializers.IntegerField(required=False)
     include_deprecated = serializers.BooleanField(required=False)
-
-
-class ReplicaProbeSerializer(serializers.Serializer):
-    url = serializers.CharField()
-    up = serializers.BooleanField()
-    latency_ms = serializers.IntegerField()
-    error = serializers.CharField(help_text="Why the check failed; empty when up.")
-    server_name = serializers.CharField(help_text="From an MCP initialize.")
-    server_version = serializers.CharField()
-    protocol_version = serializers.CharField()
-    detail = serializers.CharField(help_text="What an up replica said besides (an HTTP status, an SSE endpoint).")
-
-
-class GatewaysDownSerializer(serializers.Serializer):
-    url = serializers.CharField()
-    since = serializers.FloatField(help_text="Unix time a gateway instance found it down.")
-    instance = serializers.CharField(help_text="The gateway instance that found it down.")
-    checked = serializers.FloatField(help_text="Unix time a gateway's check last found it still down.")
-
-
-class BackendProbeSerializer(serializers.Serializer):
-    backend_id = serializers.IntegerField()
-    up = serializers.BooleanField(help_text="Whether any replica answered.")
-    checked_at = serializers.FloatField(help_text="Unix time of the check.")
-    note = serializers.CharField()
-    replicas = ReplicaProbeSerializer(many=True)
-    gateways_down = GatewaysDownSerializer(
-        many=True, allow_null=True, required=False,
-        help_text="The replicas the gateway instances have marked down and route no request to (one that "
-        "finds a replica down tells the others); null when they track none (one replica, or OpenAPI).",
-    )
-
-
-def probe_data(probe: BackendProbe, backend: Backend) -> dict[str, Any]:
-    down = gateways_down(backend=backend, probe=probe)
-    shared = None if down is None else [asdict(entry) for entry in down.values()]
-    return {**asdict(probe), "up": probe.up, "gateways_down": shared}
 
 
 def _problems(given: serializers.Serializer) -> Response:
@@ -202,32 +163,7 @@ class BackendDetailView(BackendsAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class BackendTestConnectionView(BackendsAPIView):
-    """`POST /api/v1/tenants/<tenant>/backends/<id>/test-connection`: check every replica now (an MCP
-    initialize, an HTTP+SSE endpoint, an OpenAPI base URL's reachability) and answer what each said.
-    Open to every role that sees the backend: a check changes nothing."""
-
-    members_write = True
-
-    @extend_schema(request=None, responses=BackendProbeSerializer)
-    def post(self, request: Request, tenant: str, backend_id: int) -> Response:
-        backend = _backend_or_404(self.tenant, backend_id)
-        return Response(probe_data(backend_probe(backend=backend, fresh=True), backend))
-
-
-class BackendHealthView(BackendsAPIView):
-    """`GET /api/v1/tenants/<tenant>/backends/<id>/health`: each replica up or down, with latency and
-    error, as checked in the last few seconds (or now), and which ones the gateways have marked down."""
-
-    @extend_schema(responses=BackendProbeSerializer)
-    def get(self, request: Request, tenant: str, backend_id: int) -> Response:
-        backend = _backend_or_404(self.tenant, backend_id)
-        return Response(probe_data(backend_probe(backend=backend), backend))
-
-
 urls = [
     path("backends", BackendListView.as_view(), name="backend-list"),
     path("backends/<int:backend_id>", BackendDetailView.as_view(), name="backend-detail"),
-    path("backends/<int:backend_id>/test-connection", BackendTestConnectionView.as_view(), name="backend-test"),
-    path("backends/<int:backend_id>/health", BackendHealthView.as_view(), name="backend-health"),
 ]

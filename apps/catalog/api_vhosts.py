@@ -21,7 +21,6 @@ from rest_framework.response import Response
 
 from apps.catalog import selectors
 from apps.catalog.connect import KEY_PLACEHOLDER, client_configs, mcp_url
-from apps.catalog.exposure import virtual_host_exposed_tools
 from apps.catalog.models import Backend, VirtualHost
 from apps.catalog.services import (
     ToolTarget,
@@ -70,26 +69,6 @@ class VirtualHostInputSerializer(serializers.Serializer):
     tool_search_name = serializers.CharField(max_length=128, required=False)
     allow_anonymous = serializers.BooleanField(required=False)
     anonymous_key = serializers.IntegerField(required=False, allow_null=True)
-
-
-class ExposedToolSerializer(serializers.Serializer):
-    name = serializers.CharField(help_text="As the host lists it.")
-    map_key = serializers.CharField()
-    backend = serializers.CharField()
-    upstream_name = serializers.CharField()
-
-
-class DroppedToolSerializer(serializers.Serializer):
-    map_key = serializers.CharField()
-    upstream_name = serializers.CharField()
-    reason = serializers.CharField()
-
-
-class ExposedToolsSerializer(serializers.Serializer):
-    tools = ExposedToolSerializer(many=True)
-    dropped = DroppedToolSerializer(many=True, help_text="Tools no exposed name routes back to.")
-    unavailable = serializers.DictField(child=serializers.CharField(), help_text="map key -> why its tools could not be listed.")
-    tool_search = serializers.CharField(help_text="The gateway's own search tool's name; empty when off.")
 
 
 class ClientConfigSerializer(serializers.Serializer):
@@ -293,15 +272,6 @@ class AliasDetailView(VirtualHostsAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ExposedToolsView(VirtualHostsAPIView):
-    """`GET …/virtual-hosts/<id>/exposed-tools`: the tool names the host serves now, named as the
-    gateway names them (an MCP backend's tools are asked of its server)."""
-
-    @extend_schema(responses=ExposedToolsSerializer)
-    def get(self, request: Request, tenant: str, virtual_host_id: int) -> Response:
-        return Response(asdict(virtual_host_exposed_tools(virtual_host=self.virtual_host(virtual_host_id))))
-
-
 class ConnectView(VirtualHostsAPIView):
     """`GET …/virtual-hosts/<id>/connect`: client configuration for the host (Claude Desktop, Claude
     Code, Cursor, VS Code, Windsurf, Codex CLI, the Python SDK), with a key placeholder."""
@@ -321,6 +291,5 @@ urls = [
     path("virtual-hosts/<int:virtual_host_id>/mounts/<str:map_key>", MountDetailView.as_view(), name="vhost-mount"),
     path("virtual-hosts/<int:virtual_host_id>/aliases", AliasListView.as_view(), name="vhost-aliases"),
     path("virtual-hosts/<int:virtual_host_id>/aliases/<str:alias>", AliasDetailView.as_view(), name="vhost-alias"),
-    path("virtual-hosts/<int:virtual_host_id>/exposed-tools", ExposedToolsView.as_view(), name="vhost-exposed-tools"),
     path("virtual-hosts/<int:virtual_host_id>/connect", ConnectView.as_view(), name="vhost-connect"),
 ]

@@ -12,9 +12,9 @@ from django.test import Client
 
 from apps.catalog.credentials import egress_credential_set
 from apps.catalog.models import Backend, BackendReplica
-from apps.catalog.probes import backend_probe
 from apps.common.redis import redis_client
 from apps.common.replica_health import REPLICA_HEALTH_KEY, STALE_SECONDS, replica_down_record
+from apps.gateway.probes import backend_probe
 from apps.tenants.models import Tenant
 from apps.tenants.services import membership_set
 from tests.factories import backend_factory, openapi_backend_factory, tenant_factory, virtual_host_factory

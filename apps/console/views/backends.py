@@ -17,7 +17,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.catalog import selectors
 from apps.catalog.models import Backend
-from apps.catalog.probes import backend_probe, gateways_down
 from apps.catalog.services import (
     DEFAULT_TIMEOUT_SECONDS,
     DEFAULT_TOOL_NAME_MAX_LENGTH,
@@ -29,6 +28,7 @@ from apps.console.access import console_view
 from apps.console.paging import page_of
 from apps.console.refusals import refusal_show
 from apps.console.views.backend_specs import backend_or_404
+from apps.gateway.probes import backend_probe, gateways_down
 from apps.tenants.models import Tenant
 
 

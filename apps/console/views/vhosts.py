@@ -18,7 +18,6 @@ from django.urls import path
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.catalog import selectors
-from apps.catalog.exposure import virtual_host_exposed_tools
 from apps.catalog.models import Backend, VirtualHost
 from apps.catalog.services import (
     ToolTarget,
@@ -33,6 +32,7 @@ from apps.catalog.services import (
 from apps.console.access import console_view
 from apps.console.paging import page_of
 from apps.console.refusals import refusal_show
+from apps.gateway.exposure import virtual_host_exposed_tools
 from apps.tenants.models import ApiKey, Tenant
 
 

@@ -23,6 +23,7 @@ from apps.catalog.models import Backend
 from apps.common.guarded_http import address_refusal, guarded_client
 from apps.common.redis import redis_client
 from apps.common.replica_health import ReplicaDown, replicas_down_read
+from apps.gateway.adapters.egress_credentials import OAuthTokens, egress_plan_build
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +106,6 @@ def _probe(backend: Backend) -> BackendProbe:
 def _gateway_headers(backend: Backend) -> tuple[tuple[str, str], ...]:
     """The headers of the gateway's own requests to the backend (its credential's default); none
     when it has no credential or it cannot be had (the backend's answer then says so)."""
-    from apps.gateway.adapters.egress_credentials import (  # the gateway's egress, imported late
-        OAuthTokens,
-        egress_plan_build,
-    )
-
     try:
         plan = egress_plan_build(
             backend=backend, tokens=OAuthTokens(None), allow_private=backend.tenant.private_networks_allowed

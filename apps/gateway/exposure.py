@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from apps.catalog.models import Backend, Tool, VirtualHost
 from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective
 from apps.common.redis import redis_client
+from apps.gateway.tool_lists import mcp_tools_fetch
 from apps.kernel.names import Naming
 
 log = logging.getLogger(__name__)
@@ -55,8 +56,6 @@ def backend_tool_names(*, backend: Backend) -> list[str]:
     cached = redis_client().get(key)
     if cached is not None:
         return json.loads(cached)
-    from apps.gateway.tool_lists import mcp_tools_fetch  # the gateway's client, with its bridge and egress
-
     listed = mcp_tools_fetch(backend=backend, timeout=LIST_TIMEOUT_SECONDS)
     names = sorted({tool["name"] for tool in listed if isinstance(tool.get("name"), str)})
     redis_client().set(key, json.dumps(names), ex=LIST_CACHE_SECONDS)
