@@ -129,7 +129,7 @@ class Gateway:
         finder: ToolFinder,
         mailbox: Mailbox,
         tracing: Tracing,
-        counters: Counters | None = None,
+        counters: Counters,
     ) -> None:
         """Every port is required: a gateway that runs without one of the shared services gets its
         stand-in from `standalone.py`. Nothing runs in the background until `start()`."""
@@ -145,7 +145,7 @@ class Gateway:
         # What one instance notices of replicas, every instance knows (`health`).
         self.backends = BackendCatalog(TracedUpstream(upstream, self.tracer), health=health)
         upstream = self.backends.replicas  # every request to a backend notices replicas that are down
-        self.counters = counters or Counters()
+        self.counters = counters
         # Without a shared secret, cursors are valid on this instance only.
         codec = CursorCodec(settings.cursor_secret or secrets.token_bytes(32))
         client = BackendClient(upstream, self.backends)

@@ -87,7 +87,8 @@ def standalone_gateway(**ports: Any) -> Gateway:
     return Gateway(**{
         "directory": Directory(), "sessions": DownSessions(), "upstream": DownUpstream(), "audit": Audit(),
         "settings": settings, "changes": NoChanges(), "health": NoHealthFeed(), "limiter": NoLimiter(),
-        "tokens": NoTokens(), "finder": NoFinder(), "mailbox": LocalMailbox(), "tracing": NoTracing(), **ports,
+        "tokens": NoTokens(), "finder": NoFinder(), "mailbox": LocalMailbox(), "tracing": NoTracing(),
+        "counters": Counters(), **ports,
     })
 
 
