@@ -6,14 +6,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx2
 import pytest
 from django.conf import settings
+from django.test import Client as DjangoClient
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from apps.common.redis import redis_client
+from apps.tenants.services import membership_set
 from tests import factories
 from tests.processes import backend_argv, free_port, gateway_argv, gateway_env, running
 
@@ -32,6 +35,16 @@ def clean_redis() -> None:
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None, clean_redis: None) -> None:
     """pytest-django's test database, and a clean Redis beside it."""
+
+
+@pytest.fixture
+def acme(client: DjangoClient, django_user_model: Any) -> Any:
+    """Tenant `acme`, with `client` signed in as one of its members (mia)."""
+    user = django_user_model.objects.create_user(username="mia", password="pw")
+    tenant = factories.tenant_factory(slug="acme")
+    membership_set(tenant=tenant, user=user, role="member")
+    client.force_login(user)
+    return tenant
 
 
 @pytest.fixture

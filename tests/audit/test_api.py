@@ -11,20 +11,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from apps.tenants.services import membership_set
 from tests.audit.factories import audit_rows_create
 from tests.factories import api_key_factory, tenant_factory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def acme(client: Client, django_user_model: Any) -> Any:
-    user = django_user_model.objects.create_user(username="mia", password="pw")
-    tenant = tenant_factory(slug="acme")
-    membership_set(tenant=tenant, user=user, role="member")
-    client.force_login(user)
-    return tenant
 
 
 def test_the_log_is_paged_by_cursor_and_filtered(client: Client, acme: Any,

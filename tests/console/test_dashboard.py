@@ -14,20 +14,10 @@ from django.test import Client
 from apps.audit.models import LATENCY_BOUNDS, AuditMinute, AuditRecord
 from apps.audit.selectors import _percentile, audit_dashboard_get
 from apps.audit.writer import audit_records_write
-from apps.tenants.services import membership_set
 from tests.audit.factories import audit_entry, audit_rows_create
 from tests.factories import tenant_factory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def acme(client: Client, django_user_model: Any) -> Any:
-    user = django_user_model.objects.create_user(username="mia", password="pw")
-    tenant = tenant_factory(slug="acme")
-    membership_set(tenant=tenant, user=user, role="member")
-    client.force_login(user)
-    return tenant
 
 
 def _calls(acme: Any) -> None:

@@ -16,7 +16,6 @@ from django.test import Client
 from apps.common.redis import redis_client
 from apps.gateway.adapters.redis_session_store import IDLE_INDEX, TENANT_INDEX, RedisSessionStore, session_list
 from apps.gateway.pipeline.values import BackendSession, SessionState
-from apps.tenants.services import membership_set
 from tests.factories import api_key_factory, tenant_factory
 
 pytestmark = pytest.mark.django_db
@@ -124,15 +123,6 @@ def test_a_listing_reads_one_page() -> None:
     ids = _open(103, 7)
     page, total = session_list(redis_client(), tenant_id=103, ttl_seconds=TTL, offset=5, limit=5, clock=Clock())
     assert total == 7 and len(page) == 2 and {s.state.id for s in page} <= set(ids)
-
-
-@pytest.fixture
-def acme(client: Client, django_user_model: Any) -> Any:
-    user = django_user_model.objects.create_user(username="mia", password="pw")
-    tenant = tenant_factory(slug="acme")
-    membership_set(tenant=tenant, user=user, role="member")
-    client.force_login(user)
-    return tenant
 
 
 def test_the_page_lists_the_tenants_sessions_a_page_at_a_time(

@@ -13,19 +13,9 @@ from django.test import Client
 from apps.common.redis import redis_client
 from apps.gateway.adapters.redis_session_store import RedisSessionStore
 from apps.gateway.pipeline.values import SessionState
-from apps.tenants.services import membership_set
 from tests.factories import tenant_factory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def acme(client: Client, django_user_model: Any) -> Any:
-    user = django_user_model.objects.create_user(username="mia", password="pw")
-    tenant = tenant_factory(slug="acme")
-    membership_set(tenant=tenant, user=user, role="member")
-    client.force_login(user)
-    return tenant
 
 
 def test_the_sessions(client: Client, acme: Any) -> None:
