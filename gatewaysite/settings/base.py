@@ -110,12 +110,29 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
 
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "gw-channels"},
+
+
+def channel_layers(redis_url: str, prefix: str) -> dict[str, object]:
+    """The channel layer on `redis_url`. Each receive blocks in Redis for up to
+    `RedisChannelLayer.brpop_timeout` (5 s) waiting for a message, and redis-py (8.x) gives up on a
+    read after its default socket timeout, also 5 s: an idle stream's receive raced its own read,
+    failed with "Timeout reading from ...", and a message Redis popped at that moment was lost with
+    the connection. So reads have no client-side timeout: Redis itself ends every blocking pop
+    within 5 s, and TCP keepalive notices a Redis that went away without closing the connection.
+    (A client timeout longer than the pop is no fix: a receive cancelled mid-read then never ends.)"""
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [{"address": redis_url, "socket_timeout": None, "socket_connect_timeout": 5,
+                           "socket_keepalive": True}],
+                "prefix": prefix,
+            },
+        }
     }
-}
+
+
+CHANNEL_LAYERS = channel_layers(REDIS_URL, "gw-channels")
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)

@@ -3,6 +3,8 @@ stream that holds it, in process when it is here, through Redis when it is on an
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
 
 import pytest
@@ -77,3 +79,26 @@ async def test_a_stream_reopened_on_the_same_instance_replaces_the_old_one() -> 
     await mailbox.post(session, [b'{"id": 5}'])
     assert await new.get(1) == b'{"id": 5}'
     new.close()
+
+
+def test_the_layer_does_not_give_up_on_a_read_redis_is_still_blocking() -> None:
+    pool = RedisChannelLayer(**settings.CHANNEL_LAYERS["default"]["CONFIG"]).create_pool(0)
+    assert pool.connection_kwargs["socket_timeout"] is None
+    assert pool.connection_kwargs["socket_keepalive"] is True
+
+
+async def test_a_stream_idle_past_the_layer_s_blocking_reads_loses_nothing_and_is_not_interrupted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Each receive blocks in Redis for brpop_timeout (5 s); a read timeout no longer than that made
+    # every idle receive fail ("Timeout reading from ...") and could lose the message popped then.
+    (here, _), (there, _) = _instance(), _instance()
+    session = f"s-{uuid.uuid4()}"
+    inbox = await there.open(session)
+    with caplog.at_level(logging.WARNING, logger="apps.gateway.adapters.channel_mailbox"):
+        for number in range(2):
+            await asyncio.sleep(6.0)  # longer than one blocking read: it ends with nothing, idle
+            await here.post(session, [f'{{"id": {number}}}'.encode()])
+            assert await inbox.get(5) == f'{{"id": {number}}}'.encode()
+    assert [record.getMessage() for record in caplog.records] == []
+    inbox.close()
