@@ -1,5 +1,5 @@
-"""The virtual hosts REST API: CRUD, mounts, aliases, the exposed tool names (against the real demo
-backend) and the client configurations, with the same isolation as the console."""
+"""The virtual hosts REST API: CRUD, mounts, aliases and the client configurations, with the same
+isolation as the console (the exposed tool names included; what they are: tests/gateway/test_exposure_api.py)."""
 
 from __future__ import annotations
 
@@ -88,18 +88,6 @@ def test_another_tenants_backend_cannot_be_mounted(admin_client: Client) -> None
                                  content_type="application/json")
     assert response.status_code == 400 and f"no backend with id {foreign.pk} in this tenant" in response.json()["detail"]
     assert not host.mounts.filter(map_key="x").exists()
-
-
-def test_exposed_tools_use_the_gateways_naming(admin_client: Client, demo_backend_url: str) -> None:
-    tenant = tenant_factory()
-    demo = backend_factory(tenant=tenant, urls=[demo_backend_url])
-    host = virtual_host_factory(tenant=tenant, mounts={"x": demo, "y": demo}, tool_aliases={"sum": ToolTarget("x", "add")})
-    admin_client.put(f"{_api(tenant)}/{host.pk}", {"tool_search": "listed"}, content_type="application/json")
-    body = admin_client.get(f"{_api(tenant)}/{host.pk}/exposed-tools").json()
-    names = {t["name"]: (t["map_key"], t["upstream_name"]) for t in body["tools"]}
-    assert names["sum"] == ("x", "add") and names["y-add"] == ("y", "add") and names["x-echo"] == ("x", "echo")
-    assert "x-add" not in names
-    assert body["tool_search"] == "tool_search" and body["unavailable"] == {} and body["dropped"] == []
 
 
 def test_connect_answers_every_client_with_a_placeholder(admin_client: Client) -> None:
