@@ -174,11 +174,7 @@ class BackendClient:
             )
             return session
 
-        session = await self._sessions.get(key, open_one)
-        if self._backends.replicas.is_up(session.replica):
-            return session
-        self._sessions.forget(key)  # its replica is down: reopened on one that is up
-        return await self._sessions.get(key, open_one)
+        return await self._sessions.get(key, open_one, is_up=self._backends.replicas.is_up)
 
 
 def _result(method: str, message: dict[str, Any]) -> dict[str, Any]:

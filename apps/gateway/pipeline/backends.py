@@ -151,8 +151,16 @@ class HeldSessions:
         self._sessions: dict[Hashable, BackendSession] = {}
         self._opening: dict[Hashable, asyncio.Lock] = {}
 
-    async def get(self, key: Hashable, open_one: Callable[[], Awaitable[BackendSession]]) -> BackendSession:
+    async def get(
+        self, key: Hashable, open_one: Callable[[], Awaitable[BackendSession]],
+        *, is_up: Callable[[str], bool] | None = None,
+    ) -> BackendSession:
+        """The key's session, opened by `open_one` if there is none; with `is_up`, a session whose
+        replica is down is forgotten and opened again (on a replica that is up)."""
         session = self._sessions.get(key)
+        if session is not None and is_up is not None and not is_up(session.replica):
+            self.forget(key)
+            session = None
         if session is not None:
             return session
         async with self._opening.setdefault(key, asyncio.Lock()):

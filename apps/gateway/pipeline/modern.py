@@ -208,11 +208,7 @@ class ModernEra:
             )
             return session
 
-        session = await self._held.get(key, open_one)
-        if self._backends.replicas.is_up(session.replica):
-            return session
-        self._held.forget(key)  # its replica is down: reopened on one that is up
-        return await self._held.get(key, open_one)
+        return await self._held.get(key, open_one, is_up=self._backends.replicas.is_up)
 
 
 class _Leg:
