@@ -6,15 +6,22 @@ Watching: a tail marks its tenant as watched in Redis (`audit_live_watch`, a key
 `WATCH_TTL_SECONDS`) *before* its websocket is accepted, and renews the mark every
 `WATCH_REFRESH_SECONDS` while it is open (`audit_live_watching`); the mark is left to expire. A
 batch is published to the tenants whose mark is present when its publish starts, which is after
-the batch is written: so a tail is sent every batch written after its connect returned (as far as
-publishing is not skipped, below), and batches are published to nobody for at most
-`WATCH_TTL_SECONDS` after the last tail closed.
+the batch is written: so a tail is sent every batch written after its connect returned, and
+batches are published to nobody for at most `WATCH_TTL_SECONDS` after the last tail closed.
 
-Publishing is best effort and never touches a call: it starts after the batch is in the
-database, runs as its own task with a time limit (one Redis round trip to read the marks of all
-the batch's tenants, then one group_send per watched tenant), and is skipped while the previous
-one is still going (a slow or absent Redis costs a log line, not a queue). A tail is read by
-people: a burst sends only each tenant's newest `MAX_ROWS` rows of a batch.
+Publishing never touches a call: it starts after the batch is in the database and runs as one task
+per event loop, with a time limit per attempt (one Redis round trip to read the clock and the marks
+of the batch's tenants, then one group_send per watched tenant). Batches written while an attempt
+runs wait for the next one; a failed attempt is retried after `RETRY_SECONDS`. What waits is bounded:
+each tenant's newest `MAX_ROWS` rows (a tail is read by people) and `MAX_PENDING_TENANTS` tenants.
+
+Nothing is lost silently. Every message names its writer (`WRITER_ID`, one per process) and the
+range of that writer's batches for the tenant it carries (`first`..`last`, counted per tenant,
+whether published or not), how many rows it leaves out (`omitted`), and when the attempt that carried
+the batch before `first` ran (`prev_at`, on Redis' clock). A tail (`TailSequence`) knows it missed
+rows when a writer's range skips a number, when a writer's first message follows an attempt made
+after the tail opened, or when rows were left out; it then reloads the table from the database and
+says so (apps.console.consumers).
 
 Revocation: a tail is also in its user's group (`apps.tenants.access_changes`), told whenever that
 user's access may have shrunk; it then checks its access again and closes when it is gone. Telling
@@ -26,7 +33,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from typing import Any
+import math
+import secrets
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from channels.layers import get_channel_layer
 
@@ -39,12 +49,14 @@ log = logging.getLogger(__name__)
 MESSAGE_TYPE = "audit.rows"
 ACCESS_RECHECK_SECONDS = 60.0
 MAX_ROWS = 100
+MAX_PENDING_TENANTS = 1000
+RETRY_SECONDS = 1.0
 TIMEOUT_SECONDS = 2.0
 WATCH_TTL_SECONDS = 30.0
 WATCH_REFRESH_SECONDS = 10.0
 
-#: The publish in flight, per event loop.
-_publishing: dict[int, asyncio.Task[None]] = {}
+#: This process, as the tails tell writers apart: their batch numbers are counted per process.
+WRITER_ID = secrets.token_hex(8)
 
 
 def audit_live_group(*, tenant_id: int) -> str:
@@ -56,9 +68,18 @@ def _watched_key(tenant_id: int) -> str:
     return f"gw:audit-live-watched:{tenant_id}"
 
 
-async def audit_live_watch(*, tenant_id: int) -> None:
-    """Mark the tenant as watched for `WATCH_TTL_SECONDS`. Raises when Redis cannot be reached."""
-    await async_redis_client().set(_watched_key(tenant_id), b"1", px=int(WATCH_TTL_SECONDS * 1000))
+def _redis_seconds(time: tuple[int, int] | list[int]) -> float:
+    return time[0] + time[1] / 1_000_000
+
+
+async def audit_live_watch(*, tenant_id: int) -> float:
+    """Mark the tenant as watched for `WATCH_TTL_SECONDS`; return when (on Redis' clock), which is
+    what `TailSequence` compares writers' attempts with. Raises when Redis cannot be reached."""
+    async with async_redis_client().pipeline(transaction=True) as pipe:
+        pipe.set(_watched_key(tenant_id), b"1", px=int(WATCH_TTL_SECONDS * 1000))
+        pipe.time()
+        _, now = await pipe.execute()
+    return _redis_seconds(now)
 
 
 async def audit_live_watching(*, tenant_id: int) -> None:
@@ -91,31 +112,148 @@ def audit_live_record(values: dict[str, Any]) -> AuditRecord:
     return AuditRecord(**fields)
 
 
+@dataclass
+class _Pending:
+    """One tenant's rows waiting to be published: its batches `first`..`last` of this writer."""
+
+    first: int
+    last: int
+    prev_at: float | None
+    rows: list[AuditEntry]
+    omitted: int = 0
+
+    def add(self, rows: list[AuditEntry], last: int) -> None:
+        self.rows.extend(rows)
+        self.last = last
+        if (over := len(self.rows) - MAX_ROWS) > 0:
+            del self.rows[:over]
+            self.omitted += over
+
+    def then(self, later: _Pending) -> _Pending:
+        """These rows followed by `later`'s (what arrived while these were being sent)."""
+        self.add(later.rows, later.last)
+        self.omitted += later.omitted
+        return self
+
+    def message(self) -> dict[str, Any]:
+        return {
+            "type": MESSAGE_TYPE, "rows": [_values(e) for e in self.rows], "writer": WRITER_ID,
+            "first": self.first, "last": self.last, "prev_at": self.prev_at, "omitted": self.omitted,
+        }
+
+
+class _Publisher:
+    """The publishing of one event loop: batch numbers per tenant, the rows waiting, and the task
+    that sends them."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.numbers: dict[int, int] = {}
+        self.attempted_at: dict[int, float] = {}  # per tenant: the last attempt that carried its rows
+        self.pending: dict[int, _Pending] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    def add(self, entries: list[AuditEntry]) -> None:
+        by_tenant: dict[int, list[AuditEntry]] = {}
+        for entry in entries:
+            by_tenant.setdefault(entry.principal.tenant_id, []).append(entry)
+        for tenant_id, rows in by_tenant.items():
+            number = self.numbers[tenant_id] = self.numbers.get(tenant_id, 0) + 1
+            waiting = self.pending.get(tenant_id)
+            if waiting is None:
+                waiting = self.pending[tenant_id] = _Pending(number, number, self.attempted_at.get(tenant_id), [])
+            waiting.add(rows, number)
+        self._bound()
+        if self.task is None or self.task.done():
+            self.task = self.loop.create_task(self._drain())
+
+    def _bound(self) -> None:
+        while len(self.pending) > MAX_PENDING_TENANTS:
+            dropped = next(iter(self.pending))
+            del self.pending[dropped]
+            # When those batches were written is not known: a tail that sees this writer first
+            # after now counts them as missed (a reload too many rather than rows lost unsaid).
+            self.attempted_at[dropped] = math.inf
+            log.warning("live tail: too many tenants waiting; rows of tenant %d not shown live", dropped)
+
+    async def _drain(self) -> None:
+        while self.pending:
+            attempt, self.pending = self.pending, {}
+            unsent = await self._send(attempt)
+            if not unsent:
+                continue
+            for tenant_id, later in self.pending.items():
+                unsent[tenant_id] = unsent.pop(tenant_id).then(later) if tenant_id in unsent else later
+            self.pending = unsent
+            self._bound()
+            await asyncio.sleep(RETRY_SECONDS)
+
+    async def _send(self, attempt: dict[int, _Pending]) -> dict[int, _Pending]:
+        """Send one attempt; return what is still to be sent."""
+        done: set[int] = set()
+        try:
+            async with asyncio.timeout(TIMEOUT_SECONDS):
+                async with async_redis_client().pipeline(transaction=False) as pipe:
+                    pipe.time()  # before the marks: a mark set before this clock reading is seen
+                    for tenant_id in attempt:
+                        pipe.exists(_watched_key(tenant_id))
+                    now, *marks = await pipe.execute()
+                for tenant_id, marked in zip(attempt, marks, strict=True):
+                    self.attempted_at[tenant_id] = _redis_seconds(now)
+                    if not marked:
+                        done.add(tenant_id)  # nobody watches
+                layer = get_channel_layer()
+                for tenant_id, waiting in attempt.items():
+                    if tenant_id not in done:
+                        await layer.group_send(audit_live_group(tenant_id=tenant_id), waiting.message())
+                        done.add(tenant_id)
+        except Exception:
+            log.warning("publishing audit rows to the live tail failed; trying again in %.0f s", RETRY_SECONDS,
+                        exc_info=True)
+        return {tenant_id: waiting for tenant_id, waiting in attempt.items() if tenant_id not in done}
+
+
+#: Per event loop (the writer flushes on the loop that recorded last).
+_publishers: dict[int, _Publisher] = {}
+
+
 def audit_batch_publish(entries: list[AuditEntry]) -> None:
     """Send a written batch to its tenants' tails, without waiting. Call from the event loop."""
     loop = asyncio.get_running_loop()
-    running = _publishing.get(id(loop))
-    if running is not None and running.get_loop() is loop and not running.done():
-        log.debug("live tail still publishing; %d rows not shown live", len(entries))
-        return
-    by_tenant: dict[int, list[AuditEntry]] = {}
-    for entry in entries:
-        by_tenant.setdefault(entry.principal.tenant_id, []).append(entry)
-    _publishing[id(loop)] = loop.create_task(_send({tenant_id: rows[-MAX_ROWS:] for tenant_id, rows in by_tenant.items()}))
+    publisher = _publishers.get(id(loop))
+    if publisher is None or publisher.loop is not loop:
+        publisher = _publishers[id(loop)] = _Publisher(loop)
+    publisher.add(entries)
 
 
-async def _send(by_tenant: dict[int, list[AuditEntry]]) -> None:
-    try:
-        async with asyncio.timeout(TIMEOUT_SECONDS):
-            async with async_redis_client().pipeline(transaction=False) as pipe:
-                for tenant_id in by_tenant:
-                    pipe.exists(_watched_key(tenant_id))
-                watched = [tenant_id for tenant_id, n in zip(by_tenant, await pipe.execute(), strict=True) if n]
-            if not watched:
-                return
-            layer = get_channel_layer()
-            for tenant_id in watched:
-                rows = [_values(e) for e in by_tenant[tenant_id]]
-                await layer.group_send(audit_live_group(tenant_id=tenant_id), {"type": MESSAGE_TYPE, "rows": rows})
-    except Exception:
-        log.warning("publishing audit rows to the live tail failed", exc_info=True)
+async def audit_live_settled() -> None:
+    """Wait until this loop's publisher has nothing left to send (for tests and shutdown)."""
+    publisher = _publishers.get(id(asyncio.get_running_loop()))
+    while publisher is not None and publisher.task is not None and not publisher.task.done():
+        await asyncio.shield(publisher.task)
+
+
+Verdict = Literal["show", "old", "missed"]
+
+
+class TailSequence:
+    """What one tail has received, per writer; judges each message it gets (see the module's
+    docstring): "show" its rows, drop an "old" one already shown, or reload because rows were
+    "missed". `opened_at` is what `audit_live_watch` returned when the tail opened."""
+
+    def __init__(self, opened_at: float) -> None:
+        self.opened_at = opened_at
+        self._last: dict[str, int] = {}
+
+    def judge(self, message: dict[str, Any]) -> Verdict:
+        writer, first, last = message["writer"], message["first"], message["last"]
+        seen = self._last.get(writer)
+        if seen is not None and last <= seen:
+            return "old"  # sent again after an attempt that timed out once it had been delivered
+        self._last[writer] = last
+        prev_at = message["prev_at"]
+        if seen is not None:
+            missed = first != seen + 1
+        else:
+            missed = prev_at is not None and prev_at >= self.opened_at
+        return "missed" if missed or message["omitted"] else "show"
