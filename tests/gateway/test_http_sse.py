@@ -108,9 +108,13 @@ async def test_a_sampling_request_reaches_the_client_and_its_answer_the_backend(
     assert "sampled!" in result.content[0].text
 
 
-async def test_list_changed_reaches_the_sse_client(transactional_db: None, gateway_url: str) -> None:
+@pytest.mark.parametrize("posts", ["to the stream's instance", "elsewhere"])
+async def test_list_changed_reaches_the_sse_client(transactional_db: None, gateway_url: str, second_gateway_url: str,
+                                                   posts: str) -> None:
     """Notifications outside any request come from the backend's own stream, relayed by the
-    instance that holds the client's event stream."""
+    instance that holds the client's event stream, also when the handshake was POSTed to another
+    instance (the stream's instance then holds a copy of the session made before it)."""
+    transport = PostsElsewhere(int(second_gateway_url.rsplit(":", 1)[1])) if posts == "elsewhere" else None
     port = free_port()
     with running(backend_argv("tests.backends.conformance_server", port), port, log_name="sse-list-changed"):
         host = await database_sync_to_async(make_host)(gateway_url, f"http://127.0.0.1:{port}/mcp")
@@ -120,7 +124,7 @@ async def test_list_changed_reaches_the_sse_client(transactional_db: None, gatew
             if getattr(message, "method", None) == "notifications/tools/list_changed":
                 changed.set()
 
-        async with sse_session(host, message_handler=on_message) as client:
+        async with sse_session(host, transport=transport, message_handler=on_message) as client:
             await client.list_tools()
             await anyio.sleep(0.5)  # the backend stream opens once the client is initialized
             await client.call_tool("test_trigger_tool_change", {})

@@ -125,7 +125,9 @@ class HttpSseTransport:
 
         async def relay() -> None:
             try:
-                state = await self._legacy.session_for(session_id, principal, vhost)
+                # Fresh: the handshake may have been made on another instance after this one
+                # cached the session as its stream opened.
+                state = await self._legacy.session_for(session_id, principal, vhost, fresh=True)
                 stream_request = replace(request, method="GET", endpoint="", query="", body=b"")
                 reply = await self._legacy.open_stream(stream_request, vhost, principal, state)
             except (HttpError, StoreUnavailable) as exc:
