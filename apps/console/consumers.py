@@ -16,8 +16,8 @@ says so. Reloads are at most one per `RELOAD_SECONDS`: a burst is read once.
 
 A tail whose user may no longer see its tenant (membership removed, user deactivated or deleted)
 is closed with 4404, as a new one would be refused: the user's group hears of every such change
-(`apps.tenants.access_changes`), and a tail about to send rows checks again when its last check is older
-than `ACCESS_RECHECK_SECONDS` (see `apps.audit.live`)."""
+(`apps.tenants.access_changes`), and a tail about to send rows (live or reloaded) checks again
+when its last check is older than `ACCESS_RECHECK_SECONDS` (see `apps.audit.live`)."""
 
 from __future__ import annotations
 
@@ -125,8 +125,8 @@ class AuditTailConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.watching is not None:
             self.watching.cancel()  # the mark expires by itself: other tails may still hold it
-        if self.reloading is not None:
-            self.reloading.cancel()
+        if self.reloading is not None and self.reloading is not asyncio.current_task():
+            self.reloading.cancel()  # (a reload that finds access gone closes the tail itself)
         for group in (self.group, self.user_group):
             if group is not None:
                 await self.channel_layer.group_discard(group, self.channel_name)
@@ -141,6 +141,13 @@ class AuditTailConsumer(AsyncWebsocketConsumer):
         await self.close(code=CLOSE_UNSEEN)
         return False
 
+    async def _may_send(self) -> bool:
+        """Before rows go out (live or reloaded): check access again once the last check is
+        `ACCESS_RECHECK_SECONDS` old."""
+        if time.monotonic() - self.checked_at < live.ACCESS_RECHECK_SECONDS:
+            return True
+        return await self._still_allowed()
+
     async def access_changed(self, message: dict[str, Any]) -> None:
         """The user's access may have shrunk (`apps.tenants.access_changes`)."""
         if self.group is not None:
@@ -152,7 +159,7 @@ class AuditTailConsumer(AsyncWebsocketConsumer):
     async def audit_rows(self, message: dict[str, Any]) -> None:
         if self.group is None:
             return  # closed: a batch already on its way is dropped
-        if time.monotonic() - self.checked_at >= live.ACCESS_RECHECK_SECONDS and not await self._still_allowed():
+        if not await self._may_send():
             return
         verdict = self.sequence.judge(message)
         if verdict == "missed":
@@ -180,4 +187,6 @@ class AuditTailConsumer(AsyncWebsocketConsumer):
                 return
             self.reloaded_at, missed, self.missed, self.reload_due = time.monotonic(), self.missed, False, False
             html = await _newest_rows(self.tenant, self.filters)
+            if self.group is None or not await self._may_send():
+                return
             await self.send(text_data=json.dumps({"reload": html, "missed": missed}))

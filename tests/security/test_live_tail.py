@@ -18,15 +18,16 @@ from apps.audit.writer import AuditWriter
 from apps.tenants.models import Membership, Tenant
 from apps.tenants.services import membership_delete, membership_set, tenant_delete
 from tests.audit.factories import audit_entry
+from tests.console.test_audit_live import _open as _open_tail
 from tests.console.test_audit_live import _setup, _tail
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def _open(path: str, cookie: str) -> WebsocketCommunicator:
+    """An open tail past the reload it sends once open."""
     tail = _tail(path, cookie)
-    connected, _ = await tail.connect()
-    assert connected
+    await _open_tail(tail)
     return tail
 
 
@@ -127,5 +128,20 @@ async def test_a_revocation_nobody_announced_is_found_before_rows_are_sent(monke
         lambda: get_user_model().objects.filter(username="both").update(is_active=False))
     assert await silent() == 1
     await _write(data["a"], "unseen")
+    assert await tail_a.receive_output(timeout=5) == {"type": "websocket.close", "code": 4404}
+    assert await tail_a.receive_nothing(timeout=0.5)
+
+
+async def test_a_reload_is_not_sent_to_a_user_revoked_unannounced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reload reads rows from the database: it checks access again like a live batch does."""
+    monkeypatch.setattr(live, "ACCESS_RECHECK_SECONDS", 0.0)
+    data = await _setup()
+    await _write(data["a"], "unseen")
+    tail_a = _tail("/console/t/live-a/audit/live", data["cookies"]["both"])
+    silent: Callable[[], Awaitable[int]] = database_sync_to_async(
+        lambda: get_user_model().objects.filter(username="both").update(is_active=False))
+    connected, _ = await tail_a.connect()
+    assert connected
+    assert await silent() == 1  # after the tail was accepted, before its opening reload is sent
     assert await tail_a.receive_output(timeout=5) == {"type": "websocket.close", "code": 4404}
     assert await tail_a.receive_nothing(timeout=0.5)
