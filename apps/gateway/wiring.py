@@ -28,6 +28,7 @@ from apps.gateway.adapters.snapshot_directory import SnapshotDirectory
 from apps.gateway.pipeline.answers import StreamCaps
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import ListSettings
+from apps.gateway.pipeline.listing import PageLimits
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.prometheus import metric_label_caps
 from apps.gateway.reindex import ToolReindex, tool_reindex_enqueue
@@ -63,7 +64,7 @@ def gateway_settings() -> GatewaySettings:
         batch_concurrency=settings.GATEWAY_BATCH_CONCURRENCY,
         max_client_metadata_bytes=settings.GATEWAY_MAX_CLIENT_METADATA_BYTES,
         lists=ListSettings(
-            page_size=settings.GATEWAY_LIST_PAGE_SIZE,
+            pages=PageLimits(items=settings.GATEWAY_LIST_PAGE_SIZE, bytes=settings.GATEWAY_LIST_PAGE_BYTES),
             timeout=settings.GATEWAY_LIST_TIMEOUT_SECONDS,
             cache_seconds=settings.GATEWAY_LIST_CACHE_SECONDS,
             caps=backend_list_caps(),

@@ -221,8 +221,11 @@ GATEWAY_MAX_CLIENT_METADATA_BYTES = int(os.environ.get("GATEWAY_MAX_CLIENT_METAD
 # most GATEWAY_BATCH_CONCURRENCY of a batch's messages are handled at once.
 GATEWAY_MAX_BATCH_ITEMS = int(os.environ.get("GATEWAY_MAX_BATCH_ITEMS", "50"))
 GATEWAY_BATCH_CONCURRENCY = int(os.environ.get("GATEWAY_BATCH_CONCURRENCY", "8"))
-# Lists of virtual hosts with several backends (docs/config.md, "Virtual hosts with several backends").
+# Pages of every list the gateway hands out (docs/virtual-hosts.md, "Lists"): at most this many
+# entries, in a response of at most this many bytes (under the 1 MiB an SDK's SSE reader takes in one
+# event) unless one entry alone is bigger. A backend's own page over the size is cut in pieces.
 GATEWAY_LIST_PAGE_SIZE = int(os.environ.get("GATEWAY_LIST_PAGE_SIZE", "1000"))
+GATEWAY_LIST_PAGE_BYTES = int(os.environ.get("GATEWAY_LIST_PAGE_BYTES", "1000000"))
 GATEWAY_LIST_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_LIST_TIMEOUT_SECONDS", "5"))
 GATEWAY_LIST_CACHE_SECONDS = float(os.environ.get("GATEWAY_LIST_CACHE_SECONDS", "60"))
 # The most of one MCP backend's list the gateway takes in (merged lists, lists it filters, the tool

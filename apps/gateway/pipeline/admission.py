@@ -13,13 +13,14 @@ from apps.gateway.pipeline.concurrency import BackendGates
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import Admission, RateLimiter
 from apps.gateway.pipeline.replies import Reply, error_reply
-from apps.gateway.protocol.errors import RateLimited
+from apps.gateway.protocol.errors import PolicyDenied, RateLimited
 from apps.gateway.protocol.jsonrpc import Kind
 from apps.kernel.identity import Budget, Limit
 
 
 class Denied:
-    """A call the access policy refused: -32003 naming the deciding rule (`Call.rule`)."""
+    """A call refused before it is forwarded (`Call.denied`): by the access policy, -32003 naming
+    the deciding rule (`Call.rule`); or its request's fault, such as a list cursor that does not fit."""
 
     def applies(self, call: Call) -> bool:
         return call.denied is not None
@@ -27,7 +28,7 @@ class Denied:
     async def __call__(self, call: Call, outcome: Outcome, then: Next) -> Reply:
         assert call.denied is not None
         reply = error_reply(call.message.id, call.denied, call.headers)
-        outcome.answered("denied", call.denied.code, len(reply.body))
+        outcome.answered("denied" if isinstance(call.denied, PolicyDenied) else "error", call.denied.code, len(reply.body))
         return reply
 
 

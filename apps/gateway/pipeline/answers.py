@@ -87,7 +87,12 @@ def response_in(call: Call, event: SseEvent) -> dict[str, Any] | None:
 
 
 def translated(call: Call, event: SseEvent) -> SseEvent | None:
-    return event if call.translate is None else translate_event(call.translate, event)
+    """The event as the client must see it (None: left out): translated, then reshaped."""
+    shown = event if call.translate is None else translate_event(call.translate, event)
+    if shown is None or call.reshape is None or not shown.data:
+        return shown
+    data = call.reshape(shown.data)
+    return shown if data is shown.data else SseEvent(data, shown.event, shown.id, shown.retry)
 
 
 def translate_event(translate: Translate, event: SseEvent) -> SseEvent | None:
@@ -253,13 +258,15 @@ async def answer(
         # more CPU than relaying it.
         if not _object_shaped(payload):
             raise BadReply("its answer is not a JSON-RPC response (not one JSON object)")
-        return Reply(status, (JSON, *headers), payload)
+        return Reply(status, (JSON, *headers), payload if call.reshape is None else call.reshape(payload))
     response, problem = _response_to(call, payload)
     if response is None:
         raise BadReply(f"its answer is {problem}")
     shown = call.translate(response) if call.translate else response
     if shown is not None and (shown is not response or problem):
         payload = jsonrpc.dumps(shown)
+    if call.reshape is not None:
+        payload = call.reshape(payload)
     outcome.answered(*outcome_of(response), len(payload))
     return Reply(status, (JSON, *headers), payload)
 

@@ -15,7 +15,7 @@ from apps.gateway.pipeline.replies import Headers, Reply
 from apps.gateway.pipeline.tracing import NO_SPAN, Span, TraceContext, current, incoming_context
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, HttpRequest, VirtualHostView
 from apps.gateway.protocol import jsonrpc
-from apps.gateway.protocol.errors import PolicyDenied
+from apps.gateway.protocol.errors import GatewayError
 from apps.gateway.protocol.jsonrpc import Kind, Message, RequestId
 from apps.kernel.costs import call_cost
 from apps.kernel.identity import Principal
@@ -65,8 +65,11 @@ class Call:
     #: The name the client used, when the backend knows the target by another (multi-backend hosts).
     exposed_name: str | None = None
     rule: str = ""  # the access rule that allowed or denied it
-    #: The access policy's refusal, decided when the call was routed.
-    denied: PolicyDenied | None = None
+    #: The call's refusal, decided before it is forwarded: the access policy's (when it was
+    #: routed), or a list cursor that does not fit (`list_pieces.py`).
+    denied: GatewayError | None = None
+    #: What the response's payload goes through last (a list cut to the page limits: `list_pieces.py`).
+    reshape: Callable[[bytes], bytes] | None = None
 
     @classmethod
     def begin(
@@ -84,7 +87,8 @@ class Call:
         translate: Translate | None = None,
         exposed_name: str | None = None,
         rule: str = "",
-        denied: PolicyDenied | None = None,
+        denied: GatewayError | None = None,
+        reshape: Callable[[bytes], bytes] | None = None,
     ) -> Call:
         # The request's context, continued by the gateway; or, outside one (a call made directly),
         # what the request names.
@@ -107,6 +111,7 @@ class Call:
             exposed_name=exposed_name,
             rule=rule,
             denied=denied,
+            reshape=reshape,
         )
 
     def bridged(self, out: Outbound) -> Call:

@@ -1,6 +1,8 @@
-"""Opaque, signed downstream cursors for the merged lists of a virtual host (docs/virtual-hosts.md).
+"""Opaque, signed downstream cursors for the lists of a virtual host (docs/virtual-hosts.md).
 
-A cursor says where the next page of one merged list starts. Any gateway instance can check and
+A cursor says where the next page of one list the gateway pages starts: a merged list (or a tool
+server's list), or — a *piece* cursor — the rest of one page of a backend's own that was too big to
+send whole (`list_pieces.py`). Any gateway instance can check and
 follow a cursor another instance made: everything needed is inside it, under an HMAC tag keyed by a
 secret all instances share. Nothing is stored.
 
@@ -9,12 +11,14 @@ Wire format (version 1) — URL-safe base64 without padding of::
     offset  size  field
     0       1     format            1; a new layout gets a new number
     1       1     list kind         1 tools, 2 prompts, 3 resources, 4 resourceTemplates
-    2       1     flags             bit 0: the last key is present
+    2       1     flags             bit 0: the last key is present; bit 1: a piece cursor, whose
+                                    "last key" is the backend's cursor of the page it is cut from
     3       8     virtual host tag  BLAKE2b-64 of tenant id and vhost slug
     11      8     list version      fingerprint of the merged list's identities (`listing.MergedList.version`)
     19      4     issued at         unix seconds, big-endian
     23      4     offset            index of the first item of the next page, big-endian
     27      n     last key          UTF-8 identity (name or URI) of the last item already served
+                                    (a piece cursor: the backend's cursor)
     27+n    16    tag               HMAC-SHA256 over all of the above, truncated to 16 bytes
 
 Decisions:
@@ -31,6 +35,9 @@ Decisions:
   tolerated. Expired → -32602.
 - *Binding.* Kind and virtual host are inside the signed payload, so a cursor from `prompts/list` or
   from another virtual host is refused with a message saying so.
+- *Pieces.* A piece cursor is bound to the version of the backend page it is cut from, which only
+  the backend's answer can tell: `open_piece` checks all but that, the caller checks the version.
+  A token that is not one of ours at all is the backend's own cursor (`open_piece` answers None).
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ _HEADER = struct.Struct(">BBB8s8sII")
 _MAX_RAW = MAX_TOKEN * 3 // 4
 KEY_BUDGET = _MAX_RAW - _HEADER.size - TAG_SIZE  # 725 bytes
 _HAS_LAST = 0x01
+_PIECE = 0x02
 _CLOCK_SKEW = 60.0  # seconds an instance's clock may run behind the one that issued the cursor
 _DOMAIN = b"mcp-gateway/list-cursor/v1"  # so the shared secret's other uses never yield a valid cursor tag
 _RESTART = "list again without a cursor"
@@ -98,6 +106,21 @@ class CursorPosition:
     stale: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Where a piece cursor points: the items from `offset` on of the backend page its cursor
+    `upstream` answers (None: the first page), whose version was `version` when cut."""
+
+    version: bytes
+    offset: int
+    upstream: str | None
+
+
+def stale_cursor(kind: str) -> InvalidParams:
+    """The -32602 for a cursor made for an earlier version of the `kind` list."""
+    return _invalid("stale", f"cursor is stale: the {kind} list changed since; {_RESTART}")
+
+
 def _invalid(reason: str, detail: str) -> InvalidParams:
     return InvalidParams(f"Invalid params: {detail}", data={"cursor": reason})
 
@@ -128,12 +151,25 @@ class CursorCodec:
     def encode(self, scope: ListScope, offset: int, last: str | None) -> str:
         """A cursor for the page starting at `offset` of the list `scope` describes, `last` being the
         identity of the item just before it."""
+        key = b"" if last is None else last.encode()
+        if last is None or len(key) > KEY_BUDGET:
+            return self._encode(scope, offset, b"", 0)
+        return self._encode(scope, offset, key, _HAS_LAST)
+
+    def encode_piece(self, scope: ListScope, offset: int, upstream: str | None) -> str | None:
+        """A piece cursor: the items from `offset` on of the backend's page that its cursor
+        `upstream` (None: its first page) answers, `scope.version` being that page's version. None
+        when `upstream` is too long to carry (`KEY_BUDGET`)."""
+        if upstream is None:
+            return self._encode(scope, offset, b"", _PIECE)
+        key = upstream.encode()
+        if len(key) > KEY_BUDGET:
+            return None
+        return self._encode(scope, offset, key, _PIECE | _HAS_LAST)
+
+    def _encode(self, scope: ListScope, offset: int, key: bytes, flags: int) -> str:
         if not 0 <= offset <= 0xFFFFFFFF:
             raise ValueError("offset out of range")
-        key = b"" if last is None else last.encode()
-        flags = _HAS_LAST
-        if last is None or len(key) > KEY_BUDGET:
-            key, flags = b"", 0
         vtag = vhost_tag(scope.tenant_id, scope.vhost)
         payload = _HEADER.pack(FORMAT, KINDS[scope.kind], flags, vtag, scope.version, int(self._clock()), offset) + key
         encoded = binascii.b2a_base64(payload + self._tag(payload), newline=False)
@@ -142,8 +178,31 @@ class CursorCodec:
     def decode(self, token: object, scope: ListScope, *, allow_stale: bool = False) -> CursorPosition:
         """The position `token` stands for, or InvalidParams (-32602) saying why it is refused:
         malformed, tampered or foreign (another secret), another list kind or virtual host, expired,
-        or — unless `allow_stale` — made for an earlier version of the list. `data.cursor` names the
-        reason (`malformed`, `signature`, `kind`, `vhost`, `expired`, `stale`)."""
+        or — unless `allow_stale` — made for an earlier version of the list (or a piece cursor).
+        `data.cursor` names the reason (`malformed`, `signature`, `kind`, `vhost`, `expired`, `stale`)."""
+        flags, version, offset, last = self._open(self._verified(token), scope.kind, scope.tenant_id, scope.vhost)
+        if version != scope.version or flags & _PIECE:
+            if not allow_stale or flags & _PIECE:
+                raise stale_cursor(scope.kind)
+            return CursorPosition(offset, last, stale=True)
+        return CursorPosition(offset, last)
+
+    def open_piece(self, token: object, kind: str, tenant_id: int, vhost: str) -> Piece | None:
+        """The piece `token` stands for, checked but for the version (the caller's to check); None
+        when it is not a cursor of this gateway (malformed, or not signed with its secret): then it
+        is the backend's own. InvalidParams (-32602) when it is one of ours that does not fit:
+        another list kind or virtual host, expired, or not a piece cursor (`stale`)."""
+        try:
+            payload = self._verified(token)
+        except InvalidParams:
+            return None
+        flags, version, offset, upstream = self._open(payload, kind, tenant_id, vhost)
+        if not flags & _PIECE:
+            raise stale_cursor(kind)
+        return Piece(version, offset, upstream)
+
+    def _verified(self, token: object) -> bytes:
+        """The signed payload of one of our cursors; InvalidParams (`malformed`, `signature`) else."""
         if not isinstance(token, str) or not token:
             raise _invalid("malformed", "cursor must be a non-empty string")
         if len(token) > MAX_TOKEN:
@@ -157,11 +216,16 @@ class CursorCodec:
         if not hmac.compare_digest(tag, self._tag(payload)):
             detail = "cursor signature does not match (altered, or not from this gateway)"
             raise _invalid("signature", f"{detail}; {_RESTART}")
+        return payload
+
+    def _open(self, payload: bytes, kind_name: str, tenant_id: int, vhost: str) -> tuple[int, bytes, int, str | None]:
+        """Flags, list version, offset and last key of a verified payload made for this list kind
+        and virtual host, not expired; InvalidParams else."""
         _, kind, flags, vtag, version, issued, offset = _HEADER.unpack_from(payload)
-        if kind != KINDS[scope.kind]:
+        if kind != KINDS[kind_name]:
             other = _KIND_NAMES.get(kind, "unknown")
-            raise _invalid("kind", f"cursor belongs to the {other} list, not the {scope.kind} list")
-        if vtag != vhost_tag(scope.tenant_id, scope.vhost):
+            raise _invalid("kind", f"cursor belongs to the {other} list, not the {kind_name} list")
+        if vtag != vhost_tag(tenant_id, vhost):
             raise _invalid("vhost", "cursor belongs to another virtual host")
         now = self._clock()
         if now - issued > self.ttl or issued - now > _CLOCK_SKEW:
@@ -170,11 +234,7 @@ class CursorCodec:
             last = payload[_HEADER.size :].decode() if flags & _HAS_LAST else None
         except UnicodeDecodeError:  # signed by us, so only a bug gets here
             raise _invalid("malformed", f"cursor is unreadable; {_RESTART}") from None
-        if version != scope.version:
-            if not allow_stale:
-                raise _invalid("stale", f"cursor is stale: the {scope.kind} list changed since; {_RESTART}")
-            return CursorPosition(offset, last, stale=True)
-        return CursorPosition(offset, last)
+        return flags, version, offset, last
 
 
 def _unbase64(token: str) -> bytes:

@@ -36,6 +36,7 @@ from apps.gateway.pipeline.calls import (
 from apps.gateway.pipeline.compose import BackendMessages, admit, route
 from apps.gateway.pipeline.concurrency import BackendBusy, BackendGates
 from apps.gateway.pipeline.host_lists import HostLists
+from apps.gateway.pipeline.list_pieces import ListPieces
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.metrics import Counters, note_error
 from apps.gateway.pipeline.ports import (
@@ -68,6 +69,7 @@ class Forwarder:
         upstream: Upstream,
         backends: BackendCatalog,
         lists: HostLists,
+        pieces: ListPieces,
         local: LocalTools,
         audit: AuditSink,
         counters: Counters,
@@ -80,6 +82,7 @@ class Forwarder:
         self._upstream = upstream
         self._backends = backends
         self._lists = lists
+        self._pieces = pieces
         self._local = local
         self._audit = audit
         self._counters = counters
@@ -99,9 +102,16 @@ class Forwarder:
         map_key: str, wants_sse: bool, body: bytes | None = None,
     ) -> Reply:
         """Send `message` (encoded as `body`, by default the request's) to the backend under
-        `map_key` as it is, and relay the answer."""
-        call = Call.begin(request, vhost, principal, vhost.mounts[map_key], message, session_id=leg.session_id,
-                          map_key=map_key, body=body, wants_sse=wants_sse)
+        `map_key` as it is, and relay the answer; a list the backend answers in a page too big to
+        send is handed out in pieces (`list_pieces.py`)."""
+        backend = vhost.mounts[map_key]
+        reshape = refused = None
+        if backend.server is None:
+            prepared = self._pieces.prepare(vhost, message)
+            message, reshape, refused = prepared.message, prepared.reshape, prepared.refused
+            body = body if prepared.body is None else prepared.body
+        call = Call.begin(request, vhost, principal, backend, message, session_id=leg.session_id,
+                          map_key=map_key, body=body, wants_sse=wants_sse, reshape=reshape, denied=refused)
         return await self._run(call, leg)
 
     async def routed(

@@ -19,6 +19,7 @@ from apps.gateway.pipeline.host_lists import HostLists, ListSettings
 from apps.gateway.pipeline.http_sse import HttpSseTransport
 from apps.gateway.pipeline.input_required import InputRequests
 from apps.gateway.pipeline.legacy import LegacyEra
+from apps.gateway.pipeline.list_pieces import ListPieces
 from apps.gateway.pipeline.listen import ComposedListen
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.metrics import Counters, note_method
@@ -152,9 +153,11 @@ class Gateway:
         lists = HostLists(client, codec, settings.lists, self.counters, share=changes.publish,
                           search_listed=finder.prepare)
         self.lists = lists
+        pages = settings.lists.pages
         forwarder = Forwarder(
-            upstream=upstream, backends=self.backends, lists=lists, audit=audit, counters=self.counters,
-            tracer=self.tracer, local=LocalTools(self.tracer, ToolSearch(lists, finder, self.counters)),
+            upstream=upstream, backends=self.backends, lists=lists, pieces=ListPieces(codec, pages), audit=audit,
+            counters=self.counters, tracer=self.tracer,
+            local=LocalTools(self.tracer, ToolSearch(lists, finder, self.counters), codec, pages),
             limiter=limiter, gates=BackendGates(queue_seconds=settings.backend_queue_seconds),
             hash_key=settings.audit_hash_key, stream_caps=settings.stream_caps,
         )

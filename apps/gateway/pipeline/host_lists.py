@@ -23,7 +23,7 @@ import logging
 import time
 import weakref
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,7 +36,9 @@ from apps.gateway.pipeline.listing import (
     ListTooLarge,
     MergedList,
     Page,
+    PageLimits,
     collect_all_pages,
+    encode_page,
     list_result,
     list_version,
     merge_lists,
@@ -85,7 +87,7 @@ class _Merged:
     parts: tuple[BackendList, ...]
     merged: MergedList
     expires: float
-    pages: dict[int, Any] = field(default_factory=dict)  # start -> the page's items, encoded once
+    pages: dict[int, tuple[Any, int]] = field(default_factory=dict)  # start -> the page encoded once, its end
     views: dict[Any, _Merged] = field(default_factory=dict)  # caller -> the tools it may see
 
 
@@ -97,7 +99,7 @@ class VisibleTools:
 
 @dataclass(frozen=True, slots=True)
 class ListSettings:
-    page_size: int = 1000
+    pages: PageLimits = PageLimits()
     timeout: float = 5.0  # per backend, and never longer than the backend's own timeout
     cache_seconds: float = 60.0
     retry_seconds: float = 5.0
@@ -165,12 +167,13 @@ class HostLists:
             self._search_listed()
         cached = await self._visible(vhost, principal, method)
 
-        def encoded_once(start: int, items: Sequence[Mapping[str, Any]]) -> Any:
+        def encoded_once(start: int) -> tuple[Any, int]:
             placed = cached.pages.get(start)
             if placed is None:
                 # The host's own search tool leads the first page (it is not one of the backends').
-                shown = [search_tool(search.name), *items] if search is not None and start == 0 else list(items)
-                placed = cached.pages[start] = jsonrpc.encoded(jsonrpc.dumps(shown))
+                lead = [search_tool(search.name)] if search is not None and start == 0 else []
+                encoded, end = encode_page(cached.merged.items, start, self._settings.pages, lead=lead)
+                placed = cached.pages[start] = (jsonrpc.encoded(encoded), end)
             return placed
 
         if search is not None and search.only:
@@ -180,7 +183,7 @@ class HostLists:
         else:
             result = list_result(
                 cached.merged, params.get("cursor"), codec=self._codec, tenant_id=vhost.tenant_id, vhost=vhost.slug,
-                page_size=self._settings.page_size, place=encoded_once,
+                pages=encoded_once,
             )
         if modern:
             ttl_ms = max(0, int((cached.expires - self._clock()) * 1000))

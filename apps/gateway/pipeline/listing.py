@@ -1,6 +1,7 @@
 """The list operations of a virtual host with several backends (docs/virtual-hosts.md, "Lists"): ask every
 backend at once, follow each one's pages to the end, merge into one deterministic list, and hand it
-out downstream in pages behind signed cursors (`cursors.py`).
+out downstream in pages behind signed cursors (`cursors.py`). Pages are cut to `PageLimits`, as is
+every list the gateway hands out (`local.py`, `list_pieces.py`).
 
 Pure: no I/O of its own. Callers pass the fetching as callables and log what is reported back.
 """
@@ -14,8 +15,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from apps.gateway.pipeline.cursors import CursorCodec, ListScope
+from apps.gateway.pipeline.cursors import CursorCodec, ListScope, stale_cursor
 from apps.gateway.pipeline.ports import ResponseTooLarge
+from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import InvalidParams
 
 X = TypeVar("X")
@@ -94,6 +96,14 @@ def merge_lists(kind: str, per_backend: Mapping[str, Sequence[Mapping[str, Any]]
     )
 
 
+def as_listed(kind: str, items: Sequence[Mapping[str, Any]], map_key: str = "") -> MergedList:
+    """One backend's list in its own order, to be paged as it is (a tool server's tools, which
+    have unique names)."""
+    field_name = IDENTITY[kind]
+    identities = tuple(str(item.get(field_name, "")) for item in items)
+    return MergedList(kind, tuple(items), identities, (map_key,) * len(identities), list_version(identities))
+
+
 def without(merged: MergedList, identity: str) -> MergedList:
     """The list without the item `identity` (the same list when it holds none)."""
     at = bisect_left(merged.identities, identity)
@@ -111,13 +121,47 @@ def list_version(identities: Sequence[str]) -> bytes:
     return hashlib.blake2b("\x00".join(identities).encode(), digest_size=8).digest()
 
 
-def page(items: Sequence[R], start: int, page_size: int) -> tuple[Sequence[R], int | None]:
-    """The items from `start` on, at most `page_size` of them, and where the next page starts (None:
-    this page reaches the end)."""
-    if page_size < 1:
-        raise ValueError("page_size must be at least 1")
-    end = start + page_size
-    return items[start:end], (end if end < len(items) else None)
+#: Bytes of a list response that are not its entries — the JSON-RPC envelope, an id, `nextCursor`
+#: (at most 1,024 characters), `ttlMs` and `cacheScope` — kept free of `PageLimits.bytes`.
+ENVELOPE_BYTES = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class PageLimits:
+    """How big one page of a list the gateway hands out may be: at most `items` entries, and a whole
+    response of at most `bytes` bytes — under the 1 MiB a client's SSE reader takes in one event —
+    unless one entry alone is bigger (it is then a page by itself: entries are never cut)."""
+
+    items: int = 1000
+    bytes: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        if self.items < 1:
+            raise ValueError("a page holds at least one item")
+        if self.bytes < 2 * ENVELOPE_BYTES:
+            raise ValueError(f"a page is at least {2 * ENVELOPE_BYTES} bytes")
+
+
+def encode_page(
+    items: Sequence[Any], start: int, limits: PageLimits, *, lead: Sequence[Any] = (), reserved: int = 0,
+) -> tuple[bytes, int]:
+    """The page of `items` from `start` on as one encoded JSON array, and where the next page
+    starts (`len(items)`: this page reaches the end). The page holds `lead` first (entries that are
+    not in `items`, such as a host's own tool), then at most `limits.items` of `items`, as many as
+    fit `limits.bytes` less `ENVELOPE_BYTES` and the `reserved` bytes the rest of the response takes;
+    at least one, however big."""
+    budget = limits.bytes - ENVELOPE_BYTES - reserved
+    parts = [jsonrpc.dumps(entry) for entry in lead]
+    used = 2 + sum(len(part) + 1 for part in parts)
+    end = start
+    for item in items[start : start + limits.items]:
+        encoded = jsonrpc.dumps(item)
+        if end > start and used + len(encoded) + 1 > budget:
+            break
+        parts.append(encoded)
+        used += len(encoded) + 1
+        end += 1
+    return b"[" + b",".join(parts) + b"]", end
 
 
 def start_of(
@@ -131,10 +175,7 @@ def start_of(
     position = codec.decode(cursor, ListScope(merged.kind, tenant_id, vhost, merged.version), allow_stale=resume_stale)
     if position.stale:
         if position.last is None:
-            raise InvalidParams(
-                f"Invalid params: cursor is stale: the {merged.kind} list changed since; list again without a cursor",
-                data={"cursor": "stale"},
-            )
+            raise stale_cursor(merged.kind)
         return bisect_right(merged.identities, position.last)
     offset = position.offset
     # Same version, so the offset is exact; the last key guards against a fingerprint collision.
@@ -148,6 +189,10 @@ def start_of(
     return offset
 
 
+#: The page of a list from a start: what goes in the result's list field, and where the next starts.
+Pages = Callable[[int], tuple[Any, int]]
+
+
 def list_result(
     merged: MergedList,
     cursor: object,
@@ -155,21 +200,28 @@ def list_result(
     codec: CursorCodec,
     tenant_id: int,
     vhost: str,
-    page_size: int,
+    pages: Pages,
     resume_stale: bool = False,
-    place: Callable[[int, Sequence[Mapping[str, Any]]], Any] = lambda _start, items: list(items),
 ) -> dict[str, Any]:
     """The MCP result for one page, e.g. `{"tools": [...], "nextCursor": "..."}` (no `nextCursor` on
-    the last page). `place(start, items)` gives what goes in the list field (the items as a list;
-    a caller may hand back the page encoded once). Raises InvalidParams for a refused cursor
-    (see `start_of`)."""
+    the last page). `pages(start)` cuts the page (`encode_page`, and a caller may keep what it
+    cut). Raises InvalidParams for a refused cursor (see `start_of`)."""
     start = start_of(cursor, merged, codec, tenant_id, vhost, resume_stale=resume_stale)
-    items, next_start = page(merged.items, start, page_size)
-    result: dict[str, Any] = {merged.kind: place(start, items)}
-    if next_start is not None:
+    entries, next_start = pages(start)
+    result: dict[str, Any] = {merged.kind: entries}
+    if next_start < len(merged.items):
         scope = ListScope(merged.kind, tenant_id, vhost, merged.version)
         result["nextCursor"] = codec.encode(scope, next_start, merged.identities[next_start - 1])
     return result
+
+
+def paged(merged: MergedList, limits: PageLimits) -> Pages:
+    """`list_result`'s pages of `merged` under `limits`, each encoded when asked for."""
+    return lambda start: _fragment(encode_page(merged.items, start, limits))
+
+
+def _fragment(page: tuple[bytes, int]) -> tuple[Any, int]:
+    return jsonrpc.encoded(page[0]), page[1]
 
 
 class PaginationError(Exception):

@@ -15,6 +15,8 @@ from apps.gateway.pipeline.cursors import CursorCodec
 from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.gateway import Gateway, GatewaySettings
 from apps.gateway.pipeline.host_lists import HostLists, ListSettings
+from apps.gateway.pipeline.list_pieces import ListPieces
+from apps.gateway.pipeline.listing import PageLimits
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import ReplicaState, StoreUnavailable, UpstreamUnavailable
@@ -195,13 +197,15 @@ HANDSHAKE_ERA = BackendInfo("2025-11-25", {}, (), {}, {"name": "backend", "versi
 
 def forwarder(
     upstream: Any = None, audit: Audit | None = None, *, gates: BackendGates | None = None,  # None: no waiting
-    info: BackendInfo = HANDSHAKE_ERA,
+    info: BackendInfo = HANDSHAKE_ERA, pages: PageLimits | None = None,
 ) -> Forwarder:
     """The forwarder of a gateway whose ports are faked: every backend speaks `info`'s eras."""
     upstream = upstream or DownUpstream()
+    pages = pages or PageLimits()
     tracer = Tracer()
-    lists = HostLists(BackendClient(upstream, KnownBackends(info)), CursorCodec(b"c" * 32), ListSettings(), Counters())
-    return Forwarder(upstream=upstream, backends=KnownBackends(info), lists=lists,
-                     local=LocalTools(tracer, ToolSearch(lists, NoFinder())), limiter=NoLimiter(),
+    codec = CursorCodec(b"c" * 32)
+    lists = HostLists(BackendClient(upstream, KnownBackends(info)), codec, ListSettings(pages=pages), Counters())
+    return Forwarder(upstream=upstream, backends=KnownBackends(info), lists=lists, pieces=ListPieces(codec, pages),
+                     local=LocalTools(tracer, ToolSearch(lists, NoFinder()), codec, pages), limiter=NoLimiter(),
                      audit=audit or Audit(), counters=Counters(), tracer=tracer,
                      gates=gates or BackendGates(queue_seconds=0.0))

@@ -14,7 +14,7 @@ import pytest
 
 from apps.gateway.pipeline.cursors import CursorCodec
 from apps.gateway.pipeline.host_lists import HostLists, ListSettings
-from apps.gateway.pipeline.listing import ListCaps
+from apps.gateway.pipeline.listing import ListCaps, PageLimits
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import ResponseTooLarge
 from apps.gateway.pipeline.values import BackendInfo, BackendView, ToolSearchConfig, VirtualHostView
@@ -99,7 +99,7 @@ def make(
     client: FakeClient, clock: Clock, *, search_listed: Callable[[], object] | None = None, **settings: Any
 ) -> tuple[HostLists, Counters]:
     counters = Counters()
-    options = {"page_size": 3, "timeout": 0.2, "cache_seconds": 60.0, "retry_seconds": 5.0, **settings}
+    options = {"pages": PageLimits(items=3), "timeout": 0.2, "cache_seconds": 60.0, "retry_seconds": 5.0, **settings}
     lists = HostLists(client, CursorCodec(b"s" * 32), ListSettings(**options), counters, clock=clock,  # type: ignore[arg-type]
                       search_listed=search_listed)
     return lists, counters
@@ -134,6 +134,26 @@ async def test_lists_of_every_backend_are_merged_paged_and_cached() -> None:
     clock.now += 61
     await names(lists, vhost)
     assert len(client.requests) == fetched * 2  # expired: asked again
+
+
+async def test_merged_pages_are_cut_to_the_byte_limit_and_read_whole() -> None:
+    client, clock = FakeClient(), Clock()
+    client.page_size = 1000
+    client.tools = {1: [f"tool{i:03d}" for i in range(300)], 2: [f"op{i:03d}" for i in range(300)]}
+    lists, _ = make(client, clock, pages=PageLimits(items=1000, bytes=8000))
+    vhost = host({"one": backend(1), "two": backend(2)})
+    found, cursor, pages = [], None, 0
+    while True:
+        result = await lists.result(vhost, PRINCIPAL, "tools/list", {"cursor": cursor} if cursor else {}, modern=True)
+        response = json.dumps({"jsonrpc": "2.0", "id": 1, "result": _items(result)})
+        assert len(response) <= 8000
+        found += [tool["name"] for tool in _items(result["tools"])]
+        pages += 1
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            break
+    assert found == sorted(f"one-tool{i:03d}" for i in range(300)) + sorted(f"two-op{i:03d}" for i in range(300))
+    assert pages >= 600 * 45 // 8000
 
 
 async def test_a_failing_or_slow_backend_is_left_out_counted_and_retried_later() -> None:

@@ -17,18 +17,28 @@ from apps.gateway.pipeline.listing import (
     ListCaps,
     ListTooLarge,
     MergedList,
+    PageLimits,
     PaginationError,
     collect_all_pages,
+    encode_page,
     fan_out,
     list_result,
     merge_lists,
-    page,
+    paged,
     start_of,
 )
 from apps.gateway.pipeline.ports import ResponseTooLarge
+from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import InvalidParams
 
 CODEC = CursorCodec(b"k" * 32)
+
+
+def listed(merged: MergedList, cursor: object, *, page_size: int, page_bytes: int = 1_000_000,
+           **options: Any) -> dict[str, Any]:
+    """`list_result` of pages of `page_size` items and `page_bytes` bytes, as the client reads it."""
+    result = list_result(merged, cursor, pages=paged(merged, PageLimits(page_size, page_bytes)), **options)
+    return json.loads(jsonrpc.dumps(result))
 
 
 def tools(map_key: str, count: int) -> list[dict[str, Any]]:
@@ -40,7 +50,7 @@ def read_all(merged: MergedList, page_size: int, codec: CursorCodec = CODEC) -> 
     seen: list[Mapping[str, Any]] = []
     cursor: str | None = None
     while True:
-        result = list_result(merged, cursor, codec=codec, tenant_id=1, vhost="main", page_size=page_size)
+        result = listed(merged, cursor, codec=codec, tenant_id=1, vhost="main", page_size=page_size)
         assert set(result) <= {merged.kind, "nextCursor"}
         seen.extend(result[merged.kind])
         cursor = result.get("nextCursor")
@@ -102,14 +112,49 @@ def test_version_follows_identities_only() -> None:
     assert base.version == edited.version != grown.version
 
 
-def test_page() -> None:
-    items = list(range(5))
-    assert page(items, 0, 2) == ([0, 1], 2)
-    assert page(items, 4, 2) == ([4], None)
-    assert page(items, 3, 2) == ([3, 4], None)
-    assert page([], 0, 10) == ([], None)
+def test_a_page_holds_what_fits_its_items_and_bytes() -> None:
+    items = [{"name": f"t{i:02d}", "description": "x" * 100} for i in range(50)]
+    size = len(jsonrpc.dumps(items[0]))
+    encoded, end = encode_page(items, 0, PageLimits(items=7))
+    assert end == 7 and json.loads(encoded) == items[:7]
+    assert encode_page(items, 48, PageLimits(items=7))[1] == 50
+    assert encode_page([], 0, PageLimits()) == (b"[]", 0)
+    budget = 2048 + 2 + 10 * (size + 1)  # the envelope, the brackets and ten items with commas
+    encoded, end = encode_page(items, 5, PageLimits(bytes=budget * 2), reserved=budget)
+    assert end == 15 and len(encoded) <= budget - 2048 and json.loads(encoded) == items[5:15]
+    lead = [{"name": "tool_search"}]
+    encoded, end = encode_page(items, 0, PageLimits(bytes=budget * 2), lead=lead, reserved=budget)
+    assert json.loads(encoded) == [*lead, *items[:end]] and end == 9
+
+
+def test_an_entry_bigger_than_a_page_is_a_page_by_itself() -> None:
+    items = [{"name": "small"}, {"name": "big", "description": "x" * 10_000}, {"name": "after"}]
+    limits = PageLimits(bytes=4096 + 100)
+    assert [json.loads(encode_page(items, start, limits)[0]) for start in (0, 1, 2)] == [[items[0]], [items[1]], [items[2]]]
     with pytest.raises(ValueError):
-        page(items, 0, 0)
+        PageLimits(items=0)
+    with pytest.raises(ValueError):
+        PageLimits(bytes=1000)
+
+
+@pytest.mark.parametrize("page_bytes", [5000, 20_000, 1_000_000])
+def test_pages_cut_by_bytes_yield_every_item_once_and_stay_under_the_size(page_bytes: int) -> None:
+    rng = random.Random(7)
+    per_backend = {key: [{"name": f"{key}{i}", "description": "é" * rng.randrange(0, 2000)} for i in range(40)]
+                   for key in "abc"}
+    merged = merge_lists("tools", per_backend)
+    seen: list[Any] = []
+    cursor = None
+    while True:
+        result = list_result(merged, cursor, codec=CODEC, tenant_id=1, vhost="main",
+                             pages=paged(merged, PageLimits(1000, page_bytes)))
+        response = jsonrpc.dumps({"jsonrpc": "2.0", "id": 2**53, "result": {**result, "ttlMs": 60000}})
+        assert len(response) <= page_bytes
+        seen.extend(json.loads(jsonrpc.dumps(result["tools"])))
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            break
+    assert seen == json.loads(jsonrpc.dumps(list(merged.items)))
 
 
 @pytest.mark.parametrize("page_size", [1, 2, 7, 1000, 5000])
@@ -121,29 +166,29 @@ def test_paging_yields_every_item_once_in_order(page_size: int) -> None:
 
 def test_single_page_has_no_cursor() -> None:
     merged = merge_lists("prompts", {"a": [{"name": "p"}]})
-    assert list_result(merged, None, codec=CODEC, tenant_id=1, vhost="main", page_size=10) == {
+    assert listed(merged, None, codec=CODEC, tenant_id=1, vhost="main", page_size=10) == {
         "prompts": [{"name": "p"}]
     }
 
 
 def test_a_cursor_from_another_gateway_instance_works() -> None:
     merged = merge_lists("tools", {"a": tools("a", 10)})
-    first = list_result(merged, None, codec=CODEC, tenant_id=1, vhost="main", page_size=4)
+    first = listed(merged, None, codec=CODEC, tenant_id=1, vhost="main", page_size=4)
     other = CursorCodec(b"k" * 32)
-    second = list_result(merged, first["nextCursor"], codec=other, tenant_id=1, vhost="main", page_size=4)
+    second = listed(merged, first["nextCursor"], codec=other, tenant_id=1, vhost="main", page_size=4)
     assert [t["name"] for t in second["tools"]] == [f"a-tool{i:04d}" for i in range(4, 8)]
 
 
 def test_a_cursor_for_another_list_or_vhost_is_refused() -> None:
     merged = merge_lists("tools", {"a": tools("a", 10)})
-    cursor = list_result(merged, None, codec=CODEC, tenant_id=1, vhost="main", page_size=4)["nextCursor"]
+    cursor = listed(merged, None, codec=CODEC, tenant_id=1, vhost="main", page_size=4)["nextCursor"]
     prompts = merge_lists("prompts", {"a": tools("a", 10)})
     with pytest.raises(InvalidParams):
-        list_result(prompts, cursor, codec=CODEC, tenant_id=1, vhost="main", page_size=4)
+        listed(prompts, cursor, codec=CODEC, tenant_id=1, vhost="main", page_size=4)
     with pytest.raises(InvalidParams):
-        list_result(merged, cursor, codec=CODEC, tenant_id=1, vhost="other", page_size=4)
+        listed(merged, cursor, codec=CODEC, tenant_id=1, vhost="other", page_size=4)
     with pytest.raises(InvalidParams):
-        list_result(merged, "tampered" + cursor, codec=CODEC, tenant_id=1, vhost="main", page_size=4)
+        listed(merged, "tampered" + cursor, codec=CODEC, tenant_id=1, vhost="main", page_size=4)
 
 
 @pytest.mark.parametrize("change", ["insert_before", "insert_after", "remove_before", "remove_served"])
@@ -152,7 +197,7 @@ def test_a_list_changed_between_pages(change: str) -> None:
     resumes after the last item served: nothing served twice, no surviving item skipped."""
     items = tools("a", 20)
     before = merge_lists("tools", {"a": items})
-    first = list_result(before, None, codec=CODEC, tenant_id=1, vhost="main", page_size=8)
+    first = listed(before, None, codec=CODEC, tenant_id=1, vhost="main", page_size=8)
     served = first["tools"]
     changed = {
         "insert_before": [*items, {"name": "a-tool0003x"}],
@@ -162,13 +207,13 @@ def test_a_list_changed_between_pages(change: str) -> None:
     }[change]
     after = merge_lists("tools", {"a": changed})
     with pytest.raises(InvalidParams) as caught:
-        list_result(after, first["nextCursor"], codec=CODEC, tenant_id=1, vhost="main", page_size=8)
+        listed(after, first["nextCursor"], codec=CODEC, tenant_id=1, vhost="main", page_size=8)
     assert caught.value.data == {"cursor": "stale"} and "changed" in caught.value.message
 
     rest: list[Mapping[str, Any]] = []
     cursor = first["nextCursor"]
     while cursor is not None:
-        result = list_result(after, cursor, codec=CODEC, tenant_id=1, vhost="main", page_size=8, resume_stale=True)
+        result = listed(after, cursor, codec=CODEC, tenant_id=1, vhost="main", page_size=8, resume_stale=True)
         rest.extend(result["tools"])
         cursor = result.get("nextCursor")
     names = [t["name"] for t in served + rest]
@@ -180,7 +225,7 @@ def test_a_list_changed_between_pages(change: str) -> None:
 def test_start_of() -> None:
     merged = merge_lists("tools", {"a": tools("a", 10)})
     assert start_of(None, merged, CODEC, 1, "main") == 0
-    cursor = list_result(merged, None, codec=CODEC, tenant_id=1, vhost="main", page_size=3)["nextCursor"]
+    cursor = listed(merged, None, codec=CODEC, tenant_id=1, vhost="main", page_size=3)["nextCursor"]
     assert start_of(cursor, merged, CODEC, 1, "main") == 3
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from apps.gateway.pipeline.concurrency import BackendGates
+from apps.gateway.pipeline.listing import PageLimits
 from apps.gateway.pipeline.ports import UpstreamUnavailable
 from apps.gateway.pipeline.replies import Reply
 from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest, VirtualHostView
@@ -62,14 +63,15 @@ class Hanging(FakeTools):
 
 async def _handle(
     server: FakeTools, message: dict[str, Any], *, audit: Audit | None = None, modern: bool = False,
-    sse: bool = False, gates: BackendGates | None = None, max_concurrency: int = 0,
+    sse: bool = False, gates: BackendGates | None = None, max_concurrency: int = 0, pages: PageLimits | None = None,
+    host: str = "main",
 ) -> Reply:
     backend = BackendView(id=3, name="rest", transport="", urls=(), timeout=2, kind="openapi", server=server,
                           max_concurrency=max_concurrency)
-    vhost = VirtualHostView(1, "acme", "main", MappingProxyType({"rest": backend}), MappingProxyType({}))
+    vhost = VirtualHostView(1, "acme", host, MappingProxyType({"rest": backend}), MappingProxyType({}))
     headers = {"traceparent": TRACEPARENT, "accept": "text/event-stream" if sse else "application/json"}
-    request = HttpRequest("POST", "acme", "main", headers, json.dumps(message).encode())
-    return await forwarder(audit=audit, gates=gates).direct(
+    request = HttpRequest("POST", "acme", host, headers, json.dumps(message).encode())
+    return await forwarder(audit=audit, gates=gates, pages=pages).direct(
         StatelessLeg(modern=modern), request, vhost, PRINCIPAL, classify(message), map_key="rest", wants_sse=sse)
 
 
@@ -105,6 +107,46 @@ async def test_tools_list_is_the_encoded_listing_as_is() -> None:
 async def test_a_listing_cursor_is_invalid_params() -> None:
     message = await _message(FakeTools(), _request("tools/list", {"cursor": "next"}))
     assert message["error"]["code"] == -32602
+
+
+class ManyTools(FakeTools):
+    """A tool server with 300 tools of about 1 KB each."""
+
+    TOOLS = [{"name": f"op{i:03d}", "description": "d" * (900 + i % 50), "inputSchema": {"type": "object"}}
+             for i in range(300)]
+    LISTING = json.dumps(TOOLS).encode()
+
+    def tools_json(self) -> bytes:
+        return self.LISTING
+
+
+@pytest.mark.parametrize("modern", [False, True])
+async def test_a_list_bigger_than_a_page_is_paged_and_read_whole(modern: bool) -> None:
+    server, limits = ManyTools(), PageLimits(items=1000, bytes=50_000)
+    seen: list[Any] = []
+    cursor, pages = None, 0
+    while True:
+        reply = await _handle(server, _request("tools/list", {"cursor": cursor} if cursor else None),
+                              modern=modern, pages=limits)
+        pages += 1
+        assert len(reply.body) <= limits.bytes
+        result = json.loads(reply.body)["result"]
+        seen.extend(result["tools"])
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            break
+    assert seen == ManyTools.TOOLS and pages > len(ManyTools.LISTING) // limits.bytes
+    few = await _handle(server, _request("tools/list"), pages=PageLimits(items=40))
+    assert len(json.loads(few.body)["result"]["tools"]) == 40
+
+
+async def test_a_cursor_of_another_host_or_a_tampered_one_is_refused() -> None:
+    server, limits = ManyTools(), PageLimits(items=50)
+    cursor = json.loads((await _handle(server, _request("tools/list"), pages=limits)).body)["result"]["nextCursor"]
+    for host, token in (("other", cursor), ("main", cursor[:-2] + "AA")):
+        message = json.loads((await _handle(server, _request("tools/list", {"cursor": token}), pages=limits,
+                                            host=host)).body)
+        assert message["error"]["code"] == -32602
 
 
 async def test_tools_call_with_null_arguments_and_the_trace_context() -> None:

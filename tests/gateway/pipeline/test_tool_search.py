@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+from apps.gateway.pipeline.listing import PageLimits
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.standalone import NoFinder
 from apps.gateway.pipeline.tool_search import ToolSearch
@@ -163,7 +164,7 @@ async def test_without_an_index_a_search_is_unavailable(client: FakeClient) -> N
 
 
 async def test_the_list_leads_with_tool_search_or_holds_it_alone(client: FakeClient) -> None:
-    lists, _ = make(client, Clock(), page_size=2)
+    lists, _ = make(client, Clock(), pages=PageLimits(items=2))
     result = await lists.result(vhost({"net": 1}), PRINCIPAL, "tools/list", {}, modern=False)
     first = orjson.loads(orjson.dumps(result["tools"]))
     assert [tool["name"] for tool in first] == ["tool_search", "CreateVpc", "DeleteVpc"]
