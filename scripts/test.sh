@@ -5,7 +5,7 @@
 set -euo pipefail
 export DJANGO_SETTINGS_MODULE=gatewaysite.settings.test
 export PYTHONDONTWRITEBYTECODE=1
-scripts/install-conformance.sh
+scripts/install-node-parts.sh
 scripts/install-browser.sh
 scripts/install-nginx.sh
 scripts/install-compose.sh

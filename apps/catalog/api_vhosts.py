@@ -20,7 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.catalog import selectors
-from apps.catalog.connect import KEY_PLACEHOLDER, client_configs, mcp_url
+from apps.catalog.connect import KEY_PLACEHOLDER, client_configs, mcp_url, sse_url
 from apps.catalog.models import Backend, VirtualHost
 from apps.catalog.services import (
     ToolTarget,
@@ -51,7 +51,8 @@ class AliasSerializer(serializers.Serializer):
 class VirtualHostSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     slug = serializers.CharField()
-    mcp_url = serializers.CharField(help_text="The host's MCP endpoint, as this API was reached.")
+    mcp_url = serializers.CharField(help_text="The host's Streamable HTTP endpoint, as this API was reached.")
+    sse_url = serializers.CharField(help_text="The host's HTTP+SSE (2024-11-05) event-stream URL.")
     tool_search = serializers.ChoiceField(choices=VirtualHost.ToolSearch.choices)
     tool_search_name = serializers.CharField()
     allow_anonymous = serializers.BooleanField()
@@ -89,9 +90,14 @@ def _url(request: Request, tenant: Tenant, virtual_host: VirtualHost) -> str:
     return mcp_url(origin=f"{request.scheme}://{request.get_host()}", tenant_slug=tenant.slug, vhost_slug=virtual_host.slug)
 
 
+def _sse_url(request: Request, tenant: Tenant, virtual_host: VirtualHost) -> str:
+    return sse_url(origin=f"{request.scheme}://{request.get_host()}", tenant_slug=tenant.slug, vhost_slug=virtual_host.slug)
+
+
 def vhost_data(request: Request, virtual_host: VirtualHost) -> dict[str, Any]:
     return {
         "id": virtual_host.pk, "slug": virtual_host.slug, "mcp_url": _url(request, virtual_host.tenant, virtual_host),
+        "sse_url": _sse_url(request, virtual_host.tenant, virtual_host),
         "tool_search": virtual_host.tool_search, "tool_search_name": virtual_host.tool_search_name,
         "allow_anonymous": virtual_host.allow_anonymous, "anonymous_key": virtual_host.anonymous_key_id,
         "mounts": [_mount(m) for m in virtual_host.mounts.all()],

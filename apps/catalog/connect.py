@@ -21,8 +21,14 @@ class ClientConfig:
 
 
 def mcp_url(*, origin: str, tenant_slug: str, vhost_slug: str) -> str:
-    """The virtual host's MCP endpoint at `origin` (scheme and host, no trailing slash)."""
-    return f"{origin}/mcp/{tenant_slug}/{vhost_slug}"
+    """The virtual host's Streamable HTTP endpoint at `origin` (scheme and host, no trailing slash),
+    spelled with `/mcp` at the end, as clients that go by a URL's last segment expect."""
+    return f"{origin}/mcp/{tenant_slug}/{vhost_slug}/mcp"
+
+
+def sse_url(*, origin: str, tenant_slug: str, vhost_slug: str) -> str:
+    """The virtual host's HTTP+SSE (2024-11-05) event-stream URL at `origin`."""
+    return f"{origin}/mcp/{tenant_slug}/{vhost_slug}/sse"
 
 
 def _json(value: object) -> str:

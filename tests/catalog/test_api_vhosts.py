@@ -28,7 +28,8 @@ def test_create_read_update_delete(admin_client: Client) -> None:
     created = admin_client.post(_api(tenant), {"slug": "tools", "tool_search": "only"}, content_type="application/json")
     assert created.status_code == 201, created.json()
     body = created.json()
-    assert body["mcp_url"] == f"http://testserver/mcp/{tenant.slug}/tools"
+    assert body["mcp_url"] == f"http://testserver/mcp/{tenant.slug}/tools/mcp"
+    assert body["sse_url"] == f"http://testserver/mcp/{tenant.slug}/tools/sse"
     assert (body["tool_search"], body["mounts"], body["aliases"], body["allow_anonymous"]) == ("only", [], [], False)
     url = f"{_api(tenant)}/{body['id']}"
     updated = admin_client.put(url, {"allow_anonymous": True, "anonymous_key": key.pk, "slug": "renamed"},
@@ -93,7 +94,7 @@ def test_another_tenants_backend_cannot_be_mounted(admin_client: Client) -> None
 def test_connect_answers_every_client_with_a_placeholder(admin_client: Client) -> None:
     host = virtual_host_factory(slug="tools")
     body = admin_client.get(f"{_api(host.tenant)}/{host.pk}/connect").json()
-    assert body["url"] == f"http://testserver/mcp/{host.tenant.slug}/tools"
+    assert body["url"] == f"http://testserver/mcp/{host.tenant.slug}/tools/mcp"
     assert [c["client"] for c in body["configs"]] == [
         "claude-desktop", "claude-code", "cursor", "vscode", "windsurf", "codex", "python"]
     assert all(body["url"] in c["text"] for c in body["configs"])

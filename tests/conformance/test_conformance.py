@@ -25,7 +25,7 @@ RESULTS = ROOT / "var" / "conformance-results"
 def conformance_dir() -> pathlib.Path:
     path = pathlib.Path(os.environ.get("CONFORMANCE_DIR", ROOT / "var" / "conformance"))
     if not (path / "alpha" / "node_modules").exists():
-        pytest.fail(f"the conformance suite is not installed under {path}: run scripts/install-conformance.sh")
+        pytest.fail(f"the conformance suite is not installed under {path}: run scripts/install-node-parts.sh")
     return path
 
 

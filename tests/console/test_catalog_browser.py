@@ -82,7 +82,7 @@ def test_an_admin_adds_an_mcp_backend_mounts_it_and_connects_a_client(
     expect(page.get_by_role("heading", name="Connect a client to assist")).to_be_visible()
     cursor = page.locator("#config-text-cursor")
     config = json.loads(cursor.inner_text())
-    assert config["mcpServers"]["acme-assist"]["url"] == f"{gateway_url}/mcp/acme/assist"
+    assert config["mcpServers"]["acme-assist"]["url"] == f"{gateway_url}/mcp/acme/assist/mcp"
     expect(page.get_by_role("button", name="Copy Cursor configuration")).to_be_visible()
     docs_screenshot(page, "console-connect")
 

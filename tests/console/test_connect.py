@@ -58,14 +58,15 @@ def test_the_page_builds_the_url_from_the_request_and_shows_a_placeholder(admin_
     picker = admin_client.get("/console/t/acme/connect/").content.decode()
     assert f'href="/console/t/acme/connect/{host.pk}/"' in picker
     page = admin_client.get(f"/console/t/acme/connect/{host.pk}/", HTTP_HOST="gw.example.com").content.decode()
-    assert "<code>http://gw.example.com/mcp/acme/tools</code>" in page
+    assert "<code>http://gw.example.com/mcp/acme/tools/mcp</code>" in page
+    assert "<code>http://gw.example.com/mcp/acme/tools/sse</code>" in page
     blocks = re.findall(r'<pre id="config-text-([a-z-]+)"[^>]*><code>(.*?)</code></pre>', page, re.S)
     assert [name for name, _ in blocks] == ["claude-desktop", "claude-code", "cursor", "vscode", "windsurf", "codex", "python"]
     for name, text in blocks:
         assert f'data-copy="#config-text-{name}"' in page
         assert KEY_PLACEHOLDER in html.unescape(text) and "mgw_" not in text
     assert json.loads(html.unescape(dict(blocks)["cursor"]))["mcpServers"]["acme-tools"]["url"] == (
-        "http://gw.example.com/mcp/acme/tools")
+        "http://gw.example.com/mcp/acme/tools/mcp")
 
 
 @pytest.mark.django_db

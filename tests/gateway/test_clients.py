@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from mcp_types import TextContent
 
@@ -58,3 +59,13 @@ async def test_tool_errors_stay_in_band(demo_host: Host, mode: str) -> None:
     async with mcp_client(demo_host.url, demo_host.key, mode) as client:
         result = await client.call_tool("add", {"a": "not a number", "b": 1})
     assert result.is_error
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_host_answers_at_its_url_spelled_with_mcp_at_the_end(demo_host: Host, mode: str) -> None:
+    async with mcp_client(f"{demo_host.url}/mcp", demo_host.key, mode) as client:
+        assert (await client.call_tool("add", {"a": 1, "b": 2})).content[0].text == "3.0"
+    for wrong in ("/mcpx", "/mcp/mcp", "/tools"):
+        answer = httpx.post(f"{demo_host.url}{wrong}", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                            headers={"Authorization": f"Bearer {demo_host.key}"})
+        assert answer.status_code == 404, wrong

@@ -10,7 +10,7 @@ from django.urls import path
 from django.views.decorators.http import require_GET
 
 from apps.catalog import selectors
-from apps.catalog.connect import KEY_PLACEHOLDER, client_configs, mcp_url
+from apps.catalog.connect import KEY_PLACEHOLDER, client_configs, mcp_url, sse_url
 from apps.console.access import console_view
 from apps.tenants.models import Tenant
 
@@ -49,6 +49,7 @@ def connect_vhost(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpRe
         "vhost": virtual_host,
         "vhosts": list(selectors.virtual_host_list(tenant=tenant).values_list("pk", "slug")[:200]),
         "url": url,
+        "sse_url": sse_url(origin=_origin(request), tenant_slug=tenant.slug, vhost_slug=virtual_host.slug),
         "configs": client_configs(url=url, name=f"{tenant.slug}-{virtual_host.slug}", key=key),
         "key_given": key_given,
         "placeholder": KEY_PLACEHOLDER,
