@@ -48,3 +48,22 @@ def inspector_run(url: str, key: str, method: str, *options: str, transport: str
     with tempfile.TemporaryDirectory() as home:  # its catalog of servers is written there, not in ~
         env = {**node_env(), "MCP_CATALOG_PATH": f"{home}/mcp.json", "HOME": home}
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def typescript_client(plan: dict[str, Any]) -> Any:
+    """What `ts_client.mjs` (a client on the official TypeScript SDK) saw doing `plan` (see there)."""
+    script = pathlib.Path(__file__).with_name("ts_client.mjs")
+    env = {**node_env(), "INTEROP_DIR": str(INTEROP)}
+    done = subprocess.run([str(NODE_BIN / "node"), str(script), json.dumps(plan)], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, f"the TypeScript client failed on {plan['url']}:\n{done.stderr}"
+    return json.loads(done.stdout)
+
+
+def reference_server(port: int, transport: str = "streamableHttp") -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of the TypeScript reference server (`server-everything`) on `port`,
+    over `transport` (`streamableHttp`: at `/mcp`; `sse`: at `/sse`)."""
+    script = INTEROP / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+    if not script.exists():
+        pytest.fail(f"server-everything is not installed under {INTEROP}: run scripts/install-node-parts.sh")
+    return [str(NODE_BIN / "node"), str(script), transport], {**node_env(), "PORT": str(port)}

@@ -22,7 +22,7 @@ from apps.gateway.pipeline.ports import Inbox, Mailbox, SessionLimitReached, Ses
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream
 from apps.gateway.pipeline.tracing import continue_trace, note_session
 from apps.gateway.pipeline.values import HttpRequest, SessionState, VirtualHostView
-from apps.gateway.protocol.errors import INVALID_REQUEST, GatewayError, HttpError
+from apps.gateway.protocol.errors import INVALID_REQUEST, GatewayError, HttpError, InvalidRequest, MethodNotFound
 from apps.gateway.protocol.jsonrpc import Kind, Message, dumps, error_message, parse_body
 from apps.gateway.protocol.sse import SseEvent, SseParser, encode_event
 from apps.kernel.identity import Principal
@@ -162,7 +162,15 @@ class HttpSseTransport:
             await self._deliver(state.id, reply, message)
             return _ACCEPTED
         if not state.protocol_version:
-            raise HttpError(400, "Bad Request: send initialize first", code=-32600)
+            if message.kind is not Kind.REQUEST:
+                raise HttpError(400, "Bad Request: send initialize first", code=-32600)
+            # Answered on the stream like every request of this transport (an HTTP error is a
+            # broken connection to an SSE client). A client probing for the 2026-07-28 era learns,
+            # as from any handshake-era server, that `server/discover` is not a method here.
+            error = (MethodNotFound(f"Method not found: {message.method}") if message.method == "server/discover"
+                     else InvalidRequest("Invalid Request: send initialize first"))
+            await self._mailbox.post(state.id, [dumps(error_message(message.id, error.to_error()))])
+            return _ACCEPTED
         # The answer may take long (a tool call): accept at once, answer on the stream.
         task = self._spawn(self._answer(request, vhost, principal, state, message))
         self.answering.add(task)

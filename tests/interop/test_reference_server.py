@@ -1,0 +1,154 @@
+"""The TypeScript reference server (`@modelcontextprotocol/server-everything`) as a backend, alone on
+a host and beside a Python SDK backend on a composed one, reached by clients on the TypeScript SDK
+(v1 and v2, both transports) and on the Python SDK: through a single-backend host every list and
+every deterministic result is what the server gives directly; through a composed host the same under
+the host's names, and the resource links a tool returns lead back through the gateway."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+
+from tests import factories
+from tests.conftest import Host, make_host, mcp_client
+from tests.interop.node import reference_server, typescript_client
+from tests.processes import free_port, running
+
+pytestmark = pytest.mark.slow
+
+DOCUMENT = "demo://resource/static/document/features.md"
+PLAN: dict[str, Any] = {
+    "calls": [{"name": "echo", "arguments": {"message": "héllo ✓"}}, {"name": "get-sum", "arguments": {"a": 2, "b": 3}},
+              {"name": "get-tiny-image", "arguments": {}}],
+    "reads": [DOCUMENT],
+    "prompts": [{"name": "simple-prompt", "arguments": {}}, {"name": "args-prompt", "arguments": {"city": "Paris"}}],
+}
+#: (sdk, transport, negotiation, the revision it speaks through the gateway); directly, the server
+#: speaks 2025-11-25 to all (a v2 client probing for 2026-07-28 falls back).
+CLIENTS = [
+    ("v1", "http", "legacy", "2025-11-25"),
+    ("v1", "sse", "legacy", "2025-11-25"),
+    ("v2", "http", "legacy", "2025-11-25"),
+    ("v2", "http", "auto", "2026-07-28"),
+    ("v2", "sse", "auto", "2025-11-25"),
+]
+IDS = [f"{sdk}-{transport}-{negotiation}" for sdk, transport, negotiation, _ in CLIENTS]
+
+
+@pytest.fixture(scope="module")
+def everything() -> Iterator[str]:
+    port = free_port()
+    argv, env = reference_server(port)
+    with running(argv, port, env=env, log_name="server-everything"):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+def _composed(gateway_url: str, everything_url: str, demo_url: str) -> Host:
+    tenant = factories.tenant_factory()
+    issued = factories.api_key_factory(tenant=tenant)
+    ev = factories.backend_factory(tenant=tenant, name="everything", urls=[everything_url])
+    demo = factories.backend_factory(tenant=tenant, name="demo", urls=[demo_url])
+    host = factories.virtual_host_factory(tenant=tenant, mounts={"ev": ev, "demo": demo})
+    return Host(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, tenant.slug, host.slug)
+
+
+def _plan(sdk: str, transport: str, negotiation: str, url: str, key: str) -> dict[str, Any]:
+    return {**PLAN, "sdk": sdk, "transport": transport, "negotiation": negotiation, "url": url, "key": key}
+
+
+#: Members a 2026-07-28 client sees that a 2025-11-25 one does not, and the reverse: results' cache
+#: hints, and tools' `execution` (tasks are an extension in 2026-07-28, not a member of `Tool`).
+ERA_ONLY = {"ttlMs", "cacheScope", "resultType", "execution"}
+
+
+def _results(seen: dict[str, Any], revision: str = "2025-11-25") -> dict[str, Any]:
+    """The lists and results a client saw, without what only one era has when `revision` is the newer one."""
+    results = {field: seen[field] for field in ("tools", "resources", "templates", "prompts", "calls", "reads", "gets")}
+    return results if revision != "2026-07-28" else _without(results, ERA_ONLY)
+
+
+def _without(value: Any, members: set[str]) -> Any:
+    if isinstance(value, dict):
+        return {name: _without(item, members) for name, item in value.items() if name not in members}
+    if isinstance(value, list):
+        return [_without(item, members) for item in value]
+    return value
+
+
+@pytest.mark.parametrize(("sdk", "transport", "negotiation", "revision"), CLIENTS, ids=IDS)
+async def test_a_single_backend_host_is_transparent(
+    transactional_db: None, gateway_url: str, everything: str, sdk: str, transport: str, negotiation: str,
+    revision: str,
+) -> None:
+    host = await database_sync_to_async(make_host)(gateway_url, everything)
+    direct = await asyncio.to_thread(typescript_client, _plan(sdk, "http", negotiation, everything, "unused"))
+    suffix = "/sse" if transport == "sse" else "/mcp"
+    through = await asyncio.to_thread(typescript_client, _plan(sdk, transport, negotiation, host.url + suffix, host.key))
+    assert (through["protocolVersion"], direct["protocolVersion"]) == (revision, "2025-11-25")
+    assert _results(through, revision) == _results(direct, revision)
+    assert {tool["name"] for tool in through["tools"]} >= {"echo", "get-sum", "get-resource-links"}
+    assert through["calls"][0]["result"]["content"][0]["text"] == "Echo: héllo ✓"
+
+
+def _renamed(seen: dict[str, Any]) -> dict[str, Any]:
+    """The reference server's part of what a client saw on the composed host, under its own names."""
+    def plain(name: str) -> str:
+        assert name.startswith("ev-"), name
+        return name[3:]
+
+    return {
+        "tools": [{**tool, "name": plain(tool["name"])} for tool in seen["tools"] if tool["name"].startswith("ev-")],
+        "resources": [{**r, "uri": plain(r["uri"]), "name": plain(r["name"])} for r in seen["resources"]
+                      if r["uri"].startswith("ev-")],
+        "prompts": [{**p, "name": plain(p["name"])} for p in seen["prompts"] if p["name"].startswith("ev-")],
+        "calls": [{**call, "name": plain(call["name"])} for call in seen["calls"]],
+        "gets": [{**get, "name": plain(get["name"])} for get in seen["gets"]],
+    }
+
+
+@pytest.mark.parametrize(("sdk", "transport", "negotiation", "revision"), CLIENTS, ids=IDS)
+async def test_a_composed_host_shows_the_server_under_its_names(
+    transactional_db: None, gateway_url: str, everything: str, demo_backend_url: str, sdk: str, transport: str,
+    negotiation: str, revision: str,
+) -> None:
+    host = await database_sync_to_async(_composed)(gateway_url, everything, demo_backend_url)
+    direct = await asyncio.to_thread(typescript_client, {**_plan(sdk, "http", negotiation, everything, "unused"),
+                                                         "reads": []})
+    composed_plan = {
+        "calls": [{**call, "name": f"ev-{call['name']}"} for call in PLAN["calls"]],
+        "prompts": [{**prompt, "name": f"ev-{prompt['name']}"} for prompt in PLAN["prompts"]],
+        "reads": [f"ev-{DOCUMENT}"],
+    }
+    suffix = "/sse" if transport == "sse" else "/mcp"
+    through = await asyncio.to_thread(typescript_client,
+                                      {**_plan(sdk, transport, negotiation, host.url + suffix, host.key), **composed_plan})
+    assert through["protocolVersion"] == revision
+    shown, direct = _renamed(through), _results(direct, revision)
+    if revision == "2026-07-28":
+        shown = _without(shown, ERA_ONLY)
+    assert shown["tools"] == sorted(direct["tools"], key=lambda tool: tool["name"])
+    assert shown["resources"] == sorted(direct["resources"], key=lambda resource: resource["uri"])
+    assert shown["prompts"] == sorted(direct["prompts"], key=lambda prompt: prompt["name"])
+    assert shown["calls"] == direct["calls"] and shown["gets"] == direct["gets"]
+    assert {"demo-add", "demo-echo"} <= {tool["name"] for tool in through["tools"]}
+    (read,) = through["reads"]
+    assert read["result"]["contents"][0]["uri"] == f"ev-{DOCUMENT}"
+    assert read["result"]["contents"][0]["text"].startswith("#")
+
+
+async def test_resource_links_of_a_tool_on_a_composed_host_lead_back_through_it(
+    transactional_db: None, gateway_url: str, everything: str, demo_backend_url: str
+) -> None:
+    host = await database_sync_to_async(_composed)(gateway_url, everything, demo_backend_url)
+    async with mcp_client(host.url + "/mcp", host.key, "legacy") as client:
+        result = await client.call_tool("ev-get-resource-links", {"count": 2})
+        links = [block for block in result.content if block.type == "resource_link"]
+        assert len(links) == 2
+        for link in links:
+            assert str(link.uri).startswith("ev-demo://resource/dynamic/")
+            read = await client.read_resource(str(link.uri))
+            assert str(read.contents[0].uri) == str(link.uri)
