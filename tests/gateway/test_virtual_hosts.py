@@ -212,6 +212,15 @@ def test_unknown_resources_and_prompts(host: Host) -> None:
     assert message_of(prompt)["error"]["code"] == -32602
 
 
+@pytest.mark.parametrize("method", ["resources/subscribe", "resources/unsubscribe"])
+def test_methods_2026_07_28_removed_are_unknown_on_a_composed_host(host: Host, method: str) -> None:
+    """They route by `uri` in the handshake era; a stateless client gets 404 + -32601 for them,
+    whatever the URI (the conformance suite sends one no backend of the host has)."""
+    for uri in ("gateway-one-test://watched-resource", "test://watched-resource"):
+        answer = modern(host.url, method, {"uri": uri}, key=host.key, headers={"mcp-name": uri})
+        assert answer.status_code == 404 and message_of(answer)["error"]["code"] == -32601, uri
+
+
 @pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
 async def test_subscription_updates_arrive_with_the_uri_the_client_was_shown(host: Host) -> None:
     updated: list[str] = []

@@ -59,6 +59,10 @@ _CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resourc
 _upstream_ids = itertools.count(1)
 _ENVELOPE_KEYS = frozenset({META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL})
 
+#: Methods 2026-07-28 removed that a composed host would otherwise route by their `uri`
+#: (`subscriptions/listen` replaces them): unknown methods, HTTP 404 + -32601, as on any server.
+_REMOVED_ROUTED = frozenset({"resources/subscribe", "resources/unsubscribe"})
+
 #: Request headers a stateless backend needs to see as the client sent them.
 _FORWARDED = ("mcp-protocol-version", "mcp-method", "mcp-name")
 
@@ -115,10 +119,10 @@ class ModernEra:
             return result_reply(message.id, result, sse=_sse_only(request, wants_sse))
         if method == "subscriptions/listen":
             return await self._listen.handle(vhost, message)
-        if method in ROUTED_METHODS:
+        if method in ROUTED_METHODS and method not in _REMOVED_ROUTED:
             return await self._forwarder.routed(leg, request, vhost, principal, message, wants_sse=wants_sse)
         single = vhost.naming.single_key
-        if single is None:
+        if single is None or method in _REMOVED_ROUTED:
             raise MethodNotFound(f"Method not found: {method}", http_status=404)
         # One backend (aliases or a policy): what names nothing passes through.
         return await self._forwarder.direct(leg, request, vhost, principal, message, map_key=single, wants_sse=wants_sse)
