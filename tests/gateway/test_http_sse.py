@@ -193,15 +193,23 @@ def test_bad_requests_get_clear_errors(transactional_db: None, gateway_url: str,
     other = make_host(gateway_url, demo_backend_url)
     auth = {"authorization": f"Bearer {host.key}"}
     with httpx.stream("GET", f"{host.url}/sse", headers=auth, timeout=10) as response:
-        endpoint = _Stream(response).next_event()[1]
+        stream = _Stream(response)
+        endpoint = stream.next_event()[1]
         messages = f"{host.url}/messages"
         listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
         assert httpx.post(messages, json=listing, headers=auth).status_code == 400  # no session_id
         unknown = httpx.post(f"{messages}?session_id=nope", json=listing, headers=auth)
         assert unknown.status_code == 404
-        # Before initialize, nothing but initialize.
-        early = _post(gateway_url, endpoint, host.key, listing)
-        assert early.status_code == 400 and "initialize" in early.json()["error"]["message"]
+        # Before initialize, nothing but initialize: a request is told so on the stream, like every
+        # answer of this transport; a 2026-07-28 client's probe learns there is no server/discover.
+        assert _post(gateway_url, endpoint, host.key, listing).status_code == 202
+        early = json.loads(stream.next_event()[1])
+        assert early["id"] == 1 and early["error"]["code"] == -32600 and "initialize" in early["error"]["message"]
+        probe = {"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {}}
+        assert _post(gateway_url, endpoint, host.key, probe).status_code == 202
+        assert json.loads(stream.next_event()[1])["error"] == {"code": -32601, "message": "Method not found: server/discover"}
+        notice = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
+        assert _post(gateway_url, endpoint, host.key, notice).status_code == 400  # nothing to answer it on
         # Another tenant's key cannot use the session, even on its own host's path.
         assert _post(gateway_url, endpoint, other.key, listing).status_code in {401, 404}
         broken = httpx.post(f"{gateway_url}{endpoint}", content=b"{not json", headers={**auth, "content-type": "application/json"})
