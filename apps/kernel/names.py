@@ -42,7 +42,10 @@ Rules (docs/virtual-hosts.md, "The naming contract"):
    - Routing applies rule 3 to the scheme, matching prefixes ignoring case: `demo-x` beside `demo`
      shadows `demo`'s URIs whose scheme starts with `x`.
    - Upstream URIs without a scheme, and templates whose scheme is not literal (`{+url}`), are dropped.
-   `_meta` and resource links inside results are not rewritten here.
+   Resource links inside results are not rewritten here (the gateway's `compose.BackendMessages` does).
+   A tool's MCP Apps UI (`io.modelcontextprotocol/ui`), the `ui://` resource its `_meta.ui.resourceUri`
+   (or the older flat `_meta["ui/resourceUri"]`) names, is exposed like any resource URI, so the
+   host can read it back; one that has no exposed form is left out of the tool's `_meta`.
 
 Everything is precomputed by `Naming.build` (once per configuration snapshot): routing a name is a
 dict lookup, one `str.partition`, a `startswith` per longer map key sharing the name's first `-`
@@ -77,6 +80,10 @@ class Dropped:
     map_key: str
     name: str  # the upstream name, URI or URI template
     reason: str
+
+
+#: The MCP Apps UI of a tool as hosts before the nested `_meta.ui` read it.
+_FLAT_UI_KEY = "ui/resourceUri"
 
 
 def uri_prefix(map_key: str, case_clash: bool = False) -> str:
@@ -295,8 +302,26 @@ class Naming:
             names = self.tool_names(map_key, name) if isinstance(name, str) else ()
             if not names:
                 dropped.append(Dropped("tool", map_key, str(name), self._refusal(map_key, name, tool=True)))
+                continue
+            if self.single_key is None and isinstance(meta := tool.get("_meta"), Mapping):
+                tool = self._expose_ui(map_key, tool, meta)
             shown.extend(tool if exposed == name else {**tool, "name": exposed} for exposed in names)
         return shown, dropped
+
+    def _expose_ui(self, map_key: str, tool: Mapping[str, Any], meta: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The tool with the URI of its MCP Apps UI in `_meta` exposed (see the module's rule 6)."""
+        changed = dict(meta)
+        ui = meta.get("ui")
+        if isinstance(ui, Mapping) and isinstance(uri := ui.get("resourceUri"), str):
+            exposed = self.expose_uri(map_key, uri)
+            changed["ui"] = {**ui, "resourceUri": exposed} if exposed else {k: v for k, v in ui.items() if k != "resourceUri"}
+        if isinstance(flat := meta.get(_FLAT_UI_KEY), str):
+            exposed = self.expose_uri(map_key, flat)
+            if exposed:
+                changed[_FLAT_UI_KEY] = exposed
+            else:
+                del changed[_FLAT_UI_KEY]
+        return tool if changed == meta else {**tool, "_meta": changed}
 
     def expose_prompts(self, map_key: str, prompts: Sequence[Mapping[str, Any]]) -> tuple[list[Any], list[Dropped]]:
         shown: list[Any] = []
