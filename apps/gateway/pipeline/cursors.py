@@ -37,7 +37,8 @@ Decisions:
   from another virtual host is refused with a message saying so.
 - *Pieces.* A piece cursor is bound to the version of the backend page it is cut from, which only
   the backend's answer can tell: `open_piece` checks all but that, the caller checks the version.
-  A token that is not one of ours at all is the backend's own cursor (`open_piece` answers None).
+  A token that is not a piece cursor of this list and host is the backend's own cursor (`open_piece`
+  answers None), even one this gateway signed: the backend may be another host of this deployment.
 """
 
 from __future__ import annotations
@@ -189,16 +190,17 @@ class CursorCodec:
 
     def open_piece(self, token: object, kind: str, tenant_id: int, vhost: str) -> Piece | None:
         """The piece `token` stands for, checked but for the version (the caller's to check); None
-        when it is not a cursor of this gateway (malformed, or not signed with its secret): then it
-        is the backend's own. InvalidParams (-32602) when it is one of ours that does not fit:
-        another list kind or virtual host, expired, or not a piece cursor (`stale`)."""
+        when it is not a piece cursor of this list kind and virtual host: then it is the backend's
+        own — even one this gateway signed, as when the backend is another host of the same
+        deployment. InvalidParams (-32602, `expired`) for a piece cursor of this list that expired."""
         try:
             payload = self._verified(token)
         except InvalidParams:
             return None
-        flags, version, offset, upstream = self._open(payload, kind, tenant_id, vhost)
-        if not flags & _PIECE:
-            raise stale_cursor(kind)
+        _, kind_code, flags, vtag, _, _, _ = _HEADER.unpack_from(payload)
+        if not flags & _PIECE or kind_code != KINDS[kind] or vtag != vhost_tag(tenant_id, vhost):
+            return None
+        _, version, offset, upstream = self._open(payload, kind, tenant_id, vhost)
         return Piece(version, offset, upstream)
 
     def _verified(self, token: object) -> bytes:

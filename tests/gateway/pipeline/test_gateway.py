@@ -197,13 +197,13 @@ HANDSHAKE_ERA = BackendInfo("2025-11-25", {}, (), {}, {"name": "backend", "versi
 
 def forwarder(
     upstream: Any = None, audit: Audit | None = None, *, gates: BackendGates | None = None,  # None: no waiting
-    info: BackendInfo = HANDSHAKE_ERA, pages: PageLimits | None = None,
+    info: BackendInfo = HANDSHAKE_ERA, pages: PageLimits | None = None, codec: CursorCodec | None = None,
 ) -> Forwarder:
     """The forwarder of a gateway whose ports are faked: every backend speaks `info`'s eras."""
     upstream = upstream or DownUpstream()
     pages = pages or PageLimits()
     tracer = Tracer()
-    codec = CursorCodec(b"c" * 32)
+    codec = codec or CursorCodec(b"c" * 32)
     lists = HostLists(BackendClient(upstream, KnownBackends(info)), codec, ListSettings(pages=pages), Counters())
     return Forwarder(upstream=upstream, backends=KnownBackends(info), lists=lists, pieces=ListPieces(codec, pages),
                      local=LocalTools(tracer, ToolSearch(lists, NoFinder()), codec, pages), limiter=NoLimiter(),

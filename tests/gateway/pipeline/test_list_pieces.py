@@ -5,12 +5,13 @@ backend's own cursor carried across; a page that changed meanwhile makes the cur
 from __future__ import annotations
 
 import json
+import time
 from types import MappingProxyType
 from typing import Any
 
 import pytest
 
-from apps.gateway.pipeline.cursors import KEY_BUDGET
+from apps.gateway.pipeline.cursors import KEY_BUDGET, CursorCodec, ListScope
 from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.listing import PageLimits
 from apps.gateway.pipeline.replies import Reply
@@ -142,12 +143,27 @@ async def test_a_page_that_changed_between_pieces_makes_the_cursor_stale() -> No
     assert message["error"]["code"] == -32602 and message["error"]["data"] == {"cursor": "stale"}
 
 
-async def test_a_piece_cursor_of_another_host_is_refused_without_asking_the_backend() -> None:
-    upstream = Scripted(Answer(page(tools(100))))
+async def test_a_cursor_this_gateway_signed_for_another_host_is_the_backends_own() -> None:
+    """The backend may be another host of the same deployment (a host mounting another's URL): its
+    cursors, merged or piece, are signed with the same secret and go back to it as they are."""
+    items = tools(100)
+    upstream = Scripted(Answer(page(items)), Answer(page(items[:3])), Answer(page(items[:3])))
     relay = forwarder(upstream, pages=LIMITS)
-    _, message = await list_once(relay)
-    _, refused = await list_once(relay, message["result"]["nextCursor"], vhost=OTHER)
-    assert refused["error"]["code"] == -32602 and refused["error"]["data"] == {"cursor": "vhost"}
+    _, message = await list_once(relay, vhost=OTHER)
+    inner_piece = message["result"]["nextCursor"]
+    inner_merged = CursorCodec(b"c" * 32).encode(ListScope("tools", 1, "other", b"\0" * 8), 3, "x")
+    for cursor in (inner_piece, inner_merged):
+        _, answered = await list_once(relay, cursor)
+        assert answered["result"]["tools"] == items[:3]
+    assert sent_cursors(upstream) == [None, inner_piece, inner_merged]
+
+
+async def test_an_expired_piece_cursor_is_refused_without_asking_the_backend() -> None:
+    upstream = Scripted(Answer(page(tools(100))))
+    _, message = await list_once(forwarder(upstream, pages=LIMITS))
+    later = CursorCodec(b"c" * 32, ttl=60, clock=lambda: time.time() + 120)
+    _, answer = await list_once(forwarder(upstream, pages=LIMITS, codec=later), message["result"]["nextCursor"])
+    assert answer["error"]["code"] == -32602 and answer["error"]["data"] == {"cursor": "expired"}
     assert len(upstream.sent) == 1
 
 
