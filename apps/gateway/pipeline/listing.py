@@ -147,14 +147,14 @@ def encode_page(
 ) -> tuple[bytes, int]:
     """The page of `items` from `start` on as one encoded JSON array, and where the next page
     starts (`len(items)`: this page reaches the end). The page holds `lead` first (entries that are
-    not in `items`, such as a host's own tool), then at most `limits.items` of `items`, as many as
-    fit `limits.bytes` less `ENVELOPE_BYTES` and the `reserved` bytes the rest of the response takes;
-    at least one, however big."""
+    not in `items`, such as a host's own tool), then as many of `items` as keep it within
+    `limits.items` entries and `limits.bytes` less `ENVELOPE_BYTES` and the `reserved` bytes the rest
+    of the response takes; at least one, however big."""
     budget = limits.bytes - ENVELOPE_BYTES - reserved
     parts = [jsonrpc.dumps(entry) for entry in lead]
     used = 2 + sum(len(part) + 1 for part in parts)
     end = start
-    for item in items[start : start + limits.items]:
+    for item in items[start : start + max(limits.items - len(parts), 1)]:
         encoded = jsonrpc.dumps(item)
         if end > start and used + len(encoded) + 1 > budget:
             break

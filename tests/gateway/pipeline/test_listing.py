@@ -125,6 +125,8 @@ def test_a_page_holds_what_fits_its_items_and_bytes() -> None:
     lead = [{"name": "tool_search"}]
     encoded, end = encode_page(items, 0, PageLimits(bytes=budget * 2), lead=lead, reserved=budget)
     assert json.loads(encoded) == [*lead, *items[:end]] and end == 9
+    encoded, end = encode_page(items, 0, PageLimits(items=7), lead=lead)  # the lead counts as an entry
+    assert end == 6 and len(json.loads(encoded)) == 7
 
 
 def test_an_entry_bigger_than_a_page_is_a_page_by_itself() -> None:

@@ -167,9 +167,9 @@ async def test_the_list_leads_with_tool_search_or_holds_it_alone(client: FakeCli
     lists, _ = make(client, Clock(), pages=PageLimits(items=2))
     result = await lists.result(vhost({"net": 1}), PRINCIPAL, "tools/list", {}, modern=False)
     first = orjson.loads(orjson.dumps(result["tools"]))
-    assert [tool["name"] for tool in first] == ["tool_search", "CreateVpc", "DeleteVpc"]
+    assert [tool["name"] for tool in first] == ["tool_search", "CreateVpc"]  # two entries a page, it included
     second = await lists.result(vhost({"net": 1}), PRINCIPAL, "tools/list", {"cursor": result["nextCursor"]}, modern=False)
-    assert [tool["name"] for tool in orjson.loads(orjson.dumps(second["tools"]))] == ["DescribeVpcs"]
+    assert [tool["name"] for tool in orjson.loads(orjson.dumps(second["tools"]))] == ["DeleteVpc", "DescribeVpcs"]
     alone = await lists.result(vhost({"net": 1}, only=True), PRINCIPAL, "tools/list", {}, modern=True)
     assert [tool["name"] for tool in alone["tools"]] == ["tool_search"] and "nextCursor" not in alone
     assert alone["resultType"] == "complete"
