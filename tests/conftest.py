@@ -115,6 +115,15 @@ def make_host(gateway_url: str, backend_url: str) -> Host:
     return Host(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, tenant.slug, host.slug)
 
 
+def make_composed_host(gateway_url: str, backends: dict[str, str]) -> Host:
+    """A tenant with one key and a virtual host mounting an MCP backend at each URL under its map key."""
+    tenant = factories.tenant_factory()
+    issued = factories.api_key_factory(tenant=tenant)
+    mounts = {key: factories.backend_factory(tenant=tenant, name=key, urls=[url]) for key, url in backends.items()}
+    host = factories.virtual_host_factory(tenant=tenant, mounts=mounts)
+    return Host(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, tenant.slug, host.slug)
+
+
 @pytest.fixture
 def demo_host(transactional_db: None, gateway_url: str, demo_backend_url: str) -> Host:
     return make_host(gateway_url, demo_backend_url)

@@ -10,9 +10,8 @@ from collections.abc import Iterator
 import pytest
 from channels.db import database_sync_to_async
 
-from tests import factories
 from tests.backends.apps_server import PAGE, UI_URI
-from tests.conftest import Host, make_host, mcp_client
+from tests.conftest import make_composed_host, make_host, mcp_client
 from tests.processes import backend_argv, free_port, running
 
 pytestmark = pytest.mark.slow
@@ -25,20 +24,11 @@ def apps_backend() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
 
 
-def _composed(gateway_url: str, apps_url: str, demo_url: str) -> Host:
-    tenant = factories.tenant_factory()
-    issued = factories.api_key_factory(tenant=tenant)
-    charts = factories.backend_factory(tenant=tenant, name="charts", urls=[apps_url])
-    demo = factories.backend_factory(tenant=tenant, name="demo", urls=[demo_url])
-    host = factories.virtual_host_factory(tenant=tenant, mounts={"charts": charts, "demo": demo})
-    return Host(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, tenant.slug, host.slug)
-
-
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_an_apps_ui_on_a_composed_host_is_named_as_the_host_shows_it_and_reads_back(
     transactional_db: None, gateway_url: str, apps_backend: str, demo_backend_url: str, mode: str
 ) -> None:
-    host = await database_sync_to_async(_composed)(gateway_url, apps_backend, demo_backend_url)
+    host = await database_sync_to_async(make_composed_host)(gateway_url, {"charts": apps_backend, "demo": demo_backend_url})
     shown = f"charts-{UI_URI}"
     async with mcp_client(host.url, host.key, mode) as client:
         chart = next(tool for tool in (await client.list_tools()).tools if tool.name == "charts-show_chart")

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 
-from tests import factories
-from tests.conftest import Host, make_host, mcp_client
+from tests.conftest import make_composed_host, make_host, mcp_client
 from tests.interop.node import reference_server, typescript_client
 from tests.processes import free_port, running
 
@@ -45,15 +44,6 @@ def everything() -> Iterator[str]:
     argv, env = reference_server(port)
     with running(argv, port, env=env, log_name="server-everything"):
         yield f"http://127.0.0.1:{port}/mcp"
-
-
-def _composed(gateway_url: str, everything_url: str, demo_url: str) -> Host:
-    tenant = factories.tenant_factory()
-    issued = factories.api_key_factory(tenant=tenant)
-    ev = factories.backend_factory(tenant=tenant, name="everything", urls=[everything_url])
-    demo = factories.backend_factory(tenant=tenant, name="demo", urls=[demo_url])
-    host = factories.virtual_host_factory(tenant=tenant, mounts={"ev": ev, "demo": demo})
-    return Host(f"{gateway_url}/mcp/{tenant.slug}/{host.slug}", issued.secret, tenant.slug, host.slug)
 
 
 def _plan(sdk: str, transport: str, negotiation: str, url: str, key: str) -> dict[str, Any]:
@@ -115,7 +105,7 @@ async def test_a_composed_host_shows_the_server_under_its_names(
     transactional_db: None, gateway_url: str, everything: str, demo_backend_url: str, sdk: str, transport: str,
     negotiation: str, revision: str,
 ) -> None:
-    host = await database_sync_to_async(_composed)(gateway_url, everything, demo_backend_url)
+    host = await database_sync_to_async(make_composed_host)(gateway_url, {"ev": everything, "demo": demo_backend_url})
     direct = await asyncio.to_thread(typescript_client, {**_plan(sdk, "http", negotiation, everything, "unused"),
                                                          "reads": []})
     composed_plan = {
@@ -143,7 +133,7 @@ async def test_a_composed_host_shows_the_server_under_its_names(
 async def test_resource_links_of_a_tool_on_a_composed_host_lead_back_through_it(
     transactional_db: None, gateway_url: str, everything: str, demo_backend_url: str
 ) -> None:
-    host = await database_sync_to_async(_composed)(gateway_url, everything, demo_backend_url)
+    host = await database_sync_to_async(make_composed_host)(gateway_url, {"ev": everything, "demo": demo_backend_url})
     async with mcp_client(host.url + "/mcp", host.key, "legacy") as client:
         result = await client.call_tool("ev-get-resource-links", {"count": 2})
         links = [block for block in result.content if block.type == "resource_link"]
