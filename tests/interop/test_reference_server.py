@@ -7,13 +7,15 @@ the host's names, and the resource links a tool returns lead back through the ga
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
 
-from tests.conftest import make_composed_host, make_host, mcp_client
+from tests.conftest import Host, make_composed_host, make_host, mcp_client
+from tests.gateway.helpers import message_of, open_session, post
 from tests.interop.node import reference_server, typescript_client
 from tests.processes import free_port, running
 
@@ -142,3 +144,50 @@ async def test_resource_links_of_a_tool_on_a_composed_host_lead_back_through_it(
             assert str(link.uri).startswith("ev-demo://resource/dynamic/")
             read = await client.read_resource(str(link.uri))
             assert str(read.contents[0].uri) == str(link.uri)
+
+
+def _in_session(host: Host) -> Callable[..., dict[str, Any]]:
+    """A raw handshake-era session with the host: call(method, params) -> the response message."""
+    session = open_session(host.url, host.key)
+    headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+    ids = iter(range(2, 10_000))
+
+    def call(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return message_of(post(host.url, {"jsonrpc": "2.0", "id": next(ids), "method": method, "params": params},
+                               key=host.key, headers=headers))
+    return call
+
+
+def test_tasks_on_a_composed_host_reach_the_backend_that_runs_them(
+    transactional_db: None, gateway_url: str, everything: str, demo_backend_url: str
+) -> None:
+    """2025-11-25 tasks: the reference server's task-only tool, called as a task through a composed
+    host, is followed with tasks/get, tasks/list and tasks/result under an id the host shows."""
+    host = make_composed_host(gateway_url, {"ev": everything, "demo": demo_backend_url})
+    call = _in_session(host)
+    created = call("tools/call", {"name": "ev-simulate-research-query", "arguments": {"topic": "gateways"},
+                                  "task": {"ttl": 60_000}})
+    task_id = created["result"]["task"]["taskId"]
+    assert task_id.startswith("gwt.")
+    status = call("tasks/get", {"taskId": task_id})["result"]
+    assert status["taskId"] == task_id and status["status"] in {"working", "completed"}
+    assert task_id in [task["taskId"] for task in call("tasks/list", {})["result"]["tasks"]]
+    done = call("tasks/result", {"taskId": task_id})["result"]
+    assert "gateways" in json.dumps(done["content"])
+    assert done["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == task_id
+    assert call("tasks/get", {"taskId": task_id})["result"]["status"] == "completed"
+    other = make_composed_host(gateway_url, {"ev": everything, "demo": demo_backend_url})
+    for unknown in (task_id, task_id[:-2] + "AA", "not-one-of-ours"):
+        answer = _in_session(other if unknown == task_id else host)("tasks/get", {"taskId": unknown})
+        assert answer["error"]["code"] == -32602, unknown
+
+
+def test_a_task_on_a_composed_host_can_be_cancelled(
+    transactional_db: None, gateway_url: str, everything: str, demo_backend_url: str
+) -> None:
+    host = make_composed_host(gateway_url, {"ev": everything, "demo": demo_backend_url})
+    call = _in_session(host)
+    created = call("tools/call", {"name": "ev-simulate-research-query", "arguments": {"topic": "x"}, "task": {}})
+    task_id = created["result"]["task"]["taskId"]
+    cancelled = call("tasks/cancel", {"taskId": task_id})["result"]
+    assert (cancelled["taskId"], cancelled["status"]) == (task_id, "cancelled")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.gateway.pipeline.host_lists import HostLists
+from apps.gateway.pipeline.task_ids import RELATED_TASK
 from apps.gateway.pipeline.values import BackendView, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import GatewayError, InvalidParams, PolicyDenied
@@ -117,17 +118,24 @@ class BackendMessages:
     docstring). Returns the message (the same object when nothing changed), or None to drop it."""
 
     def __init__(
-        self, naming: Naming, map_key: str, on_list_changed: Callable[[str], object], *, drop_list_changed: bool = False
+        self, naming: Naming, map_key: str, on_list_changed: Callable[[str], object], *, drop_list_changed: bool = False,
+        tasks: Callable[[str], str] | None = None,
     ) -> None:
         """`on_list_changed(method)` hears every `list_changed`; with `drop_list_changed` the
-        notification itself is left out (a merged stream gets it from `change_fanin.ListChanges`)."""
+        notification itself is left out (a merged stream gets it from `change_fanin.ListChanges`).
+        `tasks(upstream_id)` is a task id as the client sees it (`task_ids.py`; None: as it is)."""
         self._naming = naming
         self._drop_list_changed = drop_list_changed
         self._map_key = map_key
         self._on_list_changed = on_list_changed
         self._rewrite_uris = naming.single_key is None
+        self._tasks = tasks
 
     def __call__(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        shown = self._shown(message)
+        return shown if shown is None or self._tasks is None else _with_task_ids(shown, self._tasks)
+
+    def _shown(self, message: dict[str, Any]) -> dict[str, Any] | None:
         method = message.get("method")
         if isinstance(method, str):
             if "id" in message:  # the backend's request to the client
@@ -187,3 +195,33 @@ class BackendMessages:
                 return {**item, "uri": exposed}
         return item
 
+
+def _with_task_ids(message: dict[str, Any], expose: Callable[[str], str]) -> dict[str, Any]:
+    """`message` with every task id a backend gave in it exposed: a created task's (`result.task`),
+    a task's own (`tasks/get`, `tasks/cancel`, `notifications/tasks/status`), a list's
+    (`tasks/list`), and the related task in `_meta` of any message."""
+    for part in ("result", "params"):
+        body = message.get(part)
+        if isinstance(body, dict):
+            exposed = _task_body(body, expose)
+            if exposed is not body:
+                return {**message, part: exposed}
+    return message
+
+
+def _task_body(body: dict[str, Any], expose: Callable[[str], str]) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    if isinstance(task_id := body.get("taskId"), str) and "status" in body:
+        changes["taskId"] = expose(task_id)
+    task = body.get("task")
+    if isinstance(task, dict) and isinstance(task.get("taskId"), str):
+        changes["task"] = {**task, "taskId": expose(task["taskId"])}
+    tasks = body.get("tasks")
+    if isinstance(tasks, list):
+        changes["tasks"] = [{**t, "taskId": expose(t["taskId"])} if isinstance(t, dict) and isinstance(t.get("taskId"), str)
+                            else t for t in tasks]
+    meta = body.get("_meta")
+    related = meta.get(RELATED_TASK) if isinstance(meta, dict) else None
+    if isinstance(related, dict) and isinstance(related.get("taskId"), str):
+        changes["_meta"] = {**meta, RELATED_TASK: {**related, "taskId": expose(related["taskId"])}}
+    return {**body, **changes} if changes else body

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -48,10 +49,11 @@ from apps.gateway.pipeline.ports import (
     UpstreamUnavailable,
 )
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
+from apps.gateway.pipeline.task_ids import TaskIds
 from apps.gateway.pipeline.tracing import NO_SPAN, Tracer
 from apps.gateway.pipeline.values import HttpRequest, VirtualHostView
 from apps.gateway.protocol import jsonrpc
-from apps.gateway.protocol.errors import BackendUnavailable, GatewayError, PolicyDenied
+from apps.gateway.protocol.errors import BackendUnavailable, GatewayError, InvalidParams, PolicyDenied
 from apps.gateway.protocol.jsonrpc import Kind, Message
 from apps.kernel.audit_entry import AuditEntry
 from apps.kernel.identity import Principal
@@ -78,6 +80,7 @@ class Forwarder:
         gates: BackendGates,
         hash_key: bytes = b"",
         stream_caps: StreamCaps | None = None,
+        task_ids: TaskIds | None = None,
     ) -> None:
         self._upstream = upstream
         self._backends = backends
@@ -94,6 +97,8 @@ class Forwarder:
         self.stages: Sequence[Stage] = (Denied(), Limits(limiter, counters))
         #: The backend's concurrency slots, held around each exchange with it.
         self._slots = Slots(gates)
+        #: Task ids on hosts with several backends (without a shared secret, valid on this instance only).
+        self._task_ids = task_ids or TaskIds(secrets.token_bytes(32))
         #: Cancellations of timed-out requests on their way to backends.
         self._cancelling: set[asyncio.Task[None]] = set()
 
@@ -141,9 +146,41 @@ class Forwarder:
         call = Call.begin(
             request, vhost, principal, routing.backend, routing.message, session_id=leg.session_id,
             map_key=routing.map_key, body=routing.body, wants_sse=wants_sse,
-            translate=BackendMessages(vhost.naming, routing.map_key, lambda m: self._lists.invalidate(backend_id, m)),
+            translate=BackendMessages(vhost.naming, routing.map_key, lambda m: self._lists.invalidate(backend_id, m),
+                                      tasks=self.task_ids_of(vhost, routing.map_key)),
             exposed_name=routing.exposed_name, rule=rule, denied=refusal,
         )
+        return await self._run(call, leg)
+
+    def task_ids_of(self, vhost: VirtualHostView, map_key: str) -> Callable[[str], str] | None:
+        """How the task ids of the backend under `map_key` are shown on `vhost` (`task_ids.py`);
+        None where they pass through (one backend)."""
+        if vhost.naming.single_key is not None:
+            return None
+        return partial(self._task_ids.expose, vhost.tenant_id, vhost.slug, map_key)
+
+    async def tasked(
+        self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message, *,
+        wants_sse: bool, map_key: str | None = None,
+    ) -> Reply:
+        """A task request on a host with several backends: one that names a task
+        (`task_ids.TASK_METHODS`) goes to the backend that runs it, with that backend's id for it;
+        another (`tasks/list`) to the backend under `map_key`. Task ids in the answer are shown as
+        the host shows them. An id this host never showed is -32602."""
+        params = message.params
+        if map_key is None:
+            target = self._task_ids.route(vhost.tenant_id, vhost.slug, params.get("taskId"))
+            if target is None or target[0] not in vhost.mounts:
+                raise InvalidParams(f"Invalid params: unknown task {params.get('taskId')!r}", data={"taskId": params.get("taskId")})
+            map_key, upstream = target
+            params = {**params, "taskId": upstream}
+        raw = {**message.raw, "params": params}
+        backend = vhost.mounts[map_key]
+        sent = Message(Kind.REQUEST, raw, method=message.method, id=message.id)
+        translate = BackendMessages(vhost.naming, map_key, lambda m: self._lists.invalidate(backend.id, m),
+                                    tasks=self.task_ids_of(vhost, map_key))
+        call = Call.begin(request, vhost, principal, backend, sent, session_id=leg.session_id, map_key=map_key,
+                          body=jsonrpc.dumps(raw), wants_sse=wants_sse, translate=translate)
         return await self._run(call, leg)
 
     async def _run(self, call: Call, leg: Leg) -> Reply:

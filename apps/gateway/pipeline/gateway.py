@@ -40,6 +40,7 @@ from apps.gateway.pipeline.ports import (
 )
 from apps.gateway.pipeline.propagation import TracedUpstream
 from apps.gateway.pipeline.replies import Reply, error_reply, http_error_reply
+from apps.gateway.pipeline.task_ids import TaskIds
 from apps.gateway.pipeline.tool_search import ToolSearch
 from apps.gateway.pipeline.tracing import RequestTrace, Tracer, Tracing
 from apps.gateway.pipeline.values import HttpRequest, VirtualHostView
@@ -148,7 +149,8 @@ class Gateway:
         upstream = self.backends.replicas  # every request to a backend notices replicas that are down
         self.counters = counters
         # Without a shared secret, cursors are valid on this instance only.
-        codec = CursorCodec(settings.cursor_secret or secrets.token_bytes(32))
+        cursor_secret = settings.cursor_secret or secrets.token_bytes(32)
+        codec = CursorCodec(cursor_secret)
         client = BackendClient(upstream, self.backends)
         lists = HostLists(client, codec, settings.lists, self.counters, share=changes.publish,
                           search_listed=finder.prepare)
@@ -159,7 +161,7 @@ class Gateway:
             counters=self.counters, tracer=self.tracer,
             local=LocalTools(self.tracer, ToolSearch(lists, finder, self.counters), codec, pages),
             limiter=limiter, gates=BackendGates(queue_seconds=settings.backend_queue_seconds),
-            hash_key=settings.audit_hash_key, stream_caps=settings.stream_caps,
+            hash_key=settings.audit_hash_key, stream_caps=settings.stream_caps, task_ids=TaskIds(cursor_secret),
         )
         listen = ComposedListen(client, lists, self.backends, timeout=settings.lists.timeout)
         self.legacy = LegacyEra(

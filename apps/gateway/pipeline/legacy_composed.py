@@ -13,6 +13,7 @@ import binascii
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
+from typing import Any
 
 from apps.gateway.pipeline.answers import translate_event
 from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
@@ -24,9 +25,10 @@ from apps.gateway.pipeline.listing import LIST_METHODS
 from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
 from apps.gateway.pipeline.session_backends import SessionBackends
+from apps.gateway.pipeline.task_ids import TASK_METHODS
 from apps.gateway.pipeline.values import BackendView, HttpRequest, SessionState, VirtualHostView
 from apps.gateway.protocol import jsonrpc
-from apps.gateway.protocol.errors import GatewayError, HttpError, MethodNotFound
+from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidParams, MethodNotFound
 from apps.gateway.protocol.jsonrpc import Kind, Message
 from apps.gateway.protocol.sse import SseEvent, encode_event
 from apps.kernel.identity import Principal
@@ -37,6 +39,7 @@ log = logging.getLogger(__name__)
 _EVENT_ID_PREFIX = "gw1."
 #: How many (session, request id) -> map key entries are remembered for routing cancellations.
 _IN_FLIGHT = 10_000
+_MAX_TASK_PAGES = 20  # of one backend's `tasks/list`
 
 
 class InFlight:
@@ -68,7 +71,8 @@ class ComposedLegacy:
     def messages(self, vhost: VirtualHostView, map_key: str, *, via_hub: bool = False) -> BackendMessages:
         backend_id = vhost.mounts[map_key].id
         return BackendMessages(
-            vhost.naming, map_key, lambda method: self._lists.invalidate(backend_id, method), drop_list_changed=via_hub
+            vhost.naming, map_key, lambda method: self._lists.invalidate(backend_id, method), drop_list_changed=via_hub,
+            tasks=self._forwarder.task_ids_of(vhost, map_key),
         )
 
     async def handle(
@@ -111,6 +115,11 @@ class ComposedLegacy:
             return result_reply(message.id, {}, sse=sse, headers=headers)
         if method in ROUTED_METHODS:
             return await forwarder.routed(leg, request, vhost, principal, message, wants_sse=wants_sse)
+        if method in TASK_METHODS:
+            return await forwarder.tasked(leg, request, vhost, principal, message, wants_sse=wants_sse)
+        if method == "tasks/list":
+            return result_reply(message.id, await self._tasks(leg, request, vhost, principal, message), sse=sse,
+                                headers=headers)
         single = vhost.naming.single_key
         if single is None:
             raise MethodNotFound(f"Method not found: {method}")
@@ -149,6 +158,37 @@ class ComposedLegacy:
             if map_key in state.backends
         ))
         return accepted().with_headers((("mcp-session-id", state.id),))
+
+    async def _tasks(
+        self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message
+    ) -> dict[str, Any]:
+        """`tasks/list`: the tasks of every backend that lists its tasks, each followed to its last
+        page, in one page (their ids as the host shows them)."""
+        if message.params.get("cursor") is not None:
+            raise InvalidParams("Invalid params: unknown cursor")  # one page: none was handed out
+        listing = await self._with_capability(vhost, "tasks")
+        pages = await asyncio.gather(*(self._backend_tasks(leg, request, vhost, principal, message, key) for key in listing))
+        return {"tasks": [task for page in pages for task in page]}
+
+    async def _backend_tasks(
+        self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message, map_key: str,
+    ) -> list[Any]:
+        tasks: list[Any] = []
+        cursor: str | None = None
+        for _ in range(_MAX_TASK_PAGES):
+            params = {**message.params, "cursor": cursor} if cursor else {k: v for k, v in message.params.items() if k != "cursor"}
+            page = Message(Kind.REQUEST, {**message.raw, "params": params}, method="tasks/list", id=message.id)
+            reply = await self._forwarder.tasked(leg, request, vhost, principal, page, wants_sse=False, map_key=map_key)
+            answer = jsonrpc.loads(reply.body) if reply.body else {}
+            result = answer.get("result") if isinstance(answer, dict) else None
+            if not isinstance(result, dict) or not isinstance(result.get("tasks"), list):
+                log.info("tasks/list: backend under %s answered no list; left out", map_key)
+                return tasks
+            tasks.extend(result["tasks"])
+            cursor = result.get("nextCursor") if isinstance(result.get("nextCursor"), str) else None
+            if not cursor:
+                return tasks
+        return tasks
 
     async def _with_capability(self, vhost: VirtualHostView, capability: str) -> list[str]:
         """Map keys of the MCP backends that declared `capability` (unreachable ones left out)."""

@@ -1,0 +1,61 @@
+"""Task ids on a host with several backends (docs/virtual-hosts.md, "Tasks"): the id a backend gives
+a task (2025-11-25 experimental tasks) is shown to the client as one that names the backend, so that
+`tasks/get`, `tasks/result` and `tasks/cancel` reach the backend that runs it.
+
+An exposed id is `gwt.<base64url of [map key, upstream id]>.<tag>`, the tag an HMAC over the tenant,
+the virtual host and the rest, keyed by a secret all instances share (like list cursors): any
+instance routes it, and an id made up, altered, or shown on another host routes nowhere. Nothing is
+stored."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+
+_PREFIX = "gwt."
+_DOMAIN = b"mcp-gateway/task-id/v1"
+_TAG_BYTES = 12
+MAX_ID = 2048  # characters of an exposed id; longer is refused before any decoding
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class TaskIds:
+    def __init__(self, secret: bytes) -> None:
+        self._key = hmac.digest(secret, _DOMAIN, "sha256")
+
+    def _tag(self, tenant_id: int, vhost: str, body: str) -> str:
+        message = f"{tenant_id}\0{vhost}\0{body}".encode()
+        return _b64(hmac.digest(self._key, message, "sha256")[:_TAG_BYTES])
+
+    def expose(self, tenant_id: int, vhost: str, map_key: str, upstream: str) -> str:
+        """The id the client sees for the task `upstream` of the backend under `map_key`."""
+        body = _b64(json.dumps([map_key, upstream], separators=(",", ":")).encode())
+        return f"{_PREFIX}{body}.{self._tag(tenant_id, vhost, body)}"
+
+    def route(self, tenant_id: int, vhost: str, exposed: object) -> tuple[str, str] | None:
+        """(map key, the backend's own id) of an exposed id; None for one this host never showed."""
+        if not isinstance(exposed, str) or len(exposed) > MAX_ID or not exposed.startswith(_PREFIX):
+            return None
+        body, dot, tag = exposed[len(_PREFIX) :].rpartition(".")
+        if not dot or not hmac.compare_digest(tag, self._tag(tenant_id, vhost, body)):
+            return None
+        try:
+            map_key, upstream = json.loads(_unb64(body))
+        except (ValueError, TypeError, binascii.Error):  # signed by us, so only a bug gets here
+            return None
+        return (map_key, upstream) if isinstance(map_key, str) and isinstance(upstream, str) else None
+
+
+#: Requests that name a task by `params.taskId`.
+TASK_METHODS = frozenset({"tasks/get", "tasks/result", "tasks/cancel"})
+#: Where a message names the task it belongs to.
+RELATED_TASK = "io.modelcontextprotocol/related-task"
