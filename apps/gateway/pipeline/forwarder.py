@@ -17,7 +17,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -142,22 +142,23 @@ class Forwarder:
                 span.set("gateway.rule", rule)
         except PolicyDenied as error:
             refusal, rule = error, (error.data or {}).get("rule") or ""
-        backend_id = routing.backend.id
         call = Call.begin(
             request, vhost, principal, routing.backend, routing.message, session_id=leg.session_id,
             map_key=routing.map_key, body=routing.body, wants_sse=wants_sse,
-            translate=BackendMessages(vhost.naming, routing.map_key, lambda m: self._lists.invalidate(backend_id, m),
-                                      tasks=self.task_ids_of(vhost, routing.map_key)),
+            translate=self.backend_messages(vhost, routing.map_key),
             exposed_name=routing.exposed_name, rule=rule, denied=refusal,
         )
         return await self._run(call, leg)
 
-    def task_ids_of(self, vhost: VirtualHostView, map_key: str) -> Callable[[str], str] | None:
-        """How the task ids of the backend under `map_key` are shown on `vhost` (`task_ids.py`);
-        None where they pass through (one backend)."""
-        if vhost.naming.single_key is not None:
-            return None
-        return partial(self._task_ids.expose, vhost.tenant_id, vhost.slug, map_key)
+    def backend_messages(self, vhost: VirtualHostView, map_key: str, *, via_hub: bool = False) -> BackendMessages:
+        """What the backend under `map_key` sends, as `vhost`'s clients see it (`compose.py`): its
+        `list_changed` makes its lists stale (with `via_hub` the notification itself is left to the
+        merged stream), its task ids are shown as the host shows them (`task_ids.py`)."""
+        backend_id = vhost.mounts[map_key].id
+        tasks = None if vhost.naming.single_key is not None else partial(
+            self._task_ids.expose, vhost.tenant_id, vhost.slug, map_key)
+        return BackendMessages(vhost.naming, map_key, lambda method: self._lists.invalidate(backend_id, method),
+                               drop_list_changed=via_hub, tasks=tasks)
 
     async def tasked(
         self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message, *,
@@ -177,10 +178,8 @@ class Forwarder:
         raw = {**message.raw, "params": params}
         backend = vhost.mounts[map_key]
         sent = Message(Kind.REQUEST, raw, method=message.method, id=message.id)
-        translate = BackendMessages(vhost.naming, map_key, lambda m: self._lists.invalidate(backend.id, m),
-                                    tasks=self.task_ids_of(vhost, map_key))
         call = Call.begin(request, vhost, principal, backend, sent, session_id=leg.session_id, map_key=map_key,
-                          body=jsonrpc.dumps(raw), wants_sse=wants_sse, translate=translate)
+                          body=jsonrpc.dumps(raw), wants_sse=wants_sse, translate=self.backend_messages(vhost, map_key))
         return await self._run(call, leg)
 
     async def _run(self, call: Call, leg: Leg) -> Reply:

@@ -18,7 +18,7 @@ from typing import Any
 from apps.gateway.pipeline.answers import translate_event
 from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
 from apps.gateway.pipeline.calls import Leg
-from apps.gateway.pipeline.compose import BackendMessages, backend_request_of
+from apps.gateway.pipeline.compose import backend_request_of
 from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.listing import LIST_METHODS
@@ -67,13 +67,6 @@ class ComposedLegacy:
         self._backends = backends
         self._backend_sessions = backend_sessions
         self.in_flight = InFlight()
-
-    def messages(self, vhost: VirtualHostView, map_key: str, *, via_hub: bool = False) -> BackendMessages:
-        backend_id = vhost.mounts[map_key].id
-        return BackendMessages(
-            vhost.naming, map_key, lambda method: self._lists.invalidate(backend_id, method), drop_list_changed=via_hub,
-            tasks=self._forwarder.task_ids_of(vhost, map_key),
-        )
 
     async def handle(
         self,
@@ -243,7 +236,7 @@ class ComposedLegacy:
 
         tasks = [asyncio.ensure_future(pump(map_key, reply)) for map_key, reply in replies.items()]
         tasks.append(asyncio.ensure_future(changes()))
-        translators = {map_key: self.messages(vhost, map_key, via_hub=True) for map_key in replies}
+        translators = {map_key: self._forwarder.backend_messages(vhost, map_key, via_hub=True) for map_key in replies}
 
         async def chunks() -> AsyncIterator[bytes]:
             last_ids = dict(resume)
