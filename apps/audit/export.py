@@ -10,7 +10,7 @@ from apps.audit.models import AuditRecord
 COLUMNS = (
     "created_at", "virtual_host", "principal", "api_key_id", "team", "backend", "method", "exposed_name",
     "upstream_name", "outcome", "error_code", "latency_ms", "bytes_in", "bytes_out", "cost", "session_id",
-    "trace_id", "rule", "limit_state",
+    "trace_id", "rule", "limit_state", "task_id", "task_ended_at",
 )
 #: A spreadsheet runs a cell starting with one of these as a formula (CSV injection).
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -39,4 +39,5 @@ def audit_csv_lines(rows: Iterable[AuditRecord]) -> Iterator[str]:
     for row in rows:
         values = [getattr(row, column) for column in COLUMNS]
         values[0] = row.created_at.isoformat()
+        values[-1] = row.task_ended_at.isoformat() if row.task_ended_at is not None else None
         yield writer.writerow([_cell(v) if isinstance(v, str) else ("" if v is None else v) for v in values])

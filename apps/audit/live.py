@@ -101,7 +101,7 @@ def _values(entry: AuditEntry) -> dict[str, Any]:
         "virtual_host": entry.virtual_host, "backend": entry.backend, "method": entry.method,
         "exposed_name": entry.exposed_name, "outcome": entry.outcome, "error_code": entry.error_code,
         "latency_ms": entry.latency_ms, "session_id": entry.session_id, "trace_id": entry.trace_id,
-        "rule": entry.rule, "limit_state": entry.limit_state, "cost": entry.cost,
+        "rule": entry.rule, "limit_state": entry.limit_state, "cost": entry.cost, "task_id": entry.task_id,
     }
 
 

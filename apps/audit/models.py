@@ -4,7 +4,9 @@ from django.db import models
 
 class AuditRecord(models.Model):
     """One row per routed call. Append-only: names are copied, not referenced, so a row still tells
-    what happened after the key, backend or virtual host it names is gone."""
+    what happened after the key, backend or virtual host it names is gone. The one change a row
+    ever sees: a call that created a task (`working`) gets the task's final outcome when the gateway
+    sees it end (`apps.audit.writer`)."""
 
     class Outcome(models.TextChoices):
         OK = "ok", "ok"
@@ -14,6 +16,7 @@ class AuditRecord(models.Model):
         DENIED = "denied", "denied by policy"
         RATE_LIMITED = "rate_limited", "over a rate limit"
         OVER_BUDGET = "over_budget", "over a budget"
+        WORKING = "working", "task running"
 
     created_at = models.DateTimeField(db_index=True)
     tenant_id = models.BigIntegerField()  # leads every index below
@@ -49,6 +52,13 @@ class AuditRecord(models.Model):
             "applied)."
         ),
     )
+    task_id = models.CharField(
+        max_length=255, blank=True, db_default="",
+        help_text="The backend's id of the task the call created, if it created one.",
+    )
+    task_ended_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the gateway saw the call's task end (its outcome is then the task's).",
+    )
     cost = models.PositiveIntegerField(
         # In the database, so that instances still running the previous release (writing no cost)
         # keep writing rows while a deployment rolls out.
@@ -67,6 +77,8 @@ class AuditRecord(models.Model):
             models.Index(fields=["tenant_id", "exposed_name", "-created_at", "-id"], name="audit_tenant_tool"),
             models.Index(fields=["tenant_id", "backend", "-created_at", "-id"], name="audit_tenant_backend"),
             models.Index(fields=["tenant_id", "outcome", "-created_at", "-id"], name="audit_tenant_outcome"),
+            # Where a task's end finds the row of the call that created it.
+            models.Index(fields=["tenant_id", "task_id"], condition=~models.Q(task_id=""), name="audit_tenant_task"),
         ]
 
     def __str__(self) -> str:

@@ -13,7 +13,8 @@ class AuditRecordSerializer(serializers.ModelSerializer):
         fields = [
             "id", "created_at", "virtual_host", "principal", "api_key_id", "team", "backend", "backend_kind",
             "method", "exposed_name", "upstream_name", "outcome", "error_code", "latency_ms", "bytes_in",
-            "bytes_out", "cost", "session_id", "trace_id", "rule", "limit_state", "arguments",
+            "bytes_out", "cost", "session_id", "trace_id", "rule", "limit_state", "arguments", "task_id",
+            "task_ended_at",
         ]
         read_only_fields = fields
 

@@ -4,7 +4,12 @@ exits is written before it goes (graceful shutdown loses nothing).
 
 Each batch also updates the per-minute counts the dashboard reads (a second statement), and once it
 is written it is published to the console's live tails of the tenants someone is watching
-(`apps.audit.live`), fire and forget."""
+(`apps.audit.live`), fire and forget.
+
+The ends of tasks the gateway saw are queued the same way and written after the rows: each gives the
+row of the call that created the task (`working`) its final outcome. That row may not be written yet
+(another instance made the call and flushes on its own clock), so an end that finds no row is tried
+again with the next batches for a while."""
 
 from __future__ import annotations
 
@@ -14,7 +19,8 @@ import bisect
 import datetime
 import logging
 import threading
-from collections import deque
+from collections import OrderedDict, deque
+from dataclasses import replace
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -23,17 +29,21 @@ from django.db.backends.utils import CursorWrapper
 
 from apps.audit import live
 from apps.audit.models import LATENCY_BOUNDS, AuditMinute, AuditRecord
-from apps.kernel.audit_entry import AuditEntry
+from apps.kernel.audit_entry import AuditEntry, TaskEnd
 
 log = logging.getLogger(__name__)
 
 _MAX_QUEUED = 200_000
+#: Flushes an end waits for the row it ends (~10 s at the default interval), then it is dropped.
+_TASK_END_TRIES = 40
+#: Ends already queued, so that a task polled after it ended queues nothing more.
+_SEEN_ENDS = 10_000
 
 
 _COLUMNS = (
     "created_at", "tenant_id", "tenant_slug", "virtual_host", "principal", "api_key_id", "backend", "method",
     "exposed_name", "upstream_name", "outcome", "error_code", "latency_ms", "bytes_in", "bytes_out",
-    "session_id", "trace_id", "backend_kind", "rule", "limit_state", "arguments", "cost", "team",
+    "session_id", "trace_id", "backend_kind", "rule", "limit_state", "arguments", "cost", "team", "task_id",
 )
 _ERRORS = {"error", "tool_error"}
 _REFUSALS = ("denied", "rate_limited", "over_budget")
@@ -76,12 +86,80 @@ def audit_records_write(entries: list[AuditEntry]) -> None:
                     _json(entry.arguments),
                     entry.cost,
                     _text(principal.team or ""),
+                    _text(entry.task_id, 255),
                 ))
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             _minutes_add(cursor, entries)
     except DatabaseError:
         log.exception("counting %d audit rows for the dashboard failed; the rows are written", len(entries))
+
+
+def audit_tasks_end(ends: list[TaskEnd]) -> list[TaskEnd]:
+    """Give the row of each task's call its final outcome, and count the errors among them in the
+    per-minute counts (the row was counted as a call when written). A row already ended keeps its
+    outcome, except an `error` with no code, which only says the task failed (2025-11-25 `tasks/get`):
+    a later, precise end (a tool error, an error code) replaces it. Returns the ends whose row was not
+    found."""
+    latest: dict[tuple[int, str, str, str], TaskEnd] = {}
+    for end in ends:  # one per task: the most precise
+        key = (end.tenant_id, _text(end.virtual_host), _text(end.backend), _text(end.task_id, 255))
+        if key not in latest or _precise(end) > _precise(latest[key]):
+            latest[key] = end
+    rows = [
+        {"tenant_id": key[0], "virtual_host": key[1], "backend": key[2], "task_id": key[3], "outcome": end.outcome,
+         "error_code": end.error_code, "at": datetime.datetime.fromtimestamp(end.at, tz=datetime.UTC).isoformat()}
+        for key, end in latest.items()
+    ]
+    table = connection.ops.quote_name(AuditRecord._meta.db_table)
+    source = """jsonb_to_recordset(%s::jsonb) AS r(tenant_id bigint, virtual_host text, backend text, task_id text,
+        outcome text, error_code int, at timestamptz)"""
+    match = "a.tenant_id = r.tenant_id AND a.task_id = r.task_id AND a.virtual_host = r.virtual_host AND a.backend = r.backend"
+    with transaction.atomic(), connection.cursor() as cursor:
+        # `old` is the row as it was before this statement: whether it was still running.
+        cursor.execute(
+            f"""UPDATE {table} AS a SET outcome = r.outcome, error_code = r.error_code, task_ended_at = r.at
+            FROM {source}, {table} AS old
+            WHERE old.id = a.id AND {match} AND (a.outcome = 'working' OR (a.outcome = 'error' AND a.error_code IS NULL
+                AND a.task_ended_at IS NOT NULL AND (r.outcome = 'tool_error' OR r.error_code IS NOT NULL)))
+            RETURNING old.outcome, a.outcome, a.tenant_id, a.created_at, a.exposed_name""",
+            [orjson.dumps(rows).decode()],
+        )
+        errors = [(tenant, created, tool) for before, after, tenant, created, tool in cursor.fetchall()
+                  if before == "working" and after in _ERRORS]
+        cursor.execute(
+            f"""SELECT r.tenant_id, r.virtual_host, r.backend, r.task_id FROM {source}
+            WHERE NOT EXISTS (SELECT 1 FROM {table} AS a WHERE {match})""",
+            [orjson.dumps(rows).decode()],
+        )
+        missing = {tuple(row) for row in cursor.fetchall()}
+        if errors:
+            _minutes_errors_add(cursor, errors)
+    return [end for key, end in latest.items() if key in missing]
+
+
+def _precise(end: TaskEnd) -> bool:
+    """Whether an end says why a task failed (or that it did not), not only that it failed."""
+    return not (end.outcome == "error" and end.error_code is None)
+
+
+def _minutes_errors_add(cursor: CursorWrapper, errors: list[tuple[int, datetime.datetime, str]]) -> None:
+    """Count calls whose task ended in an error, in the minute the call was made (its counts exist:
+    the call was counted when its row was written), for all tools and for its own."""
+    counts: dict[tuple[int, str, datetime.datetime], int] = {}
+    for tenant, created, tool in errors:
+        minute = _minute(created.timestamp())
+        for name in ("", tool) if tool else ("",):
+            counts[(tenant, name, minute)] = counts.get((tenant, name, minute), 0) + 1
+    table = connection.ops.quote_name(AuditMinute._meta.db_table)
+    rows = [{"tenant_id": tenant, "tool": tool, "minute": minute.isoformat(), "errors": n}
+            for (tenant, tool, minute), n in sorted(counts.items())]
+    cursor.execute(
+        f"""UPDATE {table} AS t SET errors = t.errors + r.errors
+        FROM jsonb_to_recordset(%s::jsonb) AS r(tenant_id bigint, tool text, minute timestamptz, errors int)
+        WHERE t.tenant_id = r.tenant_id AND t.tool = r.tool AND t.minute = r.minute""",
+        [orjson.dumps(rows).decode()],
+    )
 
 
 def _minute(at: float) -> datetime.datetime:
@@ -143,6 +221,9 @@ class AuditWriter:
 
     def __init__(self, *, interval: float = 0.25, batch: int = 1000) -> None:
         self._queue: deque[AuditEntry] = deque()
+        #: Task ends to write, with how many flushes each has waited for its row.
+        self._ends: deque[tuple[TaskEnd, int]] = deque()
+        self._seen_ends: OrderedDict[TaskEnd, None] = OrderedDict()
         self._interval = interval
         self._batch = batch
         self._task: asyncio.Task[None] | None = None
@@ -155,11 +236,27 @@ class AuditWriter:
             log.error("audit queue full; dropping the oldest row")
             self._queue.popleft()
         self._queue.append(entry)
+        self._wake()
+
+    def task_ended(self, end: TaskEnd) -> None:
+        seen = replace(end, at=0.0)
+        if seen in self._seen_ends:
+            return
+        self._seen_ends[seen] = None
+        if len(self._seen_ends) > _SEEN_ENDS:
+            self._seen_ends.popitem(last=False)
+        if len(self._ends) >= _MAX_QUEUED:
+            log.error("audit queue of task ends full; dropping the oldest")
+            self._ends.popleft()
+        self._ends.append((end, 0))
+        self._wake()
+
+    def _wake(self) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        while self._queue:
+        while self._queue or self._ends:
             await asyncio.sleep(self._interval)
             await self.flush()
 
@@ -187,6 +284,36 @@ class AuditWriter:
             # thread, which no request_finished signal reaches).
             close_old_connections()
 
+    def _take_ends(self) -> list[tuple[TaskEnd, int]]:
+        batch: list[tuple[TaskEnd, int]] = []
+        while self._ends and len(batch) < self._batch:
+            batch.append(self._ends.popleft())
+        return batch
+
+    def _write_ends(self, batch: list[tuple[TaskEnd, int]]) -> None:
+        """Write a batch of task ends after the rows; those whose row is not there yet wait for the
+        next flush, a bounded number of times. A failure is logged and the batch kept."""
+        tries = {end: n for end, n in batch}
+        try:
+            with self._lock:
+                missing = audit_tasks_end([end for end, _ in batch])
+        except Exception:
+            log.exception("writing %d task ends to the audit log failed; they stay queued", len(batch))
+            self._ends.extendleft(reversed(batch))
+            connection.close()
+            raise
+        for end in missing:
+            if tries[end] + 1 < _TASK_END_TRIES:
+                self._ends.append((end, tries[end] + 1))
+            else:
+                log.info("the audit row of task %s (backend %s) never appeared; its end is dropped", end.task_id, end.backend)
+
+    def _write_ends_in_worker(self, batch: list[tuple[TaskEnd, int]]) -> None:
+        try:
+            self._write_ends(batch)
+        finally:
+            close_old_connections()
+
     async def flush(self) -> None:
         while batch := self._take():
             try:
@@ -194,11 +321,22 @@ class AuditWriter:
             except Exception:
                 return  # kept queued; the next round tries again
             live.audit_batch_publish(batch)  # after the write, never awaited
+        # One pass: ends that wait for their row are tried at the next flush, not in a loop now.
+        if ends := self._take_ends():
+            try:
+                await sync_to_async(self._write_ends_in_worker, thread_sensitive=False)(ends)
+            except Exception:
+                return
 
     def flush_sync(self) -> None:
         """Write everything still queued, from a thread with no running event loop (exit time)."""
         while batch := self._take():
             try:
                 self._write_batch(batch)
+            except Exception:
+                return
+        if ends := self._take_ends():
+            try:
+                self._write_ends(ends)
             except Exception:
                 return

@@ -16,7 +16,7 @@ class AuditEntry:
     method: str
     exposed_name: str
     upstream_name: str
-    outcome: str  # ok | tool_error | error | cancelled | denied | rate_limited | over_budget
+    outcome: str  # ok | tool_error | error | cancelled | denied | rate_limited | over_budget | working
     error_code: int | None
     latency_ms: float
     bytes_in: int
@@ -29,3 +29,20 @@ class AuditEntry:
     limit_state: str = ""  # "" no limit applies | ok | limited | unchecked (store unreachable)
     arguments: Any = None  # as the tenant's audit setting keeps them (None: not kept)
     cost: int = 0  # budget units the call costs (charged at admission); 0 when it was refused
+    #: The backend's id of the task the call created (outcome `working` until a `TaskEnd` comes).
+    task_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEnd:
+    """A task the gateway saw end (in the answer to a request that follows it): the final outcome
+    of the audit row of the call that created it, found by tenant, virtual host, backend and the
+    backend's task id. `outcome` is ok | tool_error | error | cancelled."""
+
+    tenant_id: int
+    virtual_host: str
+    backend: str
+    task_id: str
+    outcome: str
+    error_code: int | None
+    at: float  # unix time the end was seen

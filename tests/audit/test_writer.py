@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from apps.audit.models import AuditRecord
-from apps.audit.writer import _COLUMNS, AuditWriter, audit_records_write
-from apps.kernel.audit_entry import AuditEntry
+from apps.audit.models import AuditMinute, AuditRecord
+from apps.audit.writer import _COLUMNS, AuditWriter, audit_records_write, audit_tasks_end
+from apps.kernel.audit_entry import AuditEntry, TaskEnd
 from apps.kernel.identity import Principal
 
 PRINCIPAL = Principal(tenant_id=7, tenant_slug="acme", key_id=3, key_name="agent", team="platform")
@@ -25,8 +25,9 @@ def _entry(**changes: object) -> AuditEntry:
 
 
 def test_the_copy_covers_every_column() -> None:
+    """Every column but the one only a task's end sets (`audit_tasks_end`)."""
     columns = {field.column for field in AuditRecord._meta.concrete_fields if not field.primary_key}
-    assert set(_COLUMNS) == columns
+    assert set(_COLUMNS) == columns - {"task_ended_at"}
 
 
 @pytest.mark.django_db
@@ -75,3 +76,72 @@ def test_kept_arguments_policy_rule_and_limit_state_are_written() -> None:
     assert kept.arguments == {"text": "nul \ufffd inside", "n": 1}  # jsonb cannot hold NUL
     assert (kept.rule, kept.limit_state) == ("r1", "ok")
     assert (by_token.principal, by_token.api_key_id, by_token.arguments) == ("token:alice@https://i/", None, None)
+
+
+def _end(task_id: str = "t-1", outcome: str = "ok", code: int | None = None, **changes: object) -> TaskEnd:
+    values: dict[str, object] = dict(tenant_id=7, virtual_host="main", backend="demo", task_id=task_id,
+                                     outcome=outcome, error_code=code, at=time.time())
+    values.update(changes)
+    return TaskEnd(**values)  # type: ignore[arg-type]
+
+
+def _errors_counted() -> dict[str, int]:
+    return {row.tool: row.errors for row in AuditMinute.objects.filter(tenant_id=7)}
+
+
+@pytest.mark.django_db
+def test_a_tasks_end_gives_the_row_of_its_call_the_final_outcome_and_counts_its_error() -> None:
+    audit_records_write([_entry(outcome="working", task_id="t-1"), _entry(outcome="working", task_id="t-2"),
+                         _entry(outcome="working", task_id="t-1", backend="other")])
+    assert _errors_counted() == {"": 0, "a-add": 0}
+    assert audit_tasks_end([_end("t-1", "tool_error"), _end("t-2", "cancelled")]) == []
+    rows = {(row.backend, row.task_id): row for row in AuditRecord.objects.all()}
+    assert (rows["demo", "t-1"].outcome, rows["demo", "t-2"].outcome, rows["other", "t-1"].outcome) == (
+        "tool_error", "cancelled", "working")  # another backend's task of the same id is another task
+    assert rows["demo", "t-1"].task_ended_at is not None and rows["other", "t-1"].task_ended_at is None
+    assert AuditRecord.objects.count() == 3  # one row per task: ended, not added
+    assert _errors_counted() == {"": 1, "a-add": 1}
+
+
+@pytest.mark.django_db
+def test_an_ended_task_keeps_its_outcome_unless_it_only_said_it_failed() -> None:
+    """A 2025-11-25 `failed` status (an error with no code) is refined by what `tasks/result` says
+    later; anything else that comes after the end changes nothing, and an error is counted once."""
+    audit_records_write([_entry(outcome="working", task_id="t-1"), _entry(outcome="working", task_id="t-2")])
+    audit_tasks_end([_end("t-1", "error"), _end("t-2", "ok")])
+    audit_tasks_end([_end("t-1", "error", -32000), _end("t-2", "error", -32603)])
+    rows = {row.task_id: row for row in AuditRecord.objects.all()}
+    assert (rows["t-1"].outcome, rows["t-1"].error_code) == ("error", -32000)
+    assert (rows["t-2"].outcome, rows["t-2"].error_code) == ("ok", None)
+    audit_tasks_end([_end("t-1", "tool_error")])
+    assert AuditRecord.objects.get(task_id="t-1").error_code == -32000
+    assert _errors_counted() == {"": 1, "a-add": 1}
+
+
+@pytest.mark.django_db(transaction=True)  # the writer manages its own connection, as in production
+def test_an_end_that_comes_before_its_row_waits_for_it_a_bounded_number_of_flushes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The call's row is another instance's to write: the end seen here first finds no row."""
+    monkeypatch.setattr("apps.audit.writer._TASK_END_TRIES", 3)
+    writer = AuditWriter(interval=3600)
+    writer._ends.extend([(_end("t-1", "ok"), 0), (_end("never", "ok"), 0)])
+    writer.flush_sync()
+    assert [end.task_id for end, _ in writer._ends] == ["t-1", "never"]
+    audit_records_write([_entry(outcome="working", task_id="t-1")])  # the other instance's flush
+    writer.flush_sync()
+    assert AuditRecord.objects.get().outcome == "ok"
+    assert [(end.task_id, tries) for end, tries in writer._ends] == [("never", 2)]
+    writer.flush_sync()
+    assert not writer._ends  # given up
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_end_seen_again_is_queued_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("apps.audit.writer.AuditWriter._wake", lambda self: None)
+    writer = AuditWriter(interval=3600)
+    for _ in range(3):  # every tasks/get of an ended task shows the same end
+        writer.task_ended(_end("t-1", "ok", at=time.time()))
+    writer.task_ended(_end("t-1", "error", -32000))
+    assert [(end.outcome, tries) for end, tries in writer._ends] == [("ok", 0), ("error", 0)]
+    writer._ends.clear()  # nothing for its exit-time flush to write once the test database is gone

@@ -8,16 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 from channels.db import database_sync_to_async
+from django.conf import settings
 
+from apps.audit.models import AuditRecord
+from apps.tenants.models import Tenant
+from tests.audit.helpers import audit_rows
 from tests.conftest import Host, make_composed_host, make_host, mcp_client
+from tests.factories import api_key_factory
 from tests.gateway.helpers import message_of, open_session, post
 from tests.interop.node import reference_server, typescript_client
-from tests.processes import free_port, running
+from tests.processes import free_port, gateway_argv, gateway_env, running
 
 pytestmark = pytest.mark.slow
 
@@ -146,29 +153,40 @@ async def test_resource_links_of_a_tool_on_a_composed_host_lead_back_through_it(
             assert str(read.contents[0].uri) == str(link.uri)
 
 
-def _in_session(host: Host) -> Callable[..., dict[str, Any]]:
-    """A raw handshake-era session with the host: call(method, params) -> the response message."""
-    session = open_session(host.url, host.key)
+def _in_session(host: Host, key: str | None = None) -> Callable[..., dict[str, Any]]:
+    """A raw handshake-era session with the host (as `key`, by default the host's): call(method,
+    params) -> the response message."""
+    key = key or host.key
+    session = open_session(host.url, key)
     headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
     ids = iter(range(2, 10_000))
 
     def call(method: str, params: dict[str, Any]) -> dict[str, Any]:
         return message_of(post(host.url, {"jsonrpc": "2.0", "id": next(ids), "method": method, "params": params},
-                               key=host.key, headers=headers))
+                               key=key, headers=headers))
     return call
+
+
+def _tool_call_row(host: Host, outcome: str) -> AuditRecord:
+    """The audit row of the host's one tools/call, once it has `outcome` (a task's end comes later)."""
+    rows = audit_rows(host.tenant, 1, method="tools/call", outcome=outcome)
+    assert len(rows) == 1, list(AuditRecord.objects.filter(tenant_slug=host.tenant).values("method", "outcome"))
+    return rows[0]
 
 
 def test_tasks_on_a_composed_host_reach_the_backend_that_runs_them(
     transactional_db: None, gateway_url: str, everything: str, demo_backend_url: str
 ) -> None:
     """2025-11-25 tasks: the reference server's task-only tool, called as a task through a composed
-    host, is followed with tasks/get, tasks/list and tasks/result under an id the host shows."""
+    host, is followed with tasks/get, tasks/list and tasks/result under an id the host shows; the
+    call that created it has one audit row, which ends with the task's outcome."""
     host = make_composed_host(gateway_url, {"ev": everything, "demo": demo_backend_url})
     call = _in_session(host)
     created = call("tools/call", {"name": "ev-simulate-research-query", "arguments": {"topic": "gateways"},
                                   "task": {"ttl": 60_000}})
     task_id = created["result"]["task"]["taskId"]
     assert task_id.startswith("gwt.")
+    assert _tool_call_row(host, "working").task_ended_at is None
     status = call("tasks/get", {"taskId": task_id})["result"]
     assert status["taskId"] == task_id and status["status"] in {"working", "completed"}
     assert task_id in [task["taskId"] for task in call("tasks/list", {})["result"]["tasks"]]
@@ -176,10 +194,26 @@ def test_tasks_on_a_composed_host_reach_the_backend_that_runs_them(
     assert "gateways" in json.dumps(done["content"])
     assert done["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == task_id
     assert call("tasks/get", {"taskId": task_id})["result"]["status"] == "completed"
+    row = _tool_call_row(host, "ok")
+    assert row.task_id and row.task_id not in task_id and row.task_ended_at > row.created_at  # the backend's own id
     other = make_composed_host(gateway_url, {"ev": everything, "demo": demo_backend_url})
     for unknown in (task_id, task_id[:-2] + "AA", "not-one-of-ours"):
         answer = _in_session(other if unknown == task_id else host)("tasks/get", {"taskId": unknown})
         assert answer["error"]["code"] == -32602, unknown
+
+
+def test_a_task_is_its_callers_alone(
+    transactional_db: None, gateway_url: str, everything: str, demo_backend_url: str
+) -> None:
+    """Another key of the same tenant, on the same host, cannot follow or cancel the task."""
+    host = make_composed_host(gateway_url, {"ev": everything, "demo": demo_backend_url})
+    created = _in_session(host)("tools/call", {"name": "ev-simulate-research-query", "arguments": {"topic": "x"},
+                                               "task": {}})
+    task_id = created["result"]["task"]["taskId"]
+    other_key = api_key_factory(tenant=Tenant.objects.get(slug=host.tenant)).secret
+    stranger = _in_session(host, other_key)
+    for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+        assert stranger(method, {"taskId": task_id})["error"]["code"] == -32602, method
 
 
 def test_a_task_on_a_composed_host_can_be_cancelled(
@@ -191,3 +225,85 @@ def test_a_task_on_a_composed_host_can_be_cancelled(
     task_id = created["result"]["task"]["taskId"]
     cancelled = call("tasks/cancel", {"taskId": task_id})["result"]
     assert (cancelled["taskId"], cancelled["status"]) == (task_id, "cancelled")
+    assert _tool_call_row(host, "cancelled").task_ended_at is not None
+
+
+def test_a_task_that_needs_the_clients_input_gets_it_through_a_composed_host(
+    transactional_db: None, gateway_url: str, everything: str, demo_backend_url: str
+) -> None:
+    """input_required (2025-11-25): the backend asks for a clarification on the task's
+    `tasks/result` stream, naming the task as the host shows it; the client's answer (naming it so
+    too) reaches the backend, and the task ends with it."""
+    host = make_composed_host(gateway_url, {"ev": everything, "demo": demo_backend_url})
+    initialized = post(host.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "raw", "version": "1"}}}, key=host.key)
+    headers = {"mcp-session-id": initialized.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+    post(host.url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, key=host.key, headers=headers)
+
+    def call(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        return message_of(post(host.url, body, key=host.key, headers=headers))
+
+    created = call(2, "tools/call", {"name": "ev-simulate-research-query",
+                                     "arguments": {"topic": "python", "ambiguous": True}, "task": {}})
+    task_id = created["result"]["task"]["taskId"]
+    for attempt in range(100):
+        if call(3 + attempt, "tasks/get", {"taskId": task_id})["result"]["status"] == "input_required":
+            break
+        time.sleep(0.1)
+    related = {"io.modelcontextprotocol/related-task": {"taskId": task_id}}
+    body = {"jsonrpc": "2.0", "id": 200, "method": "tasks/result", "params": {"taskId": task_id}}
+    sent = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+            "authorization": f"Bearer {host.key}", **headers}
+    final = None
+    with httpx.stream("POST", host.url, content=json.dumps(body), headers=sent, timeout=30) as stream:
+        for line in stream.iter_lines():
+            if not line.startswith("data: ") or not line[6:].strip():  # a priming event has no data
+                continue
+            message = json.loads(line[6:])
+            if message.get("method") == "elicitation/create":
+                assert message["id"].startswith("gw/ev/")
+                assert message["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == task_id
+                answer = {"jsonrpc": "2.0", "id": message["id"], "result": {
+                    "action": "accept", "content": {"interpretation": "the snake"}, "_meta": related}}
+                assert post(host.url, answer, key=host.key, headers=headers).status_code == 202
+            elif message.get("id") == 200:
+                final = message
+                break
+    assert final is not None and "the snake" in json.dumps(final["result"]["content"])
+    assert _tool_call_row(host, "ok").task_id
+
+
+@pytest.fixture(scope="module")
+def small_pages_gateway(django_db_setup: None, django_db_blocker: object) -> Iterator[str]:
+    """A gateway of the same deployment whose lists hold two entries a page."""
+    port = free_port()
+    env = gateway_env(settings.DATABASES["default"]["NAME"], settings.REDIS_URL, GATEWAY_INSTANCE_ID="gw-small-pages",
+                      GATEWAY_LIST_PAGE_SIZE="2")
+    with running(gateway_argv(port), port, env=env, log_name="gateway-small-pages"):
+        yield f"http://127.0.0.1:{port}"
+
+
+def test_the_tasks_of_every_backend_are_listed_in_pages(
+    transactional_db: None, small_pages_gateway: str, everything: str
+) -> None:
+    """`tasks/list` on a host with two task-running backends: every task once, in pages of at most
+    the host's page size, one backend after the other, under the ids the host showed."""
+    host = make_composed_host(small_pages_gateway, {"ev": everything, "ev2": everything})
+    call = _in_session(host)
+    created = [call("tools/call", {"name": f"{key}-simulate-research-query", "arguments": {"topic": str(n)},
+                                   "task": {}})["result"]["task"]["taskId"]
+               for key, n in (("ev", 1), ("ev", 2), ("ev", 3), ("ev2", 4), ("ev2", 5))]
+    listed: list[str] = []
+    cursor = None
+    for _ in range(20):
+        result = call("tasks/list", {} if cursor is None else {"cursor": cursor})["result"]
+        assert len(result["tasks"]) <= 2
+        listed.extend(task["taskId"] for task in result["tasks"])
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            break
+    mine = [task_id for task_id in listed if task_id in created]
+    assert sorted(mine) == sorted(created) and len(listed) == len(set(listed))
+    assert call("tasks/list", {"cursor": "not-ours"})["error"]["code"] == -32602

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from apps.gateway.pipeline.calls import BadReply, Call, Outcome, Translate, outcome_of
+from apps.gateway.pipeline.calls import BadReply, Call, Outcome, Translate
 from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replies import JSON, SSE_HEADERS, Reply, Stream
 from apps.gateway.protocol import jsonrpc
@@ -156,7 +156,7 @@ def relayed_stream(
                 if event.data and not answered and request:
                     response = response_in(call, event)
                     if response is not None:
-                        outcome.outcome, outcome.code = outcome_of(response)
+                        outcome.answered_by(call, response)
                         answered = True
                     elif stray(event):
                         log.warning("backend %s sent an event that is not a message of this call; left out",
@@ -223,7 +223,7 @@ async def answer(
             # one piece instead of relaying a stream.
             await drain(reply, events)
             first = translated(call, first) or first
-            outcome.answered(*outcome_of(response), len(first.data))
+            outcome.answered_by(call, response, len(first.data))
             if call.wants_sse:
                 return Reply(reply.status, SSE_HEADERS + headers, encode_event(first))
             return Reply(200, (JSON, *headers), first.data)
@@ -252,7 +252,7 @@ async def answer(
         status = 200
     if not request:
         return Reply(status, (JSON, *headers), payload)
-    if not (call.audited or call.translate or call.upstream_id is not None):
+    if not (call.read_back or call.translate or call.upstream_id is not None):
         # Nothing on the way reads this answer (a pass-through list, say) and it carries the
         # client's own id, so only its shape is checked: parsing a 500 KB list would cost
         # more CPU than relaying it.
@@ -267,7 +267,7 @@ async def answer(
         payload = jsonrpc.dumps(shown)
     if call.reshape is not None:
         payload = call.reshape(payload)
-    outcome.answered(*outcome_of(response), len(payload))
+    outcome.answered_by(call, response, len(payload))
     return Reply(status, (JSON, *headers), payload)
 
 
@@ -280,7 +280,7 @@ async def _collect(
         async for event in chain(first, events):
             if (response := response_in(call, event)) is not None:
                 body = (translated(call, event) or event).data
-                outcome.answered(*outcome_of(response), len(body))
+                outcome.answered_by(call, response, len(body))
                 return Reply(200, (JSON, *call.headers), body)
     except StreamOverCap:
         if cancel is not None:

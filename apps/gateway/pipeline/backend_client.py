@@ -35,6 +35,7 @@ from apps.gateway.protocol.versions import (
     META_PROTOCOL_VERSION,
     MODERN_VERSIONS,
 )
+from apps.kernel.identity import Principal
 
 _ids = itertools.count(1)
 #: The capability each list needs the backend to declare (`initialize` or `server/discover`).
@@ -127,17 +128,21 @@ class BackendClient:
         *,
         on_acknowledged: Callable[[dict[str, Any]], object],
         on_message: Callable[[dict[str, Any]], object],
+        principal: Principal | None = None,
+        capabilities: dict[str, Any] | None = None,
     ) -> None:
         """Hold a `subscriptions/listen` stream (2026-07-28) asking for `notifications` (the filter)
         until it ends: `on_acknowledged(params)` hears the acknowledgement (what the backend honours),
-        `on_message(message)` every notification after it."""
+        `on_message(message)` every notification after it. `principal`: whom it listens for (the
+        backend's credentials may be the caller's); `capabilities`: the client's it declares."""
         info = await self._backends.info(backend)
         version = next(v for v in reversed(MODERN_VERSIONS) if v in info.modern_versions)
-        envelope = {META_PROTOCOL_VERSION: version, META_CLIENT_CAPABILITIES: {}, META_CLIENT_INFO: GATEWAY_INFO}
+        envelope = {META_PROTOCOL_VERSION: version, META_CLIENT_CAPABILITIES: capabilities or {},
+                    META_CLIENT_INFO: GATEWAY_INFO}
         params = {"notifications": notifications, "_meta": envelope}
         body = {"jsonrpc": "2.0", "id": f"gw-listen-{next(_ids)}", "method": "subscriptions/listen", "params": params}
         headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", version), ("mcp-method", "subscriptions/listen"),
-                   *await egress_headers(backend, None)]
+                   *await egress_headers(backend, principal)]
         reply = await self._upstream.send(
             backend, self._backends.replicas.pick(backend, None), "POST", headers, jsonrpc.dumps(body),
             timeout=backend.timeout,

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replies import Headers, Reply
+from apps.gateway.pipeline.task_ids import EXTENSION_TASK_METHODS, TASK_METHODS
 from apps.gateway.pipeline.tracing import NO_SPAN, Span, TraceContext, current, incoming_context
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, HttpRequest, VirtualHostView
 from apps.gateway.protocol import jsonrpc
@@ -22,6 +23,8 @@ from apps.kernel.identity import Principal
 
 #: Routed operations that leave an audit row, and the params field naming their target.
 AUDITED = {"tools/call": "name", "resources/read": "uri", "prompts/get": "name"}
+#: Requests that follow a task: their answers may say that it ended (its audit row's outcome).
+TASK_FOLLOW_UPS = TASK_METHODS | EXTENSION_TASK_METHODS
 
 
 #: Shows a message from a backend in the client's terms; None leaves it out.
@@ -137,6 +140,12 @@ class Call:
     def audited(self) -> bool:
         return self.message.kind is Kind.REQUEST and self.message.method in AUDITED
 
+    @property
+    def read_back(self) -> bool:
+        """Whether the backend's answer is read for what it says (an audited call's outcome, a
+        task's end), not only relayed."""
+        return self.message.kind is Kind.REQUEST and (self.message.method in AUDITED or self.message.method in TASK_FOLLOW_UPS)
+
     def target_name(self) -> str:
         value = self.message.params.get(AUDITED.get(self.message.method or "", ""), "")
         return value if isinstance(value, str) else ""
@@ -161,15 +170,33 @@ class Outcome:
     """What the stages of one call found out; the call's audit row and span are written from it
     when the call ends (a streamed answer: when its stream closes)."""
 
-    outcome: str = ""  # ok | tool_error | error | denied | rate_limited | over_budget | cancelled
+    #: ok | tool_error | error | denied | rate_limited | over_budget | cancelled; working: the call
+    #: created a task, which goes on after the answer
+    outcome: str = ""
     code: int | None = None  # the JSON-RPC error code of the answer
     bytes_out: int = 0
     limit_state: str = ""  # "" no limit or budget applies | ok | limited | unchecked (limiter unreachable)
     cost: int = 0  # units charged at admission (0 until admitted, and when refused)
     span: Span = NO_SPAN  # the span of forwarding the call
+    task_id: str = ""  # the backend's id of the task the call created
+    #: What a request following a task found: the task ended, with this outcome and error code.
+    task_end: tuple[str, int | None] | None = None
 
     def answered(self, outcome: str, code: int | None, bytes_out: int) -> None:
         self.outcome, self.code, self.bytes_out = outcome, code, bytes_out
+
+    def answered_by(self, call: Call, response: dict[str, Any], bytes_out: int | None = None) -> None:
+        """Note what the backend's `response` to `call` says: its outcome, the task it created, or
+        the end of the task the call follows. `bytes_out`: what the client got (None: counted
+        elsewhere, as a stream is relayed)."""
+        self.outcome, self.code = outcome_of(response)
+        if bytes_out is not None:
+            self.bytes_out = bytes_out
+        method = call.message.method
+        if method == "tools/call" and (task_id := created_task(response.get("result"))) is not None:
+            self.outcome, self.task_id = "working", task_id
+        elif method in TASK_FOLLOW_UPS:
+            self.task_end = task_ended(method, response)
 
 
 #: The rest of a call's stages: what a stage awaits to go on.
@@ -247,3 +274,46 @@ def outcome_of(response: dict[str, Any]) -> tuple[str, int | None]:
     if isinstance(result, dict) and result.get("isError") is True:
         return "tool_error", None
     return "ok", None
+
+
+#: A task's terminal status, and the outcome its call's audit row gets (a 2025-11-25 `failed`
+#: says nothing of why: an error with no code, which what `tasks/result` says later refines).
+_ENDED = {"completed": "ok", "failed": "error", "cancelled": "cancelled"}
+#: Errors to a task request that say the request failed, not the task (an unknown id, say).
+_REQUEST_ERRORS = frozenset({-32600, -32601, -32602, -32021})
+
+
+def created_task(result: object) -> str | None:
+    """The backend's id of the task a `tools/call` result created: 2025-11-25's CreateTaskResult
+    (`{"task": {"taskId": …}}`) or the 2026-07-28 extension's (`{"resultType": "task", "taskId": …}`)."""
+    if not isinstance(result, dict):
+        return None
+    task = result.get("task")
+    if isinstance(task, dict) and isinstance(task.get("taskId"), str):
+        return task["taskId"]
+    if result.get("resultType") == "task" and isinstance(result.get("taskId"), str):
+        return result["taskId"]
+    return None
+
+
+def task_ended(method: str | None, response: dict[str, Any]) -> tuple[str, int | None] | None:
+    """(outcome, error code) when the answer to a request following a task shows the task ended:
+    a terminal status (`tasks/get`, `tasks/cancel` of 2025-11-25), the 2026-07-28 `tasks/get`
+    with its result or error inlined, or 2025-11-25's `tasks/result` (the task's own result or
+    error). None while it runs, and for an answer that refuses the request itself."""
+    result = response.get("result")
+    error = response.get("error")
+    if method == "tasks/result":
+        if isinstance(error, dict):
+            code = error.get("code")
+            return None if code in _REQUEST_ERRORS else ("error", code if isinstance(code, int) else None)
+        return outcome_of(response) if isinstance(result, dict) else None
+    if not isinstance(result, dict) or (ended := _ENDED.get(result.get("status"))) is None:  # type: ignore[arg-type]
+        return None
+    inlined_error, inlined_result = result.get("error"), result.get("result")
+    if isinstance(inlined_error, dict):
+        code = inlined_error.get("code")
+        return "error", code if isinstance(code, int) else None
+    if isinstance(inlined_result, dict) and inlined_result.get("isError") is True:
+        return "tool_error", None
+    return ended, None

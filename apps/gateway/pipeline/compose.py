@@ -151,6 +151,9 @@ class BackendMessages:
             if isinstance(params, Mapping) and method == "notifications/resources/updated":
                 exposed = self._naming.expose_notification(self._map_key, method, params)
                 return None if exposed is None else message if exposed is params else {**message, "params": exposed}
+            if method == "notifications/tasks" and self._rewrite_uris and isinstance(params, dict):
+                shown_params = self._result(params)  # a task's status, its result maybe inlined
+                return message if shown_params is params else {**message, "params": shown_params}
             return message
         result = message.get("result")
         if self._rewrite_uris and isinstance(result, dict):
@@ -161,7 +164,8 @@ class BackendMessages:
 
     def _result(self, result: dict[str, Any]) -> dict[str, Any]:
         """URIs a result shows: `contents` of `resources/read`, and resource links and embedded
-        resources in tool results (`content`) and prompt messages (`messages[].content`)."""
+        resources in tool results (`content`) and prompt messages (`messages[].content`); and a
+        task's result where the task inlines it (2026-07-28 `tasks/get`, `notifications/tasks`)."""
         changed = False
         out = dict(result)
         for field in ("contents", "content"):
@@ -180,6 +184,10 @@ class BackendMessages:
             if any(a is not b for a, b in zip(exposed_messages, messages, strict=True)):
                 out["messages"] = exposed_messages
                 changed = True
+        inlined = result.get("result")
+        if isinstance(inlined, dict) and "status" in result and (shown := self._result(inlined)) is not inlined:
+            out["result"] = shown
+            changed = True
         return out if changed else result
 
     def _item(self, item: Any) -> Any:
@@ -194,6 +202,21 @@ class BackendMessages:
             if exposed is not None and exposed != uri:
                 return {**item, "uri": exposed}
         return item
+
+
+def with_related_task(message: dict[str, Any], rename: Callable[[str], str | None]) -> dict[str, Any]:
+    """`message` with the task named in `_meta` of its result or params (`RELATED_TASK`: a client's
+    answer to a request a task made) renamed by `rename` (None: left as it is)."""
+    for part in ("result", "params"):
+        body = message.get(part)
+        meta = body.get("_meta") if isinstance(body, dict) else None
+        related = meta.get(RELATED_TASK) if isinstance(meta, dict) else None
+        if isinstance(related, dict) and isinstance(related.get("taskId"), str):
+            renamed = rename(related["taskId"])
+            if renamed is not None:
+                meta = {**meta, RELATED_TASK: {**related, "taskId": renamed}}
+                return {**message, part: {**body, "_meta": meta}}
+    return message
 
 
 def _with_task_ids(message: dict[str, Any], expose: Callable[[str], str]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ Wire format (version 1) — URL-safe base64 without padding of::
 
     offset  size  field
     0       1     format            1; a new layout gets a new number
-    1       1     list kind         1 tools, 2 prompts, 3 resources, 4 resourceTemplates
+    1       1     list kind         1 tools, 2 prompts, 3 resources, 4 resourceTemplates, 5 tasks
     2       1     flags             bit 0: the last key is present; bit 1: a piece cursor, whose
                                     "last key" is the backend's cursor of the page it is cut from
     3       8     virtual host tag  BLAKE2b-64 of tenant id and vhost slug
@@ -55,7 +55,7 @@ from functools import lru_cache
 from apps.gateway.protocol.errors import InvalidParams
 
 FORMAT = 1
-KINDS: Mapping[str, int] = {"tools": 1, "prompts": 2, "resources": 3, "resourceTemplates": 4}
+KINDS: Mapping[str, int] = {"tools": 1, "prompts": 2, "resources": 3, "resourceTemplates": 4, "tasks": 5}
 _KIND_NAMES = {code: name for name, code in KINDS.items()}
 
 MAX_TOKEN = 1024  # characters; refused before any decoding work
@@ -81,7 +81,7 @@ def vhost_tag(tenant_id: int, vhost: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class ListScope:
-    """Which list a cursor belongs to: kind (`tools`, `prompts`, `resources`, `resourceTemplates`),
+    """Which list a cursor belongs to: kind (`tools`, `prompts`, `resources`, `resourceTemplates`, `tasks`),
     virtual host, and the version of the merged list the position refers to."""
 
     kind: str

@@ -55,7 +55,7 @@ from apps.gateway.pipeline.values import HttpRequest, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import BackendUnavailable, GatewayError, InvalidParams, PolicyDenied
 from apps.gateway.protocol.jsonrpc import Kind, Message
-from apps.kernel.audit_entry import AuditEntry
+from apps.kernel.audit_entry import AuditEntry, TaskEnd
 from apps.kernel.identity import Principal
 
 log = logging.getLogger(__name__)
@@ -145,41 +145,52 @@ class Forwarder:
         call = Call.begin(
             request, vhost, principal, routing.backend, routing.message, session_id=leg.session_id,
             map_key=routing.map_key, body=routing.body, wants_sse=wants_sse,
-            translate=self.backend_messages(vhost, routing.map_key),
+            translate=self.backend_messages(vhost, principal, routing.map_key),
             exposed_name=routing.exposed_name, rule=rule, denied=refusal,
         )
         return await self._run(call, leg)
 
-    def backend_messages(self, vhost: VirtualHostView, map_key: str, *, via_hub: bool = False) -> BackendMessages:
-        """What the backend under `map_key` sends, as `vhost`'s clients see it (`compose.py`): its
-        `list_changed` makes its lists stale (with `via_hub` the notification itself is left to the
-        merged stream), its task ids are shown as the host shows them (`task_ids.py`)."""
+    def backend_messages(
+        self, vhost: VirtualHostView, principal: Principal, map_key: str, *, via_hub: bool = False,
+    ) -> BackendMessages:
+        """What the backend under `map_key` sends, as `principal` sees it on `vhost` (`compose.py`):
+        its `list_changed` makes its lists stale (with `via_hub` the notification itself is left to
+        the merged stream), its task ids are shown as the host shows them to this caller (`task_ids.py`)."""
         backend_id = vhost.mounts[map_key].id
         tasks = None if vhost.naming.single_key is not None else partial(
-            self._task_ids.expose, vhost.tenant_id, vhost.slug, map_key)
+            self._task_ids.expose, vhost.tenant_id, vhost.slug, principal.key_id, map_key)
         return BackendMessages(vhost.naming, map_key, lambda method: self._lists.invalidate(backend_id, method),
                                drop_list_changed=via_hub, tasks=tasks)
+
+    def task_of(self, vhost: VirtualHostView, principal: Principal, exposed: object) -> tuple[str, str] | None:
+        """(map key, the backend's own id) of a task id `vhost` showed `principal`; None for any other."""
+        target = self._task_ids.route(vhost.tenant_id, vhost.slug, principal.key_id, exposed)
+        return target if target is not None and target[0] in vhost.mounts else None
 
     async def tasked(
         self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message, *,
         wants_sse: bool, map_key: str | None = None,
     ) -> Reply:
-        """A task request on a host with several backends: one that names a task
-        (`task_ids.TASK_METHODS`) goes to the backend that runs it, with that backend's id for it;
-        another (`tasks/list`) to the backend under `map_key`. Task ids in the answer are shown as
-        the host shows them. An id this host never showed is -32602."""
+        """A task request on a host with several backends: one that names a task (2025-11-25's
+        `task_ids.TASK_METHODS`, the extension's `EXTENSION_TASK_METHODS`) goes to the backend that
+        runs it, with that backend's id for it (in the body, and in `Mcp-Name` for a backend of the
+        stateless era); another (`tasks/list`) to the backend under `map_key`. Task ids in the answer
+        are shown as the host shows them. An id this host never showed this caller is -32602."""
         params = message.params
+        exposed: str | None = None
         if map_key is None:
-            target = self._task_ids.route(vhost.tenant_id, vhost.slug, params.get("taskId"))
-            if target is None or target[0] not in vhost.mounts:
+            target = self.task_of(vhost, principal, params.get("taskId"))
+            if target is None:
                 raise InvalidParams(f"Invalid params: unknown task {params.get('taskId')!r}", data={"taskId": params.get("taskId")})
+            exposed = params["taskId"]
             map_key, upstream = target
             params = {**params, "taskId": upstream}
         raw = {**message.raw, "params": params}
         backend = vhost.mounts[map_key]
         sent = Message(Kind.REQUEST, raw, method=message.method, id=message.id)
         call = Call.begin(request, vhost, principal, backend, sent, session_id=leg.session_id, map_key=map_key,
-                          body=jsonrpc.dumps(raw), wants_sse=wants_sse, translate=self.backend_messages(vhost, map_key))
+                          body=jsonrpc.dumps(raw), wants_sse=wants_sse, exposed_name=exposed,
+                          translate=self.backend_messages(vhost, principal, map_key))
         return await self._run(call, leg)
 
     async def _run(self, call: Call, leg: Leg) -> Reply:
@@ -326,7 +337,12 @@ class Forwarder:
         return self.tracer.span("gateway.forward", **attributes)
 
     def _write(self, call: Call, outcome: Outcome) -> None:
-        """The call's audit row (if its method is audited), its metrics and its span's outcome."""
+        """The call's audit row (if its method is audited), its metrics and its span's outcome;
+        or, for a request that found the task it follows ended, that task's final outcome."""
+        if outcome.task_end is not None and isinstance(task_id := call.message.params.get("taskId"), str):
+            ended, code = outcome.task_end
+            self._audit.task_ended(TaskEnd(call.principal.tenant_id, call.vhost.slug, call.backend.name, task_id,
+                                           ended, code, time.time()))
         if not call.audited:
             return
         result, code = outcome.outcome or "error", outcome.code
@@ -369,5 +385,6 @@ class Forwarder:
                 limit_state=outcome.limit_state,
                 arguments=arguments_kept(call.vhost.audit_arguments, call.message.params.get("arguments"), self._hash_key),
                 cost=outcome.cost,
+                task_id=outcome.task_id,
             )
         )

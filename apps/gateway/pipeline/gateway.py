@@ -163,7 +163,8 @@ class Gateway:
             limiter=limiter, gates=BackendGates(queue_seconds=settings.backend_queue_seconds),
             hash_key=settings.audit_hash_key, stream_caps=settings.stream_caps, task_ids=TaskIds(cursor_secret),
         )
-        listen = ComposedListen(client, lists, self.backends, timeout=settings.lists.timeout)
+        listen = ComposedListen(client, lists, self.backends, timeout=settings.lists.timeout,
+                                task_of=forwarder.task_of, messages=forwarder.backend_messages)
         self.legacy = LegacyEra(
             sessions=sessions, upstream=upstream, backends=self.backends, forwarder=forwarder, lists=lists,
             max_client_metadata_bytes=settings.max_client_metadata_bytes,

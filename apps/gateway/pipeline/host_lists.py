@@ -141,6 +141,16 @@ class HostLists:
         self._generations: dict[int, int] = {}  # backend id -> how many changes it has announced
         self._swept = clock()
 
+    @property
+    def codec(self) -> CursorCodec:
+        """What signs the cursors of the host's lists (one secret for every list it pages)."""
+        return self._codec
+
+    @property
+    def pages(self) -> PageLimits:
+        """How big a page of any list the host pages may be."""
+        return self._settings.pages
+
     def invalidate(self, backend_id: int, notification: str, *, shared: bool = False) -> bool:
         """Forget what a backend's `list_changed` notification makes stale, tell every merged
         stream of a host mounting that backend, and (unless the news came from another instance,

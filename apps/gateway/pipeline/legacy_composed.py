@@ -18,10 +18,11 @@ from typing import Any
 from apps.gateway.pipeline.answers import translate_event
 from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
 from apps.gateway.pipeline.calls import Leg
-from apps.gateway.pipeline.compose import backend_request_of
+from apps.gateway.pipeline.compose import backend_request_of, with_related_task
+from apps.gateway.pipeline.cursors import ListScope, stale_cursor
 from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.host_lists import HostLists
-from apps.gateway.pipeline.listing import LIST_METHODS
+from apps.gateway.pipeline.listing import LIST_METHODS, encode_page
 from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
 from apps.gateway.pipeline.session_backends import SessionBackends
@@ -39,7 +40,14 @@ log = logging.getLogger(__name__)
 _EVENT_ID_PREFIX = "gw1."
 #: How many (session, request id) -> map key entries are remembered for routing cancellations.
 _IN_FLIGHT = 10_000
-_MAX_TASK_PAGES = 20  # of one backend's `tasks/list`
+_MAX_TASK_PAGES = 20  # backend pages one `tasks/list` reads at most (empty ones are passed over)
+_TASK_LIST_VERSION = bytes(8)  # a list of tasks has no version: its cursors follow the backends' own
+#: Where a page of a composed host's `tasks/list` starts: map key, the backend's cursor, items served.
+_TaskPosition = tuple[str, str | None, int]
+
+
+def _task_scope(vhost: VirtualHostView) -> ListScope:
+    return ListScope("tasks", vhost.tenant_id, vhost.slug, _TASK_LIST_VERSION)
 
 
 class InFlight:
@@ -123,13 +131,20 @@ class ComposedLegacy:
         self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, state: SessionState,
         message: Message,
     ) -> Reply:
-        """The client's answer to a backend's request goes to that backend, with the backend's own id."""
+        """The client's answer to a backend's request goes to that backend, with the backend's own
+        ids: the request's, and the task's it belongs to."""
         target = backend_request_of(message.id)
         if target is None or target[0] not in vhost.mounts:
             log.info("session %s answered request %r, which no backend made", state.id, message.id)
             return accepted().with_headers((("mcp-session-id", state.id),))
         map_key, backend_id = target
-        raw = {**message.raw, "id": backend_id}
+
+        def upstream_task(task_id: str) -> str | None:
+            task = self._forwarder.task_of(vhost, principal, task_id)
+            return task[1] if task is not None and task[0] == map_key else None
+
+        # An answer to a request a task made names the task as the host showed it: the backend's id again.
+        raw = with_related_task({**message.raw, "id": backend_id}, upstream_task)
         answer = Message(Kind.RESPONSE, raw, id=backend_id)
         return await self._forwarder.direct(leg, request, vhost, principal, answer, map_key=map_key, wants_sse=False,
                                             body=jsonrpc.dumps(raw))
@@ -155,33 +170,69 @@ class ComposedLegacy:
     async def _tasks(
         self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message
     ) -> dict[str, Any]:
-        """`tasks/list`: the tasks of every backend that lists its tasks, each followed to its last
-        page, in one page (their ids as the host shows them)."""
-        if message.params.get("cursor") is not None:
-            raise InvalidParams("Invalid params: unknown cursor")  # one page: none was handed out
-        listing = await self._with_capability(vhost, "tasks")
-        pages = await asyncio.gather(*(self._backend_tasks(leg, request, vhost, principal, message, key) for key in listing))
-        return {"tasks": [task for page in pages for task in page]}
+        """`tasks/list`: the tasks of every backend that lists its tasks, one backend after another,
+        each backend's pages as they come, cut to the host's page limits (`listing.PageLimits`), their
+        ids as the host shows them. The cursor is a signed piece cursor of the `tasks` list saying
+        which backend, its own cursor, and how many of that page were served already."""
+        order = await self._with_capability(vhost, "tasks")
+        position: _TaskPosition | None = self._task_position(vhost, message.params.get("cursor"), order)
+        for _ in range(_MAX_TASK_PAGES):  # backends with no tasks are passed over, a bounded number
+            if position is None:
+                return {"tasks": []}
+            map_key, upstream, served = position
+            tasks, upstream_next = await self._backend_tasks(leg, request, vhost, principal, message, map_key, upstream)
+            encoded, end = encode_page(tasks, served, self._lists.pages)
+            if end < len(tasks):
+                position = (map_key, upstream, end)
+            elif upstream_next is not None:
+                position = (map_key, upstream_next, 0)
+            else:
+                following = order[order.index(map_key) + 1 :] if map_key in order else []
+                position = (following[0], None, 0) if following else None
+            if end > served or position is None:
+                return self._task_page(vhost, encoded, position)
+        return self._task_page(vhost, b"[]", position)
+
+    def _task_page(self, vhost: VirtualHostView, encoded: bytes, position: _TaskPosition | None) -> dict[str, Any]:
+        result: dict[str, Any] = {"tasks": jsonrpc.encoded(encoded)}
+        if position is not None:
+            map_key, upstream, served = position
+            cursor = self._lists.codec.encode_piece(_task_scope(vhost), served, jsonrpc.dumps([map_key, upstream]).decode())
+            if cursor is None:  # the backend's own cursor is too long to carry: the list ends here
+                log.warning("tasks/list: backend under %s gave a cursor too long to page on; its list is cut", map_key)
+            else:
+                result["nextCursor"] = cursor
+        return result
+
+    def _task_position(self, vhost: VirtualHostView, cursor: object, order: list[str]) -> _TaskPosition | None:
+        """Where the page a `tasks/list` asks for starts; InvalidParams for a cursor this host did not give."""
+        if cursor is None:
+            return (order[0], None, 0) if order else None
+        piece = self._lists.codec.open_piece(cursor, "tasks", vhost.tenant_id, vhost.slug)
+        if piece is None or piece.upstream is None:
+            raise InvalidParams("Invalid params: unknown cursor; list again without a cursor", data={"cursor": "malformed"})
+        map_key, upstream = jsonrpc.loads(piece.upstream)
+        if map_key not in order:
+            raise stale_cursor("tasks")  # the backend it was in no longer lists tasks on this host
+        return map_key, upstream, piece.offset
 
     async def _backend_tasks(
-        self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message, map_key: str,
-    ) -> list[Any]:
-        tasks: list[Any] = []
-        cursor: str | None = None
-        for _ in range(_MAX_TASK_PAGES):
-            params = {**message.params, "cursor": cursor} if cursor else {k: v for k, v in message.params.items() if k != "cursor"}
-            page = Message(Kind.REQUEST, {**message.raw, "params": params}, method="tasks/list", id=message.id)
-            reply = await self._forwarder.tasked(leg, request, vhost, principal, page, wants_sse=False, map_key=map_key)
-            answer = jsonrpc.loads(reply.body) if reply.body else {}
-            result = answer.get("result") if isinstance(answer, dict) else None
-            if not isinstance(result, dict) or not isinstance(result.get("tasks"), list):
-                log.info("tasks/list: backend under %s answered no list; left out", map_key)
-                return tasks
-            tasks.extend(result["tasks"])
-            cursor = result.get("nextCursor") if isinstance(result.get("nextCursor"), str) else None
-            if not cursor:
-                return tasks
-        return tasks
+        self, leg: Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message,
+        map_key: str, cursor: str | None,
+    ) -> tuple[list[Any], str | None]:
+        """One page of the backend's tasks (ids as the host shows them), and its cursor of the next."""
+        params = {k: v for k, v in message.params.items() if k != "cursor"}
+        if cursor is not None:
+            params["cursor"] = cursor
+        page = Message(Kind.REQUEST, {**message.raw, "params": params}, method="tasks/list", id=message.id)
+        reply = await self._forwarder.tasked(leg, request, vhost, principal, page, wants_sse=False, map_key=map_key)
+        answer = jsonrpc.loads(reply.body) if reply.body else {}
+        result = answer.get("result") if isinstance(answer, dict) else None
+        if not isinstance(result, dict) or not isinstance(result.get("tasks"), list):
+            log.info("tasks/list: backend under %s answered no list; left out", map_key)
+            return [], None
+        upstream_next = result.get("nextCursor")
+        return result["tasks"], upstream_next if isinstance(upstream_next, str) and upstream_next else None
 
     async def _with_capability(self, vhost: VirtualHostView, capability: str) -> list[str]:
         """Map keys of the MCP backends that declared `capability` (unreachable ones left out)."""
@@ -236,7 +287,7 @@ class ComposedLegacy:
 
         tasks = [asyncio.ensure_future(pump(map_key, reply)) for map_key, reply in replies.items()]
         tasks.append(asyncio.ensure_future(changes()))
-        translators = {map_key: self._forwarder.backend_messages(vhost, map_key, via_hub=True) for map_key in replies}
+        translators = {map_key: self._forwarder.backend_messages(vhost, principal, map_key, via_hub=True) for map_key in replies}
 
         async def chunks() -> AsyncIterator[bytes]:
             last_ids = dict(resume)

@@ -5,29 +5,36 @@ client, made of
   subscriptions to stateless backends, and `list_changed` seen on any stream it relays);
 - resource updates (`resourceSubscriptions`, exposed URIs): each URI is routed to its backend, and
   every stateless-era backend that offers `resources.subscribe` gets one upstream listen for its URIs;
-  updates come back with the URI the client subscribed to.
+  updates come back with the URI the client subscribed to;
+- task status (`taskIds`, the tasks extension's filter, ids as the host showed them to this caller):
+  each id is routed to the backend that runs the task, which gets its own id in the same upstream
+  listen; `notifications/tasks` come back as the host shows them (`compose.BackendMessages`).
 
-The acknowledgement names what is honoured: the list filters always; a resource URI only when its
-backend acknowledged it (URIs of handshake-era backends are not honoured: those take
+The acknowledgement names what is honoured: the list filters always; a resource URI or a task id only
+when its backend acknowledged it (URIs of handshake-era backends are not honoured: those take
 `resources/subscribe` in a session). Every message carries the client's subscription id."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from apps.gateway.pipeline.backend_client import BackendClient
 from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
+from apps.gateway.pipeline.compose import BackendMessages
 from apps.gateway.pipeline.host_lists import LIST_FILTERS, HostLists
 from apps.gateway.pipeline.ports import UpstreamUnavailable
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream
+from apps.gateway.pipeline.task_ids import TASKS_EXTENSION
 from apps.gateway.pipeline.values import BackendView, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import InvalidParams
 from apps.gateway.protocol.jsonrpc import Message
 from apps.gateway.protocol.sse import SseEvent, encode_event
+from apps.kernel.identity import Principal
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +43,35 @@ _FLAG_OF = {notification: flag for flag, notification in LIST_FILTERS.items()}
 _END: dict[str, Any] = {}  # queued when the stream must end
 
 
+@dataclass(slots=True)
+class _Wanted:
+    """What one backend's upstream listen asks for: (exposed, upstream) resource URIs and task ids."""
+
+    uris: list[tuple[str, str]] = field(default_factory=list)
+    tasks: list[tuple[str, str]] = field(default_factory=list)
+
+
 class ComposedListen:
-    def __init__(self, client: BackendClient, lists: HostLists, backends: BackendCatalog, *, timeout: float) -> None:
+    def __init__(
+        self,
+        client: BackendClient,
+        lists: HostLists,
+        backends: BackendCatalog,
+        *,
+        timeout: float,
+        task_of: Callable[[VirtualHostView, Principal, object], tuple[str, str] | None],
+        messages: Callable[[VirtualHostView, Principal, str], BackendMessages],
+    ) -> None:
+        """`task_of` routes a task id the host showed a caller; `messages` shows what a backend
+        sends as the host shows it to a caller (both `forwarder.Forwarder`'s)."""
         self._client = client
         self._lists = lists
         self._backends = backends
         self._timeout = timeout
+        self._task_of = task_of
+        self._messages = messages
 
-    async def handle(self, vhost: VirtualHostView, message: Message) -> Reply:
+    async def handle(self, vhost: VirtualHostView, principal: Principal, message: Message) -> Reply:
         """The listen stream; raises InvalidParams for a malformed filter."""
         wanted = message.params.get("notifications")
         if not isinstance(wanted, dict):
@@ -51,14 +79,19 @@ class ComposedListen:
         uris = wanted.get("resourceSubscriptions") or []
         if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
             raise InvalidParams("Invalid params: 'resourceSubscriptions' must be a list of URIs")
+        task_ids = wanted.get("taskIds")
+        if task_ids is not None and (not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids)):
+            raise InvalidParams("Invalid params: 'taskIds' must be a list of task ids")
         flags = {flag for flag in LIST_FILTERS if wanted.get(flag) is True}
-        per_backend = await self._route(vhost, uris)
+        per_backend = await self._route(vhost, principal, uris, task_ids or [])
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         honoured_uris: list[str] = []
+        honoured_tasks: list[str] = []
         acknowledged = {map_key: asyncio.Event() for map_key in per_backend}
         tasks = [
-            asyncio.ensure_future(self._upstream(vhost, map_key, pairs, queue, honoured_uris, acknowledged[map_key]))
-            for map_key, pairs in per_backend.items()
+            asyncio.ensure_future(self._upstream(vhost, principal, map_key, backend_wants, queue,
+                                                 honoured_uris, honoured_tasks, acknowledged[map_key]))
+            for map_key, backend_wants in per_backend.items()
         ]
         changes = self._lists.changes.subscribe(frozenset(b.id for b in vhost.mounts.values())) if flags else None
         if changes is not None:
@@ -72,6 +105,8 @@ class ComposedListen:
             honoured: dict[str, Any] = {flag: True for flag in sorted(flags)}
             if honoured_uris:
                 honoured["resourceSubscriptions"] = [uri for uri in uris if uri in honoured_uris]
+            if task_ids is not None:
+                honoured["taskIds"] = [task_id for task_id in task_ids if task_id in honoured_tasks]
             yield _event({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
                           "params": {"notifications": honoured, "_meta": meta}})
             while (notification := await queue.get()) is not _END:
@@ -87,42 +122,54 @@ class ComposedListen:
 
         return Reply(200, SSE_HEADERS, stream=Stream(chunks(), close))
 
-    async def _route(self, vhost: VirtualHostView, uris: list[str]) -> dict[str, list[tuple[str, str]]]:
-        """Map key -> (exposed, upstream) URIs, for backends that take resource subscriptions here."""
-        per_backend: dict[str, list[tuple[str, str]]] = {}
+    async def _route(
+        self, vhost: VirtualHostView, principal: Principal, uris: list[str], task_ids: list[str],
+    ) -> dict[str, _Wanted]:
+        """What each backend that takes them here is asked for: resource URIs and task ids."""
+        per_backend: dict[str, _Wanted] = {}
         for uri in uris:
             target = vhost.naming.route_uri(uri)
             backend = vhost.mounts.get(target[0]) if target else None
-            if target is None or backend is None or not await self._subscribable(backend):
+            if target is None or backend is None or not await self._offers(backend, _subscribes):
                 continue
-            per_backend.setdefault(target[0], []).append((uri, target[1]))
+            per_backend.setdefault(target[0], _Wanted()).uris.append((uri, target[1]))
+        for task_id in task_ids:
+            task = self._task_of(vhost, principal, task_id)
+            if task is None or not await self._offers(vhost.mounts[task[0]], _runs_tasks):
+                continue
+            per_backend.setdefault(task[0], _Wanted()).tasks.append((task_id, task[1]))
         return per_backend
 
-    async def _subscribable(self, backend: BackendView) -> bool:
+    async def _offers(self, backend: BackendView, what: Callable[[dict[str, Any]], bool]) -> bool:
+        """Whether a stateless-era backend's capabilities offer `what`."""
         if backend.server is not None:
             return False
         try:
             info = await self._backends.info(backend)
         except (UpstreamUnavailable, BackendRefused, TimeoutError):
             return False
-        resources = info.modern_capabilities.get("resources")
-        return bool(info.modern_versions) and isinstance(resources, dict) and resources.get("subscribe") is True
+        return bool(info.modern_versions) and what(dict(info.modern_capabilities))
 
     async def _upstream(
         self,
         vhost: VirtualHostView,
+        principal: Principal,
         map_key: str,
-        pairs: list[tuple[str, str]],
+        wanted: _Wanted,
         queue: asyncio.Queue[dict[str, Any]],
-        honoured: list[str],
+        honoured_uris: list[str],
+        honoured_tasks: list[str],
         acknowledged: asyncio.Event,
     ) -> None:
-        exposed_of = {upstream: exposed for exposed, upstream in pairs}
+        uri_of = {upstream: exposed for exposed, upstream in wanted.uris}
+        task_of = {upstream: exposed for exposed, upstream in wanted.tasks}
         naming = vhost.naming
+        shown_as = self._messages(vhost, principal, map_key)
 
         def on_acknowledged(params: dict[str, Any]) -> None:
-            accepted = (params.get("notifications") or {}).get("resourceSubscriptions") or []
-            honoured.extend(exposed_of[uri] for uri in accepted if uri in exposed_of)
+            accepted = params.get("notifications") or {}
+            honoured_uris.extend(uri_of[uri] for uri in accepted.get("resourceSubscriptions") or [] if uri in uri_of)
+            honoured_tasks.extend(task_of[task] for task in accepted.get("taskIds") or [] if task in task_of)
             acknowledged.set()
 
         def on_message(message: dict[str, Any]) -> None:
@@ -130,13 +177,25 @@ class ComposedListen:
             params = message.get("params")
             if not isinstance(params, dict) or not isinstance(method, str):
                 return
-            shown = naming.expose_notification(map_key, method, params)
-            if shown is not None and method == "notifications/resources/updated":
-                queue.put_nowait({"method": method, "params": dict(shown)})
+            if method == "notifications/resources/updated":
+                shown = naming.expose_notification(map_key, method, params)
+                if shown is not None:
+                    queue.put_nowait({"method": method, "params": dict(shown)})
+            elif method == "notifications/tasks" and params.get("taskId") in task_of:
+                shown_message = shown_as(message)
+                if shown_message is not None:
+                    queue.put_nowait(shown_message)
 
+        notifications: dict[str, Any] = {}
+        if wanted.uris:
+            notifications["resourceSubscriptions"] = [upstream for _, upstream in wanted.uris]
+        if wanted.tasks:
+            notifications["taskIds"] = [upstream for _, upstream in wanted.tasks]
+        # The tasks extension's filter is for clients that declare it.
+        capabilities = {"extensions": {TASKS_EXTENSION: {}}} if wanted.tasks else {}
         try:
             await self._client.listen(
-                vhost.mounts[map_key], {"resourceSubscriptions": [upstream for _, upstream in pairs]},
+                vhost.mounts[map_key], notifications, principal=principal, capabilities=capabilities,
                 on_acknowledged=on_acknowledged, on_message=on_message,
             )
         except Exception as exc:  # noqa: BLE001 - one backend's listen failing leaves the others running
@@ -153,6 +212,16 @@ async def _changes(changes: Any, flags: set[str], queue: asyncio.Queue[dict[str,
         notification = await changes.next()
         if _FLAG_OF.get(notification) in flags:
             queue.put_nowait({"method": notification, "params": {}})
+
+
+def _subscribes(capabilities: dict[str, Any]) -> bool:
+    resources = capabilities.get("resources")
+    return isinstance(resources, dict) and resources.get("subscribe") is True
+
+
+def _runs_tasks(capabilities: dict[str, Any]) -> bool:
+    extensions = capabilities.get("extensions")
+    return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
 
 
 def _event(message: dict[str, Any]) -> bytes:

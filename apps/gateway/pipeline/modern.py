@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from apps.gateway.pipeline.backends import (
@@ -34,9 +34,16 @@ from apps.gateway.pipeline.listing import LIST_METHODS
 from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
 from apps.gateway.pipeline.ports import Upstream, UpstreamReply
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
+from apps.gateway.pipeline.task_ids import EXTENSION_TASK_METHODS, TASKS_EXTENSION
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, HttpRequest, VirtualHostView
 from apps.gateway.protocol.envelope import NAME_BEARING, ModernEnvelope, check_modern_request, encode_header_value
-from apps.gateway.protocol.errors import GatewayError, InvalidParams, InvalidRequest, MethodNotFound
+from apps.gateway.protocol.errors import (
+    GatewayError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    MissingClientCapability,
+)
 from apps.gateway.protocol.jsonrpc import Kind, Message, dumps
 from apps.gateway.protocol.versions import (
     LATEST_LEGACY,
@@ -102,7 +109,7 @@ class ModernEra:
                 return await self._discover(vhost, message)
             leg = _Leg(self, request, principal, envelope)
             if vhost.composed:
-                return await self._composed(leg, request, vhost, principal, message, wants_sse)
+                return await self._composed(leg, request, vhost, principal, message, envelope, wants_sse)
         except GatewayError as error:
             return error_reply(message.id, error)
         map_key, _ = single_backend(vhost)
@@ -110,7 +117,7 @@ class ModernEra:
 
     async def _composed(
         self, leg: _Leg, request: HttpRequest, vhost: VirtualHostView, principal: Principal, message: Message,
-        wants_sse: bool,
+        envelope: ModernEnvelope, wants_sse: bool,
     ) -> Reply:
         """A host whose names are rewritten: lists merged, routed requests to one backend."""
         method = message.method or ""
@@ -118,22 +125,42 @@ class ModernEra:
             result = await self._lists.result(vhost, principal, method, message.params, modern=True)
             return result_reply(message.id, result, sse=_sse_only(request, wants_sse))
         if method == "subscriptions/listen":
-            return await self._listen.handle(vhost, message)
+            return await self._listen.handle(vhost, principal, message)
         if method in ROUTED_METHODS and method not in _REMOVED_ROUTED:
             return await self._forwarder.routed(leg, request, vhost, principal, message, wants_sse=wants_sse)
+        if method in EXTENSION_TASK_METHODS and vhost.naming.single_key is None:
+            await self._check_tasks(vhost, method, envelope)
+            return await self._forwarder.tasked(leg, request, vhost, principal, message, wants_sse=wants_sse)
         single = vhost.naming.single_key
         if single is None or method in _REMOVED_ROUTED:
             raise MethodNotFound(f"Method not found: {method}", http_status=404)
         # One backend (aliases or a policy): what names nothing passes through.
         return await self._forwarder.direct(leg, request, vhost, principal, message, map_key=single, wants_sse=wants_sse)
 
-    async def _discover(self, vhost: VirtualHostView, message: Message) -> Reply:
+    async def _check_tasks(self, vhost: VirtualHostView, method: str, envelope: ModernEnvelope) -> None:
+        """A request of the tasks extension on a composed host: an unknown method where no backend
+        offers the extension (HTTP 404 + -32601), -32021 when its client does not declare it."""
+        if not any(TASKS_EXTENSION in _extensions(info.modern_capabilities)
+                   for info in await self._infos(vhost) if info.modern_versions):
+            raise MethodNotFound(f"Method not found: {method}", http_status=404)
+        if TASKS_EXTENSION not in _extensions(envelope.client_capabilities):
+            raise MissingClientCapability(
+                f"{method} belongs to the {TASKS_EXTENSION} extension, which this request's client capabilities do "
+                "not declare", data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}})
+
+    async def _infos(self, vhost: VirtualHostView) -> list[BackendInfo]:
+        """What the host's backends told about themselves (those that cannot be reached left out)."""
         found = await asyncio.gather(
-            *(self._backends.info(backend) for backend in vhost.mounts.values()), return_exceptions=True
+            *(self._backends.info(backend) for backend in vhost.mounts.values()),
+            return_exceptions=True,
         )
-        infos = [info for info in found if isinstance(info, BackendInfo)]
+        return [info for info in found if isinstance(info, BackendInfo)]
+
+    async def _discover(self, vhost: VirtualHostView, message: Message) -> Reply:
+        infos = await self._infos(vhost)
         capabilities = merge_capabilities(
-            info.modern_capabilities if info.modern_versions else info.legacy_capabilities for info in infos
+            info.modern_capabilities if info.modern_versions else _stateless_view(info.legacy_capabilities)
+            for info in infos
         )
         result: DiscoverResult = {
             "resultType": "complete",
@@ -242,6 +269,18 @@ class _Leg:
         headers.extend((name, value) for name, value in request.headers.items() if name.startswith("mcp-param-"))
         replicas, backend = self._era.replicas, call.backend
         return Outbound(headers, call.body, pick=lambda: replicas.pick(backend, None))
+
+
+def _extensions(capabilities: object) -> Mapping[str, Any]:
+    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
+    return extensions if isinstance(extensions, Mapping) else {}
+
+
+def _stateless_view(capabilities: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A handshake-era backend's capabilities as a stateless client is offered them: without the
+    2025-11-25 `tasks` member, which 2026-07-28 replaced by an extension the gateway does not make
+    of a handshake-era backend's tasks."""
+    return {name: value for name, value in capabilities.items() if name != "tasks"} if "tasks" in capabilities else capabilities
 
 
 def _sse_only(request: HttpRequest, wants_sse: bool) -> bool:

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, SessionState, VirtualHostView
 from apps.gateway.protocol.sse import SseEvent
-from apps.kernel.audit_entry import AuditEntry
+from apps.kernel.audit_entry import AuditEntry, TaskEnd
 from apps.kernel.identity import Budget, Limit, Principal, TokenIssuerView
 from apps.kernel.search_tool import Found
 
@@ -293,3 +293,7 @@ class ToolFinder(Protocol):
 class AuditSink(Protocol):
     def record(self, entry: AuditEntry) -> None:
         """Queue one row; never blocks and never raises on the request path."""
+
+    def task_ended(self, end: TaskEnd) -> None:
+        """Queue the final outcome of the row of the call that created the task; the same terms as
+        `record`. Seen again (every later `tasks/get` of an ended task shows it), it changes nothing."""

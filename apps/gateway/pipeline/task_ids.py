@@ -1,11 +1,11 @@
 """Task ids on a host with several backends (docs/virtual-hosts.md, "Tasks"): the id a backend gives
-a task (2025-11-25 experimental tasks) is shown to the client as one that names the backend, so that
-`tasks/get`, `tasks/result` and `tasks/cancel` reach the backend that runs it.
+a task (2025-11-25 experimental tasks, and the 2026-07-28 tasks extension) is shown to the client as
+one that names the backend, so that the requests that follow the task reach the backend that runs it.
 
 An exposed id is `gwt.<base64url of [map key, upstream id]>.<tag>`, the tag an HMAC over the tenant,
-the virtual host and the rest, keyed by a secret all instances share (like list cursors): any
-instance routes it, and an id made up, altered, or shown on another host routes nowhere. Nothing is
-stored."""
+the virtual host, the caller (its key) and the rest, keyed by a secret all instances share (like list
+cursors): any instance routes it, and an id made up, altered, shown on another host or to another
+caller routes nowhere. Nothing is stored."""
 
 from __future__ import annotations
 
@@ -32,21 +32,24 @@ class TaskIds:
     def __init__(self, secret: bytes) -> None:
         self._key = hmac.digest(secret, _DOMAIN, "sha256")
 
-    def _tag(self, tenant_id: int, vhost: str, body: str) -> str:
-        message = f"{tenant_id}\0{vhost}\0{body}".encode()
+    def _tag(self, tenant_id: int, vhost: str, caller: int, body: str) -> str:
+        message = f"{tenant_id}\0{vhost}\0{caller}\0{body}".encode()
         return _b64(hmac.digest(self._key, message, "sha256")[:_TAG_BYTES])
 
-    def expose(self, tenant_id: int, vhost: str, map_key: str, upstream: str) -> str:
-        """The id the client sees for the task `upstream` of the backend under `map_key`."""
+    def expose(self, tenant_id: int, vhost: str, caller: int, map_key: str, upstream: str) -> str:
+        """The id the client sees for the task `upstream` of the backend under `map_key`, made for
+        the caller whose key id is `caller` (tasks are the caller's: the backend sees only the
+        gateway, so it cannot tell two callers' tasks apart)."""
         body = _b64(json.dumps([map_key, upstream], separators=(",", ":")).encode())
-        return f"{_PREFIX}{body}.{self._tag(tenant_id, vhost, body)}"
+        return f"{_PREFIX}{body}.{self._tag(tenant_id, vhost, caller, body)}"
 
-    def route(self, tenant_id: int, vhost: str, exposed: object) -> tuple[str, str] | None:
-        """(map key, the backend's own id) of an exposed id; None for one this host never showed."""
+    def route(self, tenant_id: int, vhost: str, caller: int, exposed: object) -> tuple[str, str] | None:
+        """(map key, the backend's own id) of an exposed id; None for one this host never showed
+        this caller."""
         if not isinstance(exposed, str) or len(exposed) > MAX_ID or not exposed.startswith(_PREFIX):
             return None
         body, dot, tag = exposed[len(_PREFIX) :].rpartition(".")
-        if not dot or not hmac.compare_digest(tag, self._tag(tenant_id, vhost, body)):
+        if not dot or not hmac.compare_digest(tag, self._tag(tenant_id, vhost, caller, body)):
             return None
         try:
             map_key, upstream = json.loads(_unb64(body))
@@ -55,7 +58,10 @@ class TaskIds:
         return (map_key, upstream) if isinstance(map_key, str) and isinstance(upstream, str) else None
 
 
-#: Requests that name a task by `params.taskId`.
+#: Requests that name a task by `params.taskId`: 2025-11-25's, and the 2026-07-28 extension's.
 TASK_METHODS = frozenset({"tasks/get", "tasks/result", "tasks/cancel"})
+EXTENSION_TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+#: The 2026-07-28 tasks extension (SEP-2663), as named in `capabilities.extensions`.
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 #: Where a message names the task it belongs to.
 RELATED_TASK = "io.modelcontextprotocol/related-task"

@@ -20,8 +20,10 @@ from apps.gateway.protocol.versions import (
     MODERN_VERSIONS,
 )
 
-#: Methods whose target travels in `Mcp-Name`, and the params field it mirrors.
-NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+#: Methods whose target travels in `Mcp-Name`, and the params field it mirrors (SEP-2243; the tasks
+#: extension, SEP-2663, names the task so that follow-ups can be routed).
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+                "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 _SENTINEL = re.compile(r"^=\?base64\?(.*)\?=$")
 _PLAIN = re.compile(r"^[\x20-\x7e]*$")

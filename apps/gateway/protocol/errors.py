@@ -69,6 +69,14 @@ class HeaderMismatch(GatewayError):
     http_status = 400
 
 
+class MissingClientCapability(GatewayError):
+    """The request needs a capability (or extension) its client did not declare (SEP-2575);
+    `data.requiredCapabilities` names it, shaped like the client's capabilities."""
+
+    code = MISSING_REQUIRED_CLIENT_CAPABILITY
+    http_status = 400
+
+
 class UnsupportedProtocolVersion(GatewayError):
     code = UNSUPPORTED_PROTOCOL_VERSION
     http_status = 400

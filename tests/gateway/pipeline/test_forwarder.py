@@ -294,3 +294,46 @@ async def test_a_stage_added_to_the_list_runs_on_every_call_local_or_forwarded()
                                  wants_sse=False)
     assert json.loads(refused.body)["error"]["code"] == -32003
     assert _rows(audit) == [("ok", None), ("ok", None), ("denied", -32003)]
+
+
+async def _follow(relay: Forwarder, method: str, task_id: str = "t-1") -> Reply:
+    message = {"jsonrpc": "2.0", "id": 2, "method": method, "params": {"taskId": task_id}}
+    request = HttpRequest("POST", "acme", "main", {"accept": "application/json"}, json.dumps(message).encode())
+    return await relay.direct(StatelessLeg(), request, VHOST, PRINCIPAL, classify(message), map_key="calc",
+                              wants_sse=False)
+
+
+async def test_a_call_that_creates_a_task_is_one_row_that_waits_for_the_tasks_end() -> None:
+    """Both eras' CreateTaskResult: the row says `working` and keeps the backend's task id."""
+    for result in ({"task": {"taskId": "t-1", "status": "working"}},
+                   {"resultType": "task", "taskId": "t-1", "status": "working", "ttlMs": 1000}):
+        audit = Audit()
+        await _call(forwarder(Scripted(Answer({"jsonrpc": "2.0", "id": 1, "result": result})), audit))
+        assert [(entry.outcome, entry.task_id) for entry in audit.entries] == [("working", "t-1")]
+
+
+async def test_an_answer_that_shows_a_task_ended_gives_its_final_outcome_and_nothing_else() -> None:
+    """What a request following a task finds: a terminal status (both eras), the 2026-07-28 task's
+    inlined result or error, 2025-11-25's `tasks/result`; no row of its own, and nothing while the
+    task runs or when the request itself is refused."""
+    cases = [
+        ("tasks/get", {"result": {"taskId": "t-1", "status": "working"}}, None),
+        ("tasks/get", {"result": {"taskId": "t-1", "status": "completed"}}, ("ok", None)),
+        ("tasks/get", {"result": {"taskId": "t-1", "status": "failed"}}, ("error", None)),
+        ("tasks/cancel", {"result": {"taskId": "t-1", "status": "cancelled"}}, ("cancelled", None)),
+        ("tasks/cancel", {"result": {"resultType": "complete"}}, None),
+        ("tasks/get", {"result": {"taskId": "t-1", "status": "completed", "result": {"content": [], "isError": True}}},
+         ("tool_error", None)),
+        ("tasks/get", {"result": {"taskId": "t-1", "status": "failed", "error": {"code": -32603, "message": "x"}}},
+         ("error", -32603)),
+        ("tasks/result", {"result": {"content": [], "isError": True}}, ("tool_error", None)),
+        ("tasks/result", {"error": {"code": -32000, "message": "it broke"}}, ("error", -32000)),
+        ("tasks/result", {"error": {"code": -32602, "message": "unknown task"}}, None),
+        ("tasks/get", {"error": {"code": -32602, "message": "unknown task"}}, None),
+    ]
+    for method, answer, ended in cases:
+        audit = Audit()
+        await _follow(forwarder(Scripted(Answer({"jsonrpc": "2.0", "id": 2, **answer})), audit), method)
+        assert audit.entries == []
+        assert [(end.task_id, end.outcome, end.error_code, end.backend, end.virtual_host) for end in audit.ends] == (
+            [] if ended is None else [("t-1", *ended, "calc", "main")]), (method, answer)

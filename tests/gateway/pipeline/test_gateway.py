@@ -24,7 +24,7 @@ from apps.gateway.pipeline.standalone import LocalMailbox, NoChanges, NoFinder, 
 from apps.gateway.pipeline.tool_search import ToolSearch
 from apps.gateway.pipeline.tracing import NoTracing, Tracer
 from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest, SessionState, VirtualHostView
-from apps.kernel.audit_entry import AuditEntry
+from apps.kernel.audit_entry import AuditEntry, TaskEnd
 from apps.kernel.identity import Principal
 
 PRINCIPAL = Principal(tenant_id=1, tenant_slug="acme", key_id=1, key_name="agent", team=None)
@@ -77,9 +77,13 @@ class DownUpstream:
 class Audit:
     def __init__(self) -> None:
         self.entries: list[AuditEntry] = []
+        self.ends: list[TaskEnd] = []
 
     def record(self, entry: AuditEntry) -> None:
         self.entries.append(entry)
+
+    def task_ended(self, end: TaskEnd) -> None:
+        self.ends.append(end)
 
 
 def standalone_gateway(**ports: Any) -> Gateway:
