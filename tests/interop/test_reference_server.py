@@ -18,10 +18,13 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from apps.audit.models import AuditRecord
+from apps.kernel.costs import ToolCostSpec
+from apps.kernel.policy import RuleSpec
+from apps.policies.services import access_policy_set, budget_set, tool_costs_set
 from apps.tenants.models import Tenant
+from tests import factories
 from tests.audit.helpers import audit_rows
 from tests.conftest import Host, make_composed_host, make_host, mcp_client
-from tests.factories import api_key_factory
 from tests.gateway.helpers import message_of, open_session, post
 from tests.interop.node import reference_server, typescript_client
 from tests.processes import free_port, gateway_argv, gateway_env, running
@@ -210,7 +213,7 @@ def test_a_task_is_its_callers_alone(
     created = _in_session(host)("tools/call", {"name": "ev-simulate-research-query", "arguments": {"topic": "x"},
                                                "task": {}})
     task_id = created["result"]["task"]["taskId"]
-    other_key = api_key_factory(tenant=Tenant.objects.get(slug=host.tenant)).secret
+    other_key = factories.api_key_factory(tenant=Tenant.objects.get(slug=host.tenant)).secret
     stranger = _in_session(host, other_key)
     for method in ("tasks/get", "tasks/result", "tasks/cancel"):
         assert stranger(method, {"taskId": task_id})["error"]["code"] == -32602, method
@@ -307,3 +310,34 @@ def test_the_tasks_of_every_backend_are_listed_in_pages(
     mine = [task_id for task_id in listed if task_id in created]
     assert sorted(mine) == sorted(created) and len(listed) == len(set(listed))
     assert call("tasks/list", {"cursor": "not-ours"})["error"]["code"] == -32602
+
+
+def test_a_task_is_a_call_the_access_rules_decide_and_its_budget_pays_once(
+    transactional_db: None, gateway_url: str, everything: str, demo_backend_url: str
+) -> None:
+    """Creating a task is a `tools/call`: the host's rules decide it with its arguments, and it is
+    charged when admitted; following it (tasks/get, tasks/result) costs nothing."""
+    tenant = factories.tenant_factory()
+    issued = factories.api_key_factory(tenant=tenant, name="agent")
+    mounts = {key: factories.backend_factory(tenant=tenant, name=key, urls=[url])
+              for key, url in (("ev", everything), ("demo", demo_backend_url))}
+    vhost = factories.virtual_host_factory(tenant=tenant, mounts=mounts)
+    access_policy_set(virtual_host=vhost, default="allow", rules=[
+        RuleSpec("no-secrets", "tenant", tenant.slug, "deny", ["ev-simulate-research-query"], 'arguments.topic == "secret"')])
+    tool_costs_set(virtual_host=vhost, costs=[ToolCostSpec(["ev-simulate-research-query"], 2)])
+    budget_set(tenant=tenant, scope="key", name="agent", daily=3, monthly=None)
+    host = Host(f"{gateway_url}/mcp/{tenant.slug}/{vhost.slug}", issued.secret, tenant.slug, vhost.slug)
+    call = _in_session(host)
+
+    def research(topic: str) -> dict[str, Any]:
+        return call("tools/call", {"name": "ev-simulate-research-query", "arguments": {"topic": topic}, "task": {}})
+
+    assert research("secret")["error"]["code"] == -32003
+    task_id = research("open")["result"]["task"]["taskId"]
+    for _ in range(3):
+        call("tasks/get", {"taskId": task_id})
+    assert "open" in json.dumps(call("tasks/result", {"taskId": task_id})["result"]["content"])
+    assert research("more")["error"]["code"] == -32005  # 2 of 3 units spent: the polls cost nothing
+    assert _tool_call_row(host, "ok").cost == 2  # once the task's end is written
+    rows = audit_rows(host.tenant, 3, method="tools/call")
+    assert [(row.outcome, row.cost) for row in rows] == [("denied", 0), ("ok", 2), ("over_budget", 0)]
