@@ -205,6 +205,19 @@ def test_tasks_on_a_composed_host_reach_the_backend_that_runs_them(
         assert answer["error"]["code"] == -32602, unknown
 
 
+def test_a_task_on_a_single_backend_host_keeps_its_id_and_its_row_ends_with_it(
+    transactional_db: None, gateway_url: str, everything: str
+) -> None:
+    host = make_host(gateway_url, everything)
+    call = _in_session(host)
+    created = call("tools/call", {"name": "simulate-research-query", "arguments": {"topic": "alone"}, "task": {}})
+    task_id = created["result"]["task"]["taskId"]
+    assert not task_id.startswith("gwt.")  # passed through
+    assert _tool_call_row(host, "working").task_id == task_id
+    assert "alone" in json.dumps(call("tasks/result", {"taskId": task_id})["result"]["content"])
+    assert _tool_call_row(host, "ok").task_id == task_id
+
+
 def test_a_task_is_its_callers_alone(
     transactional_db: None, gateway_url: str, everything: str, demo_backend_url: str
 ) -> None:
