@@ -7,7 +7,8 @@ routes by request shape):
   with an in-memory event store so POST SSE streams get a priming event + `retry:`
   and can be resumed with `Last-Event-ID`;
 * stateless 2026-07-28 - `server/discover`, per-request `_meta`, MRTR
-  (`InputRequiredResult`), `subscriptions/listen`, caching hints.
+  (`InputRequiredResult`), `subscriptions/listen`, caching hints, and the tasks
+  extension (`io.modelcontextprotocol/tasks`, SEP-2663).
 
 Run from the repository root:
 
@@ -41,6 +42,7 @@ from tests.backends.conformance.catalog import (
 from tests.backends.conformance.event_store import InMemoryEventStore
 from tests.backends.conformance.legacy import LegacySessionState
 from tests.backends.conformance.mrtr import register_mrtr
+from tests.backends.conformance.tasks import TasksExtension
 from tests.backends.conformance.tools import register_tools, schema_tools
 
 SERVER_NAME = "mcp-conformance-fixture"
@@ -52,6 +54,9 @@ SSE_RETRY_MS = 1000
 
 def build_server() -> MCPServer[Any]:
     """Create the fixture server with every scenario tool, resource and prompt registered."""
+    # The tasks extension brings its own tools and tasks/* methods and intercepts tools/call;
+    # its middleware checks Mcp-Name on tasks/* (the SDK checks it for named methods only).
+    tasks = TasksExtension()
     server: MCPServer[Any] = MCPServer(
         SERVER_NAME,
         version=SERVER_VERSION,
@@ -60,6 +65,8 @@ def build_server() -> MCPServer[Any]:
         # SEP-2549: every cacheable result must carry ttlMs/cacheScope. The lists can
         # change at runtime (test_trigger_*), so nothing is fresh for long.
         cache_hints={method: CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS},
+        extensions=[tasks],
+        middleware=[tasks.check_task_name_header],
     )
     legacy = LegacySessionState()
     watched = WatchedResource()

@@ -13,4 +13,6 @@ The fixture exposes exactly the tool, resource and prompt names that the officia
                   list-change tools.
 * `mrtr`        - the 2026-07-28 multi-round-trip (`input-required-result-*`) tools/prompt.
 * `catalog`     - resources, resource templates, prompts and completion.
+* `tasks`       - the 2026-07-28 tasks extension (SEP-2663): its tools, tasks/get,
+                  tasks/update, tasks/cancel and an in-memory task store.
 """

@@ -87,7 +87,7 @@ def roots_request() -> ListRootsRequest:
     return ListRootsRequest()
 
 
-def _matches(request: InputRequest, response: InputResponse) -> bool:
+def response_matches(request: InputRequest, response: InputResponse) -> bool:
     """A response only counts when its shape fits the request that was asked."""
     if isinstance(request, ElicitRequest):
         return isinstance(response, ElicitResult)
@@ -109,7 +109,9 @@ def collect_inputs(
     error, which is what `input-required-result-missing-input-response` checks.
     """
     responses = ctx.input_responses or {}
-    answers = {key: responses[key] for key, req in wanted.items() if key in responses and _matches(req, responses[key])}
+    answers = {
+        key: responses[key] for key, req in wanted.items() if key in responses and response_matches(req, responses[key])
+    }
     missing = {key: req for key, req in wanted.items() if key not in answers}
     if missing:
         return InputRequiredResult(input_requests=missing, request_state=request_state)
