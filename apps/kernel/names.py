@@ -44,8 +44,9 @@ Rules (docs/virtual-hosts.md, "The naming contract"):
    - Upstream URIs without a scheme, and templates whose scheme is not literal (`{+url}`), are dropped.
    Resource links inside results are not rewritten here (the gateway's `compose.BackendMessages` does).
    A tool's MCP Apps UI (`io.modelcontextprotocol/ui`), the `ui://` resource its `_meta.ui.resourceUri`
-   (or the older flat `_meta["ui/resourceUri"]`) names, is exposed like any resource URI, so the
-   host can read it back; one that has no exposed form is left out of the tool's `_meta`.
+   (or the older flat `_meta["ui/resourceUri"]`, or the OpenAI Apps SDK's `_meta["openai/outputTemplate"]`)
+   names, is exposed like any resource URI, so the host can read it back; one that has no exposed form
+   is left out of the tool's `_meta`.
 
 Everything is precomputed by `Naming.build` (once per configuration snapshot): routing a name is a
 dict lookup, one `str.partition`, a `startswith` per longer map key sharing the name's first `-`
@@ -83,7 +84,8 @@ class Dropped:
 
 
 #: The MCP Apps UI of a tool as hosts before the nested `_meta.ui` read it.
-_FLAT_UI_KEY = "ui/resourceUri"
+#: `_meta` keys of a tool that name its UI resource by URI, besides `ui.resourceUri`.
+_FLAT_UI_KEYS = ("ui/resourceUri", "openai/outputTemplate")
 
 
 def uri_prefix(map_key: str, case_clash: bool = False) -> str:
@@ -315,12 +317,13 @@ class Naming:
         if isinstance(ui, Mapping) and isinstance(uri := ui.get("resourceUri"), str):
             exposed = self.expose_uri(map_key, uri)
             changed["ui"] = {**ui, "resourceUri": exposed} if exposed else {k: v for k, v in ui.items() if k != "resourceUri"}
-        if isinstance(flat := meta.get(_FLAT_UI_KEY), str):
-            exposed = self.expose_uri(map_key, flat)
-            if exposed:
-                changed[_FLAT_UI_KEY] = exposed
-            else:
-                del changed[_FLAT_UI_KEY]
+        for key in _FLAT_UI_KEYS:
+            if isinstance(flat := meta.get(key), str):
+                exposed = self.expose_uri(map_key, flat)
+                if exposed:
+                    changed[key] = exposed
+                else:
+                    del changed[key]
         return tool if changed == meta else {**tool, "_meta": changed}
 
     def expose_prompts(self, map_key: str, prompts: Sequence[Mapping[str, Any]]) -> tuple[list[Any], list[Dropped]]:

@@ -422,18 +422,21 @@ def test_resource_update_notifications_carry_the_exposed_uri() -> None:
 def test_a_tools_apps_ui_is_named_as_the_host_shows_resources_and_routes_back() -> None:
     naming = Naming.build(["charts", "demo"], {})
     tool = {"name": "show", "_meta": {"ui": {"resourceUri": "ui://charts/main", "visibility": ["app"]},
-                                      "ui/resourceUri": "ui://charts/main", "other": 1}}
+                                      "ui/resourceUri": "ui://charts/main", "openai/outputTemplate": "ui://charts/w",
+                                      "other": 1}}
     (shown,), dropped = naming.expose_tools("charts", [tool])
     assert dropped == [] and shown["name"] == "charts-show"
     assert shown["_meta"] == {"ui": {"resourceUri": "charts-ui://charts/main", "visibility": ["app"]},
-                              "ui/resourceUri": "charts-ui://charts/main", "other": 1}
+                              "ui/resourceUri": "charts-ui://charts/main", "openai/outputTemplate": "charts-ui://charts/w",
+                              "other": 1}
     assert naming.route_uri(shown["_meta"]["ui"]["resourceUri"]) == ("charts", "ui://charts/main")
     assert tool["_meta"]["ui"]["resourceUri"] == "ui://charts/main"  # the input is not changed
 
 
 def test_an_apps_ui_without_an_exposed_form_is_left_out_and_one_host_passes_it_through() -> None:
     naming = Naming.build(["charts", "demo"], {})
-    tool = {"name": "show", "_meta": {"ui": {"resourceUri": "no-scheme", "visibility": ["app"]}, "ui/resourceUri": "x"}}
+    tool = {"name": "show", "_meta": {"ui": {"resourceUri": "no-scheme", "visibility": ["app"]}, "ui/resourceUri": "x",
+                                      "openai/outputTemplate": "y"}}
     (shown,), _ = naming.expose_tools("charts", [tool])
     assert shown["_meta"] == {"ui": {"visibility": ["app"]}}
     single = Naming.build(["charts"], {})
