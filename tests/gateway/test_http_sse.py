@@ -239,3 +239,17 @@ async def test_an_sdk_client_reopening_its_session_on_another_instance_keeps_the
         async with Client(sse_client(f"{elsewhere}/sse?session_id={created[0]}", headers=auth), mode="legacy") as client:
             counts += [json.loads((await client.call_tool("increment", {})).content[0].text)["count"] for _ in range(2)]
     assert counts == [1, 2, 3, 4]
+
+
+async def test_a_call_whose_backend_ends_its_stream_mid_call_is_answered_on_the_sse_stream(
+    transactional_db: None, gateway_url: str
+) -> None:
+    """SSE polling (2025-11-25): the backend closes the call's stream after its priming event and
+    answers on the stream resumed with Last-Event-ID. An HTTP+SSE client cannot resume anything: the
+    gateway does, and the answer reaches the client's one event stream."""
+    port = free_port()
+    with running(backend_argv("tests.backends.conformance_server", port), port, log_name="sse-polling-backend"):
+        host = await database_sync_to_async(make_host)(gateway_url, f"http://127.0.0.1:{port}/mcp")
+        async with sse_session(host) as client:
+            result = await client.call_tool("test_reconnection", {})
+    assert result.content[0].text == "Reconnection test completed" and not result.is_error

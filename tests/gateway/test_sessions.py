@@ -11,7 +11,8 @@ import pytest
 from django.conf import settings
 from mcp_types import CreateMessageResult, TextContent
 
-from tests.conftest import Host, make_host, mcp_client
+from tests.audit.helpers import audit_rows
+from tests.conftest import Host, make_composed_host, make_host, mcp_client
 from tests.gateway.helpers import message_of, modern, open_session, post
 from tests.processes import backend_argv, free_port, gateway_argv, gateway_env, running
 
@@ -195,3 +196,25 @@ def test_a_session_idle_past_its_expiry_ends_here_and_at_the_backend(
         again = post(host.url, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, key=host.key,
                      headers={"mcp-session-id": session})
         assert again.status_code == 404
+
+
+@pytest.mark.parametrize("accept", ["application/json", "text/event-stream"])
+def test_a_call_whose_backend_ends_its_stream_mid_call_is_answered_whole(
+    transactional_db: None, gateway_url: str, demo_backend_url: str, accept: str
+) -> None:
+    """SSE polling (2025-11-25): the backend closes the call's stream after its priming event; the
+    gateway resumes it in the backend session (GET with Last-Event-ID), so a client that takes only
+    JSON gets the answer, and one that takes SSE reads it on the same stream — on a host with one
+    backend and on one with several. The audit row has the call's outcome."""
+    port = free_port()
+    with running(backend_argv("tests.backends.conformance_server", port), port, log_name="polling-backend"):
+        url = f"http://127.0.0.1:{port}/mcp"
+        for host, tool in ((make_host(gateway_url, url), "test_reconnection"),
+                           (make_composed_host(gateway_url, {"fx": url, "demo": demo_backend_url}), "fx-test_reconnection")):
+            session = open_session(host.url, host.key)
+            body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": {}}}
+            answer = post(host.url, body, key=host.key, headers={
+                "mcp-session-id": session, "mcp-protocol-version": "2025-11-25", "accept": accept})
+            assert answer.headers["content-type"].startswith(accept)
+            assert message_of(answer)["result"]["content"][0]["text"] == "Reconnection test completed"
+            assert [row.outcome for row in audit_rows(host.tenant, 1)] == ["ok"]

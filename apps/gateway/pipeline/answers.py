@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,70 @@ class StreamCaps:
 
 class StreamOverCap(BadReply):
     """A backend's answer stream went past one of its `StreamCaps`; the call ends with this error."""
+
+
+#: How many times one call's answer stream is resumed at most; its time is capped by `StreamCaps`.
+MAX_RESUMES = 1000
+#: The longest the gateway waits before resuming, whatever `retry` the backend asked for.
+MAX_RETRY_SECONDS = 30.0
+
+
+class Resuming:
+    """A backend's answer stream in a session, resumed by the gateway wherever the backend ends it
+    before the call's response (SSE polling, 2025-11-25, SEP-1699: a server that sent an event id
+    may close the stream at any time, and the client reconnects with GET and `Last-Event-ID` after
+    `retry` ms). So the client reads one stream, whatever its transport: an HTTP+SSE or JSON-only
+    client could not resume, and a call answered on a stream the gateway never reads would leave an
+    audit row without its outcome. `resume(last_event_id)` is that GET, in the call's session. A
+    stream the backend cannot resume (no id seen, or the GET refused) ends as it ended."""
+
+    def __init__(self, call: Call, reply: UpstreamReply, resume: Callable[[str], Awaitable[UpstreamReply]]) -> None:
+        self._call = call
+        self._reply = reply
+        self._resume = resume
+        self.status = reply.status
+        self.headers = reply.headers
+
+    @property
+    def content_type(self) -> str:
+        return self._reply.content_type
+
+    async def read(self, limit: int = 0) -> bytes:
+        return await (self._reply.read(limit) if limit else self._reply.read())
+
+    def close(self) -> None:
+        self._reply.close()
+
+    async def events(self) -> AsyncIterator[SseEvent]:
+        last_id: str | None = None  # a backend without event ids cannot be resumed (most have none)
+        retry = 0.0
+        last_message: SseEvent | None = None
+        for resumes in range(MAX_RESUMES + 1):
+            try:
+                async for event in self._reply.events():
+                    last_id = last_id if event.id is None else event.id
+                    retry = retry if event.retry is None else event.retry / 1000
+                    last_message = event if event.data else last_message
+                    yield event
+                    if resumes and event.data and is_response(self._call, event):
+                        return  # a resumed GET stream may go on with messages that are not the call's
+            except UpstreamUnavailable:
+                if last_id is None or self._answered(last_message):
+                    raise
+            # The response comes last: only a stream with ids that ended before it is read again.
+            if last_id is None or self._answered(last_message):
+                return
+            self._reply.close()
+            await asyncio.sleep(min(retry, MAX_RETRY_SECONDS))
+            reply = await self._resume(last_id)
+            if reply.status != 200 or reply.content_type != "text/event-stream":
+                log.info("backend %s did not resume its answer stream (HTTP %s)", self._call.backend.name, reply.status)
+                reply.close()
+                return
+            self._reply = reply
+
+    def _answered(self, last_message: SseEvent | None) -> bool:
+        return last_message is not None and is_response(self._call, last_message)
 
 
 def is_response(call: Call, event: SseEvent) -> bool:
@@ -87,7 +151,10 @@ def response_in(call: Call, event: SseEvent) -> dict[str, Any] | None:
 
 
 def translated(call: Call, event: SseEvent) -> SseEvent | None:
-    """The event as the client must see it (None: left out): translated, then reshaped."""
+    """The event as the client must see it (None: left out): its id as the call shows ids,
+    translated, then reshaped."""
+    if call.event_id is not None and event.id is not None:
+        event = SseEvent(event.data, event.event, call.event_id(event.id), event.retry)
     shown = event if call.translate is None else translate_event(call.translate, event)
     if shown is None or call.reshape is None or not shown.data:
         return shown

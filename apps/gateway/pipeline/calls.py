@@ -73,6 +73,9 @@ class Call:
     denied: GatewayError | None = None
     #: What the response's payload goes through last (a list cut to the page limits: `list_pieces.py`).
     reshape: Callable[[bytes], bytes] | None = None
+    #: How the event ids of the backend's answer stream are shown (a composed host's session:
+    #: named by the map key, so that resuming the stream reaches the backend's: `compose.stream_event_id`).
+    event_id: Callable[[str], str | None] | None = None
 
     @classmethod
     def begin(
@@ -92,6 +95,7 @@ class Call:
         rule: str = "",
         denied: GatewayError | None = None,
         reshape: Callable[[bytes], bytes] | None = None,
+        event_id: Callable[[str], str | None] | None = None,
     ) -> Call:
         # The request's context, continued by the gateway; or, outside one (a call made directly),
         # what the request names.
@@ -115,6 +119,7 @@ class Call:
             rule=rule,
             denied=denied,
             reshape=reshape,
+            event_id=event_id,
         )
 
     def bridged(self, out: Outbound) -> Call:

@@ -10,10 +10,15 @@ one backend and back (docs/virtual-hosts.md).
   (`backend_request_of`). Client request ids and progress tokens go to a backend unchanged: the
   client keeps them unique within its session, and each backend session serves one client session.
 - `list_changed` notifications make the backend's cached lists stale (`host_lists.py`).
+- Event ids of what a session's client reads (a call's answer stream, the merged GET stream) name
+  each backend's last event id (`stream_event_id`), so a client resuming with `Last-Event-ID`
+  resumes every backend's stream where it was (`stream_positions`).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +34,7 @@ from apps.kernel.names import Naming
 
 RESOURCE_NOT_FOUND = -32002  # handshake-era revisions; 2026-07-28 uses -32602 (SEP-2164)
 _SERVER_ID_PREFIX = "gw/"
+_EVENT_ID_PREFIX = "gw1."
 _NAMED = {"tools/call": ("name", "tool"), "prompts/get": ("name", "prompt"), "resources/read": ("uri", "resource"),
           "resources/subscribe": ("uri", "resource"), "resources/unsubscribe": ("uri", "resource")}
 
@@ -248,3 +254,25 @@ def _task_body(body: dict[str, Any], expose: Callable[[str], str]) -> dict[str, 
     if isinstance(related, dict) and isinstance(related.get("taskId"), str):
         changes["_meta"] = {**meta, RELATED_TASK: {**related, "taskId": expose(related["taskId"])}}
     return {**body, **changes} if changes else body
+
+
+def stream_event_id(positions: Mapping[str, str]) -> str | None:
+    """The event id a session's client sees for a stream position: each backend's last event id,
+    by map key (None for none)."""
+    if not positions:
+        return None
+    return _EVENT_ID_PREFIX + base64.urlsafe_b64encode(jsonrpc.dumps(dict(positions))).decode().rstrip("=")
+
+
+def stream_positions(value: str | None) -> dict[str, str]:
+    """Each backend's last event id from an event id `stream_event_id` made; {} for anything else."""
+    if not value or not value.startswith(_EVENT_ID_PREFIX):
+        return {}
+    token = value[len(_EVENT_ID_PREFIX) :]
+    try:
+        decoded = jsonrpc.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, binascii.Error):
+        return {}
+    if not isinstance(decoded, dict):
+        return {}
+    return {key: value for key, value in decoded.items() if isinstance(key, str) and isinstance(value, str)}

@@ -17,12 +17,12 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 from apps.gateway.pipeline.admission import Denied, Limits, Slots
-from apps.gateway.pipeline.answers import StreamCaps, answer
+from apps.gateway.pipeline.answers import Resuming, StreamCaps, answer
 from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
 from apps.gateway.pipeline.calls import (
     BackendSessionGone,
@@ -34,7 +34,7 @@ from apps.gateway.pipeline.calls import (
     Stage,
     arguments_kept,
 )
-from apps.gateway.pipeline.compose import BackendMessages, admit, route
+from apps.gateway.pipeline.compose import BackendMessages, admit, route, stream_event_id
 from apps.gateway.pipeline.concurrency import BackendBusy, BackendGates
 from apps.gateway.pipeline.host_lists import HostLists
 from apps.gateway.pipeline.list_pieces import ListPieces
@@ -46,6 +46,7 @@ from apps.gateway.pipeline.ports import (
     ReplicaUnreachable,
     ToolServer,
     Upstream,
+    UpstreamReply,
     UpstreamUnavailable,
 )
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
@@ -116,7 +117,8 @@ class Forwarder:
             message, reshape, refused = prepared.message, prepared.reshape, prepared.refused
             body = body if prepared.body is None else prepared.body
         call = Call.begin(request, vhost, principal, backend, message, session_id=leg.session_id,
-                          map_key=map_key, body=body, wants_sse=wants_sse, reshape=reshape, denied=refused)
+                          map_key=map_key, body=body, wants_sse=wants_sse, reshape=reshape, denied=refused,
+                          event_id=_stream_ids(leg, map_key) if vhost.composed else None)
         return await self._run(call, leg)
 
     async def routed(
@@ -147,6 +149,7 @@ class Forwarder:
             map_key=routing.map_key, body=routing.body, wants_sse=wants_sse,
             translate=self.backend_messages(vhost, principal, routing.map_key),
             exposed_name=routing.exposed_name, rule=rule, denied=refusal,
+            event_id=_stream_ids(leg, routing.map_key),
         )
         return await self._run(call, leg)
 
@@ -190,7 +193,8 @@ class Forwarder:
         sent = Message(Kind.REQUEST, raw, method=message.method, id=message.id)
         call = Call.begin(request, vhost, principal, backend, sent, session_id=leg.session_id, map_key=map_key,
                           body=jsonrpc.dumps(raw), wants_sse=wants_sse, exposed_name=exposed,
-                          translate=self.backend_messages(vhost, principal, map_key))
+                          translate=self.backend_messages(vhost, principal, map_key),
+                          event_id=_stream_ids(leg, map_key))
         return await self._run(call, leg)
 
     async def _run(self, call: Call, leg: Leg) -> Reply:
@@ -289,11 +293,20 @@ class Forwarder:
             if out.in_session and request:
                 def cancel() -> None:
                     self._cancel_upstream(call, replica, headers, "its answer went past the gateway's limits")
+                if reply.content_type == "text/event-stream":
+                    reply = Resuming(call, reply, partial(self._resume, call, replica, headers))
             return await answer(call, out.intercept(reply) if out.intercept else reply, outcome, self._stream_caps, cancel)
         except TimeoutError:
             if out.in_session and request:
                 self._cancel_upstream(call, replica, headers, f"the gateway stopped waiting after {call.backend.timeout:g} s")
             raise
+
+    async def _resume(self, call: Call, replica: str, headers: list[tuple[str, str]], last_event_id: str) -> UpstreamReply:
+        """The rest of a call's answer stream the backend ended early: GET in the call's backend
+        session, from `last_event_id` on (`answers.Resuming`)."""
+        sent = [(name, value) for name, value in headers if name not in {"content-type", "accept"}]
+        sent += [("accept", "text/event-stream"), ("last-event-id", last_event_id)]
+        return await self._upstream.send(call.backend, replica, "GET", sent, timeout=call.backend.timeout)
 
     def _unavailable(self, call: Call, outcome: Outcome, reason: str, kind: str) -> Reply:
         """The backend could not answer: a request gets -32004, anything else a bare 502. `kind`
@@ -388,3 +401,11 @@ class Forwarder:
                 task_id=outcome.task_id,
             )
         )
+
+
+def _stream_ids(leg: Leg, map_key: str) -> Callable[[str], str | None] | None:
+    """How a composed host's session shows the event ids of a backend's answer stream (`compose.py`):
+    resumable through the session's GET stream. The stateless era resumes nothing."""
+    if not leg.session_id:
+        return None
+    return lambda event_id: stream_event_id({map_key: event_id})

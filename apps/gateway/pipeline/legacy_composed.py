@@ -8,8 +8,6 @@ The session holds one backend session per map key, opened on first use (`session
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -18,7 +16,7 @@ from typing import Any
 from apps.gateway.pipeline.answers import translate_event
 from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
 from apps.gateway.pipeline.calls import Leg
-from apps.gateway.pipeline.compose import backend_request_of, with_related_task
+from apps.gateway.pipeline.compose import backend_request_of, stream_event_id, stream_positions, with_related_task
 from apps.gateway.pipeline.cursors import ListScope, stale_cursor
 from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.host_lists import HostLists
@@ -37,7 +35,6 @@ from apps.kernel.names import ROUTED_METHODS
 
 log = logging.getLogger(__name__)
 
-_EVENT_ID_PREFIX = "gw1."
 #: How many (session, request id) -> map key entries are remembered for routing cancellations.
 _IN_FLIGHT = 10_000
 _MAX_TASK_PAGES = 20  # backend pages one `tasks/list` reads at most (empty ones are passed over)
@@ -258,7 +255,7 @@ class ComposedLegacy:
         `list_changed` notifications of the host's backends seen anywhere in this process. Event ids
         carry every backend's last event id, so a client resuming with Last-Event-ID resumes each
         backend where it was."""
-        resume = _decode_event_id(request.headers.get("last-event-id"))
+        resume = stream_positions(request.headers.get("last-event-id"))
         opened = await asyncio.gather(*(
             self._open(state, map_key, backend, principal, resume.get(map_key)) for map_key, backend in vhost.mounts.items()
         ))
@@ -299,7 +296,7 @@ class ComposedLegacy:
                         last_ids[map_key] = event.id
                     if translated is None:
                         continue
-                    event = SseEvent(translated.data, translated.event, _encode_event_id(last_ids), translated.retry)
+                    event = SseEvent(translated.data, translated.event, stream_event_id(last_ids), translated.retry)
                 yield encode_event(event)
 
         def close() -> None:
@@ -329,23 +326,3 @@ class ComposedLegacy:
             return reply
         reply.close()
         return None
-
-
-def _encode_event_id(last_ids: dict[str, str]) -> str | None:
-    if not last_ids:
-        return None
-    return _EVENT_ID_PREFIX + base64.urlsafe_b64encode(jsonrpc.dumps(last_ids)).decode().rstrip("=")
-
-
-def _decode_event_id(value: str | None) -> dict[str, str]:
-    """Each backend's last event id from a merged stream's event id; {} for anything else."""
-    if not value or not value.startswith(_EVENT_ID_PREFIX):
-        return {}
-    token = value[len(_EVENT_ID_PREFIX) :]
-    try:
-        decoded = jsonrpc.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-    except (ValueError, binascii.Error):
-        return {}
-    if not isinstance(decoded, dict):
-        return {}
-    return {key: value for key, value in decoded.items() if isinstance(key, str) and isinstance(value, str)}

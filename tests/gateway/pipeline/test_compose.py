@@ -8,8 +8,14 @@ from typing import Any
 
 import pytest
 
-from apps.gateway.pipeline.compose import BackendMessages, backend_request_of, client_request_id, route
-from apps.gateway.pipeline.legacy_composed import _decode_event_id, _encode_event_id
+from apps.gateway.pipeline.compose import (
+    BackendMessages,
+    backend_request_of,
+    client_request_id,
+    route,
+    stream_event_id,
+    stream_positions,
+)
 from apps.gateway.pipeline.values import BackendView, VirtualHostView
 from apps.gateway.protocol.errors import GatewayError
 from apps.gateway.protocol.jsonrpc import classify
@@ -135,12 +141,12 @@ def test_a_single_backend_host_with_aliases_leaves_uris_alone() -> None:
 
 def test_merged_stream_event_ids_carry_every_backends_position() -> None:
     last = {"gateway": "17", "gateway-one": "abc/def=="}
-    encoded = _encode_event_id(last)
+    encoded = stream_event_id(last)
     assert encoded is not None and encoded.startswith("gw1.") and "\n" not in encoded
-    assert _decode_event_id(encoded) == last
-    assert _encode_event_id({}) is None
+    assert stream_positions(encoded) == last
+    assert stream_event_id({}) is None
     for foreign in (None, "", "17", "gw1.!!!", "gw1.WzFd"):  # "WzFd" is base64 of [1]
-        assert _decode_event_id(foreign) == {}
+        assert stream_positions(foreign) == {}
 
 
 def test_a_backend_cancelling_its_own_request_names_the_id_the_client_knows() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from apps.gateway.pipeline.calls import Call, Next, Outbound, Outcome
+from apps.gateway.pipeline.compose import stream_positions
 from apps.gateway.pipeline.concurrency import BackendGates
 from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.ports import ReplicaUnreachable
@@ -59,10 +60,12 @@ class Scripted:
     def __init__(self, *answers: Answer | BaseException) -> None:
         self.answers = list(answers)
         self.sent: list[tuple[str, bytes]] = []
+        self.requests: list[tuple[str, str | None]] = []  # (method, Last-Event-ID)
 
     async def send(self, backend: BackendView, replica: str, method: str, headers: Any, body: bytes = b"",
                    *, timeout: float) -> Answer:
         self.sent.append((replica, body))
+        self.requests.append((method, dict(headers).get("last-event-id")))
         answer = self.answers.pop(0)
         if isinstance(answer, BaseException):
             raise answer
@@ -237,6 +240,68 @@ async def test_a_stream_closed_before_its_response_is_one_cancelled_row() -> Non
     await anext(reply.stream)
     await reply.stream.aclose()
     assert _rows(audit) == [("cancelled", None)]
+
+
+def _stream(*events: SseEvent) -> Answer:
+    """An answer stream of `events`, then its end."""
+    answer = Answer(content_type="text/event-stream")
+    for event in (*events, None):
+        answer.queue.put_nowait(event)
+    return answer
+
+
+async def test_a_stream_the_backend_ends_before_the_answer_is_resumed_by_the_gateway() -> None:
+    """SSE polling (2025-11-25): a backend that sent an event id may end a call's stream and answer
+    on the stream resumed with GET and Last-Event-ID in its session. The gateway resumes it, so the
+    client reads one stream to the answer (as SSE, or as JSON), and the audit row has its outcome."""
+    for sse in (True, False):
+        audit = Audit()
+        upstream = Scripted(_stream(SseEvent(b"", id="268", retry=10)),
+                            _stream(SseEvent(b"", id="269"), SseEvent(json.dumps(_result("late")).encode(), id="270")))
+        reply = await _call(forwarder(upstream, audit), leg=SessionLeg(), sse=sse)
+        body = b"".join([chunk async for chunk in reply.stream]) if reply.stream is not None else reply.body
+        if reply.stream is not None:
+            await reply.stream.aclose()
+        assert b'"late"' in body and b"-32004" not in body
+        assert upstream.requests[1] == ("GET", "268")
+        assert _rows(audit) == [("ok", None)]
+
+
+async def test_a_stream_that_cannot_be_resumed_ends_with_an_error_in_place_of_the_answer() -> None:
+    """No event id, no session, or the backend refuses the GET: -32004, as for any stream that ends unanswered."""
+    cases = [
+        (SessionLeg(), [_stream(SseEvent(b"{}"))]),
+        (StatelessLeg(), [_stream(SseEvent(b"", id="1"))]),
+        (SessionLeg(), [_stream(SseEvent(b"", id="1")), Answer(status=405, content_type="")]),
+    ]
+    for leg, answers in cases:
+        audit = Audit()
+        upstream = Scripted(*answers)
+        reply = await _call(forwarder(upstream, audit), leg=leg, sse=True)
+        assert reply.stream is not None
+        body = b"".join([chunk async for chunk in reply.stream])
+        await reply.stream.aclose()
+        assert b"-32004" in body
+        assert len(upstream.requests) == len(answers)
+        assert _rows(audit) == [("error", -32004)]
+
+
+async def test_a_composed_hosts_session_names_the_backend_in_its_answer_streams_event_ids() -> None:
+    """So that resuming the stream (GET with Last-Event-ID) reaches that backend's stream."""
+    answer = Answer(content_type="text/event-stream")
+    answer.queue.put_nowait(SseEvent(b"", id="268", retry=1000))
+    answer.queue.put_nowait(None)
+    message = _message()
+    request = HttpRequest("POST", "acme", "main", {"accept": "text/event-stream"}, json.dumps(message).encode())
+    leg = StatelessLeg()
+    leg.session_id = "s-1"  # a handshake-era session
+    reply = await forwarder(Scripted(answer)).direct(leg, request, VHOST, PRINCIPAL, classify(message), map_key="calc",
+                                                     wants_sse=True)
+    assert reply.stream is not None
+    priming, *_ = [chunk async for chunk in reply.stream]  # and the error in place of the answer: nobody resumes
+    await reply.stream.aclose()
+    shown_id = priming.decode().split("id: ")[1].split("\n")[0]
+    assert stream_positions(shown_id) == {"calc": "268"}
 
 
 class Hanging:
