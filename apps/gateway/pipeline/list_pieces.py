@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 #: A backend's answer payload as the client gets it.
 Reshape = Callable[[bytes], bytes]
+#: The lists cut when a page is too big: a host's lists, and a backend's tasks (2025-11-25 `tasks/list`).
+_PIECED = {**LIST_METHODS, "tasks/list": "tasks"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +55,7 @@ class ListPieces:
         """`message` as the backend must get it, when it is a list request: a piece cursor is
         swapped for the backend's cursor it carries; one that does not fit (another list or host,
         expired) refuses the request."""
-        kind = LIST_METHODS.get(message.method or "")
+        kind = _PIECED.get(message.method or "")
         if kind is None or message.kind is not Kind.REQUEST:
             return Prepared(message, None, None)
         cursor = message.params.get("cursor")

@@ -32,7 +32,8 @@ LIST_METHODS: Mapping[str, str] = {
 }
 #: The field that identifies an item of each kind: the sort key, and what must be unique. A
 #: resource is what `resources/read` takes, its URI; its `name` is only a label.
-IDENTITY: Mapping[str, str] = {"tools": "name", "prompts": "name", "resources": "uri", "resourceTemplates": "name"}
+IDENTITY: Mapping[str, str] = {"tools": "name", "prompts": "name", "resources": "uri", "resourceTemplates": "name",
+                                "tasks": "taskId"}
 
 
 @dataclass(frozen=True, slots=True)

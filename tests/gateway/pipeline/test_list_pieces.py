@@ -181,3 +181,27 @@ async def test_errors_and_answers_without_a_list_go_as_they_are() -> None:
     relay = forwarder(Scripted(error), pages=LIMITS)
     reply, _ = await list_once(relay)
     assert reply.body == error.body
+
+
+async def test_a_backends_tasks_are_handed_out_in_pieces_too() -> None:
+    """2025-11-25 `tasks/list`, passed through: a page of tasks too big goes in pieces like any list."""
+    tasks = [{"taskId": f"t{i:03d}", "status": "working", "statusMessage": "é" * 400, "createdAt": "now"}
+             for i in range(60)]
+    answer = {"jsonrpc": "2.0", "id": 1, "result": {"tasks": tasks}}
+    upstream = Scripted(*(Answer(answer) for _ in range(10)))
+    relay = forwarder(upstream, pages=LIMITS)
+    seen: list[str] = []
+    cursor = None
+    for _ in range(10):
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "tasks/list",
+                                   "params": {} if cursor is None else {"cursor": cursor}}
+        request = HttpRequest("POST", "acme", "main", {"accept": "application/json"}, json.dumps(message).encode())
+        reply = await relay.direct(StatelessLeg(), request, VHOST, PRINCIPAL, classify(message), map_key="calc",
+                                   wants_sse=False)
+        assert len(reply.body) <= LIMITS.bytes
+        result = json.loads(reply.body)["result"]
+        seen.extend(task["taskId"] for task in result["tasks"])
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            break
+    assert seen == [task["taskId"] for task in tasks] and len(upstream.sent) > 1
