@@ -19,6 +19,7 @@ import bisect
 import datetime
 import logging
 import threading
+import time
 from collections import OrderedDict, deque
 from dataclasses import replace
 
@@ -36,8 +37,9 @@ log = logging.getLogger(__name__)
 _MAX_QUEUED = 200_000
 #: Flushes an end waits for the row it ends (~10 s at the default interval), then it is dropped.
 _TASK_END_TRIES = 40
-#: Ends already queued, so that a task polled after it ended queues nothing more.
+#: Ends written lately, remembered so that polls of an ended task write nothing more: how many, how long.
 _SEEN_ENDS = 10_000
+_WRITTEN_SECONDS = 60.0
 
 
 _COLUMNS = (
@@ -99,43 +101,67 @@ def audit_tasks_end(ends: list[TaskEnd]) -> list[TaskEnd]:
     """Give the row of each task's call its final outcome, and count the errors among them in the
     per-minute counts (the row was counted as a call when written). A row already ended keeps its
     outcome, except an `error` with no code, which only says the task failed (2025-11-25 `tasks/get`):
-    a later, precise end (a tool error, an error code) replaces it. Returns the ends whose row was not
-    found."""
-    latest: dict[tuple[int, str, str, str], TaskEnd] = {}
-    for end in ends:  # one per task: the most precise
+    a later, precise end (a tool error, an error code) replaces it. Where a backend gave the same
+    id to more than one task (restarted, say), the newest call's row is the one. Returns the ends
+    whose row was not found.
+
+    Like `audit_records_write`, one statement per table, each atomic; the rows are locked in id
+    order, so writers of several instances ending the same task wait for each other, and the one
+    that comes second sees the row as the first left it (an error is counted once)."""
+    chosen: dict[tuple[int, str, str, str], TaskEnd] = {}
+    for end in ends:  # one per task: a precise one if any
         key = (end.tenant_id, _text(end.virtual_host), _text(end.backend), _text(end.task_id, 255))
-        if key not in latest or _precise(end) > _precise(latest[key]):
-            latest[key] = end
-    rows = [
+        if key[3] and (key not in chosen or _precise(end) > _precise(chosen[key])):
+            chosen[key] = end
+    if not chosen:
+        return []
+    rows = orjson.dumps([
         {"tenant_id": key[0], "virtual_host": key[1], "backend": key[2], "task_id": key[3], "outcome": end.outcome,
          "error_code": end.error_code, "at": datetime.datetime.fromtimestamp(end.at, tz=datetime.UTC).isoformat()}
-        for key, end in latest.items()
-    ]
+        for key, end in chosen.items()
+    ]).decode()
     table = connection.ops.quote_name(AuditRecord._meta.db_table)
     source = """jsonb_to_recordset(%s::jsonb) AS r(tenant_id bigint, virtual_host text, backend text, task_id text,
         outcome text, error_code int, at timestamptz)"""
-    match = "a.tenant_id = r.tenant_id AND a.task_id = r.task_id AND a.virtual_host = r.virtual_host AND a.backend = r.backend"
+    # `a.task_id <> ''` lets the partial index audit_tenant_task find the rows.
+    match = ("a.tenant_id = r.tenant_id AND a.task_id = r.task_id AND a.task_id <> '' "
+             "AND a.virtual_host = r.virtual_host AND a.backend = r.backend")
     with transaction.atomic(), connection.cursor() as cursor:
-        # `old` is the row as it was before this statement: whether it was still running.
         cursor.execute(
-            f"""UPDATE {table} AS a SET outcome = r.outcome, error_code = r.error_code, task_ended_at = r.at
-            FROM {source}, {table} AS old
-            WHERE old.id = a.id AND {match} AND (a.outcome = 'working' OR (a.outcome = 'error' AND a.error_code IS NULL
-                AND a.task_ended_at IS NOT NULL AND (r.outcome = 'tool_error' OR r.error_code IS NOT NULL)))
-            RETURNING old.outcome, a.outcome, a.tenant_id, a.created_at, a.exposed_name""",
-            [orjson.dumps(rows).decode()],
+            f"""WITH newest AS (
+                SELECT DISTINCT ON (r.tenant_id, r.virtual_host, r.backend, r.task_id)
+                    a.id, r.outcome, r.error_code, r.at
+                FROM {source} JOIN {table} AS a ON {match}
+                ORDER BY r.tenant_id, r.virtual_host, r.backend, r.task_id, a.created_at DESC, a.id DESC
+            ), locked AS (
+                SELECT a.id, a.outcome AS before, n.outcome, n.error_code, n.at
+                FROM {table} AS a JOIN newest AS n ON a.id = n.id
+                WHERE a.outcome = 'working' OR (a.outcome = 'error' AND a.error_code IS NULL
+                    AND a.task_ended_at IS NOT NULL AND (n.outcome = 'tool_error' OR n.error_code IS NOT NULL))
+                ORDER BY a.id
+                FOR UPDATE OF a
+            )
+            UPDATE {table} AS a SET outcome = l.outcome, error_code = l.error_code, task_ended_at = l.at
+            FROM locked AS l WHERE a.id = l.id
+            RETURNING l.before, a.outcome, a.tenant_id, a.created_at, a.exposed_name""",
+            [rows],
         )
         errors = [(tenant, created, tool) for before, after, tenant, created, tool in cursor.fetchall()
                   if before == "working" and after in _ERRORS]
+    with connection.cursor() as cursor:
         cursor.execute(
             f"""SELECT r.tenant_id, r.virtual_host, r.backend, r.task_id FROM {source}
             WHERE NOT EXISTS (SELECT 1 FROM {table} AS a WHERE {match})""",
-            [orjson.dumps(rows).decode()],
+            [rows],
         )
         missing = {tuple(row) for row in cursor.fetchall()}
-        if errors:
-            _minutes_errors_add(cursor, errors)
-    return [end for key, end in latest.items() if key in missing]
+    if errors:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                _minutes_errors_add(cursor, errors)
+        except DatabaseError:
+            log.exception("counting %d ended tasks' errors for the dashboard failed; their rows are written", len(errors))
+    return [end for key, end in chosen.items() if key in missing]
 
 
 def _precise(end: TaskEnd) -> bool:
@@ -221,9 +247,11 @@ class AuditWriter:
 
     def __init__(self, *, interval: float = 0.25, batch: int = 1000) -> None:
         self._queue: deque[AuditEntry] = deque()
-        #: Task ends to write, with how many flushes each has waited for its row.
+        #: Task ends to write, with how many flushes each has waited for its row; those queued, and
+        #: those written lately (when), so that polls of an ended task queue it once.
         self._ends: deque[tuple[TaskEnd, int]] = deque()
-        self._seen_ends: OrderedDict[TaskEnd, None] = OrderedDict()
+        self._pending_ends: set[TaskEnd] = set()
+        self._written_ends: OrderedDict[TaskEnd, float] = OrderedDict()
         self._interval = interval
         self._batch = batch
         self._task: asyncio.Task[None] | None = None
@@ -239,15 +267,14 @@ class AuditWriter:
         self._wake()
 
     def task_ended(self, end: TaskEnd) -> None:
-        seen = replace(end, at=0.0)
-        if seen in self._seen_ends:
+        key = replace(end, at=0.0)
+        written = self._written_ends.get(key)
+        if key in self._pending_ends or (written is not None and time.monotonic() - written < _WRITTEN_SECONDS):
             return
-        self._seen_ends[seen] = None
-        if len(self._seen_ends) > _SEEN_ENDS:
-            self._seen_ends.popitem(last=False)
         if len(self._ends) >= _MAX_QUEUED:
             log.error("audit queue of task ends full; dropping the oldest")
-            self._ends.popleft()
+            self._pending_ends.discard(replace(self._ends.popleft()[0], at=0.0))
+        self._pending_ends.add(key)
         self._ends.append((end, 0))
         self._wake()
 
@@ -302,11 +329,21 @@ class AuditWriter:
             self._ends.extendleft(reversed(batch))
             connection.close()
             raise
-        for end in missing:
-            if tries[end] + 1 < _TASK_END_TRIES:
+        now = time.monotonic()
+        waiting = set(missing)
+        for end in tries:
+            key = replace(end, at=0.0)
+            if end in waiting and tries[end] + 1 < _TASK_END_TRIES:
                 self._ends.append((end, tries[end] + 1))
-            else:
+                continue
+            self._pending_ends.discard(key)  # a later poll that shows the end queues it again
+            if end in waiting:
                 log.info("the audit row of task %s (backend %s) never appeared; its end is dropped", end.task_id, end.backend)
+            else:
+                self._written_ends[key] = now
+                self._written_ends.move_to_end(key)
+                if len(self._written_ends) > _SEEN_ENDS:
+                    self._written_ends.popitem(last=False)
 
     def _write_ends_in_worker(self, batch: list[tuple[TaskEnd, int]]) -> None:
         try:

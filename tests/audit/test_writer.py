@@ -104,6 +104,22 @@ def test_a_tasks_end_gives_the_row_of_its_call_the_final_outcome_and_counts_its_
 
 
 @pytest.mark.django_db
+def test_a_task_id_a_backend_gave_again_ends_the_newest_calls_row() -> None:
+    """A backend that restarted and counts its ids from 1 again: the end is the new task's."""
+    audit_records_write([_entry(outcome="working", task_id="1", at=time.time() - 3600)])
+    audit_records_write([_entry(outcome="working", task_id="1")])
+    audit_tasks_end([_end("1", "ok")])
+    assert [row.outcome for row in AuditRecord.objects.order_by("created_at")] == ["working", "ok"]
+
+
+@pytest.mark.django_db
+def test_an_end_without_a_task_id_is_passed_over() -> None:
+    audit_records_write([_entry(outcome="ok"), _entry(outcome="working", task_id="t-1")])
+    assert audit_tasks_end([_end("", "error", -32000), _end("t-1", "error", None)]) == []
+    assert sorted(row.outcome for row in AuditRecord.objects.all()) == ["error", "ok"]
+
+
+@pytest.mark.django_db
 def test_an_ended_task_keeps_its_outcome_unless_it_only_said_it_failed() -> None:
     """A 2025-11-25 `failed` status (an error with no code) is refined by what `tasks/result` says
     later; anything else that comes after the end changes nothing, and an error is counted once."""
@@ -134,6 +150,10 @@ def test_an_end_that_comes_before_its_row_waits_for_it_a_bounded_number_of_flush
     assert [(end.task_id, tries) for end, tries in writer._ends] == [("never", 2)]
     writer.flush_sync()
     assert not writer._ends  # given up
+    monkeypatch.setattr("apps.audit.writer.AuditWriter._wake", lambda self: None)
+    writer.task_ended(_end("never", "ok"))  # a later poll that shows the end: tried again
+    assert [end.task_id for end, _ in writer._ends] == ["never"]
+    writer._ends.clear()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -18,6 +18,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from apps.audit.models import AuditRecord
+from apps.catalog.models import VirtualHost
 from apps.kernel.costs import ToolCostSpec
 from apps.kernel.policy import RuleSpec
 from apps.policies.services import access_policy_set, budget_set, tool_costs_set
@@ -216,6 +217,22 @@ def test_a_task_on_a_single_backend_host_keeps_its_id_and_its_row_ends_with_it(
     assert _tool_call_row(host, "working").task_id == task_id
     assert "alone" in json.dumps(call("tasks/result", {"taskId": task_id})["result"]["content"])
     assert _tool_call_row(host, "ok").task_id == task_id
+
+
+def test_a_single_backend_host_with_a_policy_passes_task_ids_through_too(
+    transactional_db: None, gateway_url: str, everything: str
+) -> None:
+    """A policy makes a host look into its messages, not rename its one backend's tasks."""
+    host = make_host(gateway_url, everything)
+    access_policy_set(virtual_host=VirtualHost.objects.get(slug=host.slug, tenant__slug=host.tenant),
+                      default="allow", rules=[])
+    call = _in_session(host)
+    created = call("tools/call", {"name": "simulate-research-query", "arguments": {"topic": "policy"}, "task": {}})
+    task_id = created["result"]["task"]["taskId"]
+    assert not task_id.startswith("gwt.")
+    assert call("tasks/get", {"taskId": task_id})["result"]["taskId"] == task_id
+    assert task_id in [task["taskId"] for task in call("tasks/list", {})["result"]["tasks"]]
+    assert "policy" in json.dumps(call("tasks/result", {"taskId": task_id})["result"]["content"])
 
 
 def test_a_task_is_its_callers_alone(

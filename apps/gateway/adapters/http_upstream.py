@@ -92,16 +92,16 @@ class HttpUpstream:
 
     async def request(
         self, method: str, url: str, headers: list[tuple[str, str]], body: bytes, timeout: float,
-        *, allow_private: bool = False,
+        *, allow_private: bool = False, long_lived: bool | None = None,
     ) -> UpstreamReply:
         """One request to any URL (an HTTP+SSE backend's message endpoint differs per session);
-        `allow_private`: the backend's tenant allows private addresses."""
+        `allow_private`: the backend's tenant allows private addresses; `long_lived` as in `Upstream.send`."""
         pool, path = self._targets.get((url, allow_private)) or self._target(url, allow_private)
         # The answer to a POST (JSON, or the call's event stream) must keep coming: a backend silent
         # for `timeout` seconds is given up (keep-alive comments count). A GET stream, or the answer
         # to a 2026-07-28 `subscriptions/listen`, is the backend's channel for what it sends on its
         # own and may rightly stay silent for hours.
-        idle = None if _long_lived(method, headers) else timeout
+        idle = None if (_long_lived(method, headers) if long_lived is None else long_lived) else timeout
         try:
             response = await pool.request(method, path, headers, body, timeout=timeout, idle_timeout=idle)
         except ConnectFailed as exc:
@@ -119,13 +119,15 @@ class HttpUpstream:
         body: bytes = b"",
         *,
         timeout: float,
+        long_lived: bool | None = None,
     ) -> UpstreamReply | BridgeReply:
         if backend.transport == "sse" and self._sse is not None:
             return await self._sse.send(backend, replica, method, headers, body, timeout=timeout)
         key = (replica, backend.allow_private)
         if key not in self._targets:  # replica URLs are few (configuration); remember them
             self._targets[key] = self._target(replica, backend.allow_private)
-        return await self.request(method, replica, headers, body, timeout, allow_private=backend.allow_private)
+        return await self.request(method, replica, headers, body, timeout, allow_private=backend.allow_private,
+                                  long_lived=long_lived)
 
     def close(self) -> None:
         for pool in self._pools.values():

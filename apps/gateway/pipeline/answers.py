@@ -40,18 +40,24 @@ class StreamOverCap(BadReply):
 
 #: How many times one call's answer stream is resumed at most; its time is capped by `StreamCaps`.
 MAX_RESUMES = 1000
-#: The longest the gateway waits before resuming, whatever `retry` the backend asked for.
+#: Resumes in a row that bring no new event before the gateway gives up on the stream.
+MAX_IDLE_RESUMES = 3
+#: The longest the gateway waits before resuming, whatever `retry` the backend asked for; and the
+#: wait before resuming a stream that brought nothing new, when the backend asked none.
 MAX_RETRY_SECONDS = 30.0
+IDLE_RETRY_SECONDS = 1.0
 
 
 class Resuming:
-    """A backend's answer stream in a session, resumed by the gateway wherever the backend ends it
+    """A backend's answer stream in a session, resumed by the gateway where the backend ends it
     before the call's response (SSE polling, 2025-11-25, SEP-1699: a server that sent an event id
     may close the stream at any time, and the client reconnects with GET and `Last-Event-ID` after
     `retry` ms). So the client reads one stream, whatever its transport: an HTTP+SSE or JSON-only
-    client could not resume, and a call answered on a stream the gateway never reads would leave an
-    audit row without its outcome. `resume(last_event_id)` is that GET, in the call's session. A
-    stream the backend cannot resume (no id seen, or the GET refused) ends as it ended."""
+    client could not resume anything, and a call answered on a stream the gateway never reads would
+    leave an audit row without its outcome. `resume(last_event_id)` is that GET, in the call's
+    session. Only a stream that ends cleanly is resumed (one that broke, or whose event was too big,
+    fails the call as before); a stream is given up after `MAX_IDLE_RESUMES` resumes in a row that
+    bring nothing new, or when the backend refuses the GET."""
 
     def __init__(self, call: Call, reply: UpstreamReply, resume: Callable[[str], Awaitable[UpstreamReply]]) -> None:
         self._call = call
@@ -71,35 +77,36 @@ class Resuming:
         self._reply.close()
 
     async def events(self) -> AsyncIterator[SseEvent]:
-        last_id: str | None = None  # a backend without event ids cannot be resumed (most have none)
-        retry = 0.0
-        last_message: SseEvent | None = None
+        last_id: str | None = None  # most backends send no ids: their streams are never resumed
+        retry: float | None = None
+        answered = False
+        idle = 0
         for resumes in range(MAX_RESUMES + 1):
-            try:
-                async for event in self._reply.events():
-                    last_id = last_id if event.id is None else event.id
-                    retry = retry if event.retry is None else event.retry / 1000
-                    last_message = event if event.data else last_message
-                    yield event
-                    if resumes and event.data and is_response(self._call, event):
-                        return  # a resumed GET stream may go on with messages that are not the call's
-            except UpstreamUnavailable:
-                if last_id is None or self._answered(last_message):
-                    raise
-            # The response comes last: only a stream with ids that ended before it is read again.
-            if last_id is None or self._answered(last_message):
+            new = False
+            async for event in self._reply.events():
+                new = new or event.id is not None
+                last_id = last_id if event.id is None else event.id
+                retry = retry if event.retry is None else event.retry / 1000
+                # Looked for only once the stream has ids: a stream without them ends as it ends.
+                answered = answered or (last_id is not None and bool(event.data) and is_response(self._call, event))
+                yield event
+                if answered and resumes:
+                    return  # a resumed GET stream may go on with messages that are not the call's
+            idle = 0 if new else idle + 1
+            if answered or last_id is None or idle >= MAX_IDLE_RESUMES or resumes == MAX_RESUMES:
                 return
             self._reply.close()
-            await asyncio.sleep(min(retry, MAX_RETRY_SECONDS))
-            reply = await self._resume(last_id)
+            wait = retry if retry is not None else (0.0 if new else IDLE_RETRY_SECONDS)
+            await asyncio.sleep(min(wait, MAX_RETRY_SECONDS))
+            try:
+                reply = await self._resume(last_id)
+            except TimeoutError:
+                raise UpstreamUnavailable(f"it did not resume its answer stream within {self._call.backend.timeout:g} s") from None
             if reply.status != 200 or reply.content_type != "text/event-stream":
                 log.info("backend %s did not resume its answer stream (HTTP %s)", self._call.backend.name, reply.status)
                 reply.close()
                 return
             self._reply = reply
-
-    def _answered(self, last_message: SseEvent | None) -> bool:
-        return last_message is not None and is_response(self._call, last_message)
 
 
 def is_response(call: Call, event: SseEvent) -> bool:

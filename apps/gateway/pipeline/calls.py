@@ -270,11 +270,17 @@ def arguments_kept(mode: str, arguments: object, key: bytes) -> Any:
     return None
 
 
+def error_code(error: dict[str, Any]) -> int | None:
+    """A JSON-RPC error's code as the audit keeps it: an integer a 32-bit column holds (a backend's
+    other value is no code: stored, it would refuse the whole batch of rows it came with)."""
+    code = error.get("code")
+    return code if isinstance(code, int) and not isinstance(code, bool) and -(2**31) <= code < 2**31 else None
+
+
 def outcome_of(response: dict[str, Any]) -> tuple[str, int | None]:
     error = response.get("error")
     if isinstance(error, dict):
-        code = error.get("code")
-        return "error", code if isinstance(code, int) else None
+        return "error", error_code(error)
     result = response.get("result")
     if isinstance(result, dict) and result.get("isError") is True:
         return "tool_error", None
@@ -310,15 +316,14 @@ def task_ended(method: str | None, response: dict[str, Any]) -> tuple[str, int |
     error = response.get("error")
     if method == "tasks/result":
         if isinstance(error, dict):
-            code = error.get("code")
-            return None if code in _REQUEST_ERRORS else ("error", code if isinstance(code, int) else None)
+            code = error_code(error)
+            return None if code in _REQUEST_ERRORS else ("error", code)
         return outcome_of(response) if isinstance(result, dict) else None
     if not isinstance(result, dict) or (ended := _ENDED.get(result.get("status"))) is None:  # type: ignore[arg-type]
         return None
     inlined_error, inlined_result = result.get("error"), result.get("result")
     if isinstance(inlined_error, dict):
-        code = inlined_error.get("code")
-        return "error", code if isinstance(code, int) else None
+        return "error", error_code(inlined_error)
     if isinstance(inlined_result, dict) and inlined_result.get("isError") is True:
         return "tool_error", None
     return ended, None

@@ -306,7 +306,9 @@ class Forwarder:
         session, from `last_event_id` on (`answers.Resuming`)."""
         sent = [(name, value) for name, value in headers if name not in {"content-type", "accept"}]
         sent += [("accept", "text/event-stream"), ("last-event-id", last_event_id)]
-        return await self._upstream.send(call.backend, replica, "GET", sent, timeout=call.backend.timeout)
+        # The call's answer, resumed: a backend silent for its timeout is given up, as on the POST.
+        return await self._upstream.send(call.backend, replica, "GET", sent, timeout=call.backend.timeout,
+                                         long_lived=False)
 
     def _unavailable(self, call: Call, outcome: Outcome, reason: str, kind: str) -> Reply:
         """The backend could not answer: a request gets -32004, anything else a bare 502. `kind`

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from apps.gateway.pipeline.answers import translate_event
@@ -113,15 +113,15 @@ class ComposedLegacy:
             return result_reply(message.id, {}, sse=sse, headers=headers)
         if method in ROUTED_METHODS:
             return await forwarder.routed(leg, request, vhost, principal, message, wants_sse=wants_sse)
-        if method in TASK_METHODS:
-            return await forwarder.tasked(leg, request, vhost, principal, message, wants_sse=wants_sse)
-        if method == "tasks/list":
-            return result_reply(message.id, await self._tasks(leg, request, vhost, principal, message), sse=sse,
-                                headers=headers)
         single = vhost.naming.single_key
         if single is None:
+            if method in TASK_METHODS:
+                return await forwarder.tasked(leg, request, vhost, principal, message, wants_sse=wants_sse)
+            if method == "tasks/list":
+                return result_reply(message.id, await self._tasks(leg, request, vhost, principal, message), sse=sse,
+                                    headers=headers)
             raise MethodNotFound(f"Method not found: {method}")
-        # One backend (aliases or a policy): what names nothing passes through.
+        # One backend (aliases or a policy): what names nothing passes through, its task ids too.
         return await forwarder.direct(leg, request, vhost, principal, message, map_key=single, wants_sse=wants_sse)
 
     async def _answer(
@@ -171,7 +171,7 @@ class ComposedLegacy:
         each backend's pages as they come, cut to the host's page limits (`listing.PageLimits`), their
         ids as the host shows them. The cursor is a signed piece cursor of the `tasks` list saying
         which backend, its own cursor, and how many of that page were served already."""
-        order = await self._with_capability(vhost, "tasks")
+        order = await self._with_capability(vhost, "tasks", "list")
         position: _TaskPosition | None = self._task_position(vhost, message.params.get("cursor"), order)
         for _ in range(_MAX_TASK_PAGES):  # backends with no tasks are passed over, a bounded number
             if position is None:
@@ -208,7 +208,10 @@ class ComposedLegacy:
         piece = self._lists.codec.open_piece(cursor, "tasks", vhost.tenant_id, vhost.slug)
         if piece is None or piece.upstream is None:
             raise InvalidParams("Invalid params: unknown cursor; list again without a cursor", data={"cursor": "malformed"})
-        map_key, upstream = jsonrpc.loads(piece.upstream)
+        try:
+            map_key, upstream = jsonrpc.loads(piece.upstream)
+        except (ValueError, TypeError):  # a piece cursor of this host's tasks while it had one backend
+            raise stale_cursor("tasks") from None
         if map_key not in order:
             raise stale_cursor("tasks")  # the backend it was in no longer lists tasks on this host
         return map_key, upstream, piece.offset
@@ -231,8 +234,9 @@ class ComposedLegacy:
         upstream_next = result.get("nextCursor")
         return result["tasks"], upstream_next if isinstance(upstream_next, str) and upstream_next else None
 
-    async def _with_capability(self, vhost: VirtualHostView, capability: str) -> list[str]:
-        """Map keys of the MCP backends that declared `capability` (unreachable ones left out)."""
+    async def _with_capability(self, vhost: VirtualHostView, capability: str, flag: str | None = None) -> list[str]:
+        """Map keys of the MCP backends that declared `capability` (with `flag` in it, when given;
+        unreachable ones left out)."""
         found = []
         for map_key, backend in vhost.mounts.items():
             if backend.server is not None:
@@ -242,7 +246,8 @@ class ComposedLegacy:
             except (UpstreamUnavailable, BackendRefused, TimeoutError):
                 continue
             capabilities = info.legacy_capabilities if info.legacy_version else info.modern_capabilities
-            if capability in capabilities:
+            declared = capabilities.get(capability)
+            if capability in capabilities and (flag is None or (isinstance(declared, Mapping) and flag in declared)):
                 found.append(map_key)
         return found
 

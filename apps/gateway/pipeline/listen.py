@@ -28,7 +28,7 @@ from apps.gateway.pipeline.compose import BackendMessages
 from apps.gateway.pipeline.host_lists import LIST_FILTERS, HostLists
 from apps.gateway.pipeline.ports import UpstreamUnavailable
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream
-from apps.gateway.pipeline.task_ids import TASKS_EXTENSION
+from apps.gateway.pipeline.task_ids import TASKS_EXTENSION, offers_tasks
 from apps.gateway.pipeline.values import BackendView, VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import InvalidParams
@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 _FLAG_OF = {notification: flag for flag, notification in LIST_FILTERS.items()}
 _END: dict[str, Any] = {}  # queued when the stream must end
+#: Most tasks one listen stream may follow (each id is checked and routed when the stream opens).
+MAX_TASK_IDS = 1000
 
 
 @dataclass(slots=True)
@@ -82,11 +84,15 @@ class ComposedListen:
         task_ids = wanted.get("taskIds")
         if task_ids is not None and (not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids)):
             raise InvalidParams("Invalid params: 'taskIds' must be a list of task ids")
+        if task_ids is not None and len(task_ids) > MAX_TASK_IDS:
+            raise InvalidParams(f"Invalid params: 'taskIds' names {len(task_ids)} tasks; one stream follows at most "
+                                f"{MAX_TASK_IDS}", data={"max": MAX_TASK_IDS})
+        task_ids = list(dict.fromkeys(task_ids)) if task_ids is not None else None
         flags = {flag for flag in LIST_FILTERS if wanted.get(flag) is True}
         per_backend = await self._route(vhost, principal, uris, task_ids or [])
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         honoured_uris: list[str] = []
-        honoured_tasks: list[str] = []
+        honoured_tasks: set[str] = set()
         acknowledged = {map_key: asyncio.Event() for map_key in per_backend}
         tasks = [
             asyncio.ensure_future(self._upstream(vhost, principal, map_key, backend_wants, queue,
@@ -133,9 +139,10 @@ class ComposedListen:
             if target is None or backend is None or not await self._offers(backend, _subscribes):
                 continue
             per_backend.setdefault(target[0], _Wanted()).uris.append((uri, target[1]))
+        single = vhost.naming.single_key  # one backend's task ids pass through as they are
         for task_id in task_ids:
-            task = self._task_of(vhost, principal, task_id)
-            if task is None or not await self._offers(vhost.mounts[task[0]], _runs_tasks):
+            task = (single, task_id) if single is not None else self._task_of(vhost, principal, task_id)
+            if task is None or not await self._offers(vhost.mounts[task[0]], offers_tasks):
                 continue
             per_backend.setdefault(task[0], _Wanted()).tasks.append((task_id, task[1]))
         return per_backend
@@ -158,7 +165,7 @@ class ComposedListen:
         wanted: _Wanted,
         queue: asyncio.Queue[dict[str, Any]],
         honoured_uris: list[str],
-        honoured_tasks: list[str],
+        honoured_tasks: set[str],
         acknowledged: asyncio.Event,
     ) -> None:
         uri_of = {upstream: exposed for exposed, upstream in wanted.uris}
@@ -169,7 +176,8 @@ class ComposedListen:
         def on_acknowledged(params: dict[str, Any]) -> None:
             accepted = params.get("notifications") or {}
             honoured_uris.extend(uri_of[uri] for uri in accepted.get("resourceSubscriptions") or [] if uri in uri_of)
-            honoured_tasks.extend(task_of[task] for task in accepted.get("taskIds") or [] if task in task_of)
+            honoured_tasks.update(task_of[task] for task in accepted.get("taskIds") or []
+                                  if isinstance(task, str) and task in task_of)
             acknowledged.set()
 
         def on_message(message: dict[str, Any]) -> None:
@@ -181,7 +189,7 @@ class ComposedListen:
                 shown = naming.expose_notification(map_key, method, params)
                 if shown is not None:
                     queue.put_nowait({"method": method, "params": dict(shown)})
-            elif method == "notifications/tasks" and params.get("taskId") in task_of:
+            elif method == "notifications/tasks" and isinstance(params.get("taskId"), str) and params["taskId"] in task_of:
                 shown_message = shown_as(message)
                 if shown_message is not None:
                     queue.put_nowait(shown_message)
@@ -217,11 +225,6 @@ async def _changes(changes: Any, flags: set[str], queue: asyncio.Queue[dict[str,
 def _subscribes(capabilities: dict[str, Any]) -> bool:
     resources = capabilities.get("resources")
     return isinstance(resources, dict) and resources.get("subscribe") is True
-
-
-def _runs_tasks(capabilities: dict[str, Any]) -> bool:
-    extensions = capabilities.get("extensions")
-    return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
 
 
 def _event(message: dict[str, Any]) -> bytes:

@@ -34,7 +34,7 @@ from apps.gateway.pipeline.listing import LIST_METHODS
 from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
 from apps.gateway.pipeline.ports import Upstream, UpstreamReply
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
-from apps.gateway.pipeline.task_ids import EXTENSION_TASK_METHODS, TASKS_EXTENSION
+from apps.gateway.pipeline.task_ids import EXTENSION_TASK_METHODS, TASKS_EXTENSION, offers_tasks
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, HttpRequest, VirtualHostView
 from apps.gateway.protocol.envelope import NAME_BEARING, ModernEnvelope, check_modern_request, encode_header_value
 from apps.gateway.protocol.errors import (
@@ -139,11 +139,13 @@ class ModernEra:
 
     async def _check_tasks(self, vhost: VirtualHostView, method: str, envelope: ModernEnvelope) -> None:
         """A request of the tasks extension on a composed host: an unknown method where no backend
-        offers the extension (HTTP 404 + -32601), -32021 when its client does not declare it."""
-        if not any(TASKS_EXTENSION in _extensions(info.modern_capabilities)
-                   for info in await self._infos(vhost) if info.modern_versions):
+        offers the extension (HTTP 404 + -32601; a backend that cannot be reached now may, and the
+        task id decides), -32021 when its client does not declare it."""
+        infos = await self._infos(vhost)
+        reached_all = len(infos) == len(vhost.mounts)
+        if reached_all and not any(offers_tasks(info.modern_capabilities) for info in infos if info.modern_versions):
             raise MethodNotFound(f"Method not found: {method}", http_status=404)
-        if TASKS_EXTENSION not in _extensions(envelope.client_capabilities):
+        if not offers_tasks(envelope.client_capabilities):
             raise MissingClientCapability(
                 f"{method} belongs to the {TASKS_EXTENSION} extension, which this request's client capabilities do "
                 "not declare", data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}})
@@ -269,11 +271,6 @@ class _Leg:
         headers.extend((name, value) for name, value in request.headers.items() if name.startswith("mcp-param-"))
         replicas, backend = self._era.replicas, call.backend
         return Outbound(headers, call.body, pick=lambda: replicas.pick(backend, None))
-
-
-def _extensions(capabilities: object) -> Mapping[str, Any]:
-    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
-    return extensions if isinstance(extensions, Mapping) else {}
 
 
 def _stateless_view(capabilities: Mapping[str, Any]) -> Mapping[str, Any]:

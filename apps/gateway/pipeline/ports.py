@@ -237,8 +237,11 @@ class Upstream(Protocol):
         body: bytes = b"",
         *,
         timeout: float,
+        long_lived: bool | None = None,
     ) -> UpstreamReply:
-        """One HTTP exchange with a backend replica; raises UpstreamUnavailable or TimeoutError."""
+        """One HTTP exchange with a backend replica; raises UpstreamUnavailable or TimeoutError.
+        `long_lived`: whether the answer may stay silent past `timeout` (a backend's own channel);
+        None: a GET or a `subscriptions/listen` may, the answer to any other request may not."""
 
 
 class ToolServer(Protocol):

@@ -82,12 +82,13 @@ class TracedUpstream:
         body: bytes = b"",
         *,
         timeout: float,
+        long_lived: bool | None = None,
     ) -> UpstreamReply:
         parent = current()
         if not self._tracer.enabled:
             if parent is not None:
                 headers, body = with_context(parent, headers, body, message_of(body))
-            return await self._upstream.send(backend, replica, method, headers, body, timeout=timeout)
+            return await self._upstream.send(backend, replica, method, headers, body, timeout=timeout, long_lived=long_lived)
         message = message_of(body)
         attributes: dict[str, Attribute] = {
             "gateway.backend": backend.name, "gateway.replica": replica, "http.request.method": method,
@@ -102,7 +103,8 @@ class TracedUpstream:
                 context = replace(context, baggage=parent.baggage)
             headers, body = with_context(context, headers, body, message)
         try:
-            reply = await self._upstream.send(backend, replica, method, headers, body, timeout=timeout)
+            reply = await self._upstream.send(backend, replica, method, headers, body, timeout=timeout,
+                                              long_lived=long_lived)
         except BaseException as error:
             span.fail(describe(error))
             span.end()

@@ -125,11 +125,12 @@ class ReplicaHealth:
 
     async def send(
         self, backend: BackendView, replica: str, method: str, headers: list[tuple[str, str]],
-        body: bytes = b"", *, timeout: float,
+        body: bytes = b"", *, timeout: float, long_lived: bool | None = None,
     ) -> UpstreamReply:
         """`Upstream.send` that marks a replica down when it cannot be connected to."""
         try:
-            return await self._upstream.send(backend, replica, method, headers, body, timeout=timeout)
+            return await self._upstream.send(backend, replica, method, headers, body, timeout=timeout,
+                                             long_lived=long_lived)
         except ReplicaUnreachable:
             self.mark_down(replica)
             raise

@@ -1,4 +1,5 @@
-"""Task ids on a host with several backends (docs/virtual-hosts.md, "Tasks"): the id a backend gives
+"""Task ids on a host with several backends (docs/virtual-hosts.md, "Tasks"), and the names of the
+task requests and capabilities of both eras. The id a backend gives
 a task (2025-11-25 experimental tasks, and the 2026-07-28 tasks extension) is shown to the client as
 one that names the backend, so that the requests that follow the task reach the backend that runs it.
 
@@ -13,6 +14,7 @@ import base64
 import binascii
 import hmac
 import json
+from collections.abc import Mapping
 
 _PREFIX = "gwt."
 _DOMAIN = b"mcp-gateway/task-id/v1"
@@ -49,8 +51,8 @@ class TaskIds:
         if not isinstance(exposed, str) or len(exposed) > MAX_ID or not exposed.startswith(_PREFIX):
             return None
         body, dot, tag = exposed[len(_PREFIX) :].rpartition(".")
-        if not dot or not hmac.compare_digest(tag, self._tag(tenant_id, vhost, caller, body)):
-            return None
+        if not dot or not exposed.isascii() or not hmac.compare_digest(tag, self._tag(tenant_id, vhost, caller, body)):
+            return None  # (compare_digest refuses text that is not ASCII: no id of ours is)
         try:
             map_key, upstream = json.loads(_unb64(body))
         except (ValueError, TypeError, binascii.Error):  # signed by us, so only a bug gets here
@@ -65,3 +67,10 @@ EXTENSION_TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"}
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 #: Where a message names the task it belongs to.
 RELATED_TASK = "io.modelcontextprotocol/related-task"
+
+
+def offers_tasks(capabilities: object) -> bool:
+    """Whether capabilities (a server's, or a stateless request's client capabilities) declare the
+    2026-07-28 tasks extension."""
+    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
+    return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from apps.gateway.pipeline.answers import MAX_IDLE_RESUMES
 from apps.gateway.pipeline.calls import Call, Next, Outbound, Outcome
 from apps.gateway.pipeline.compose import stream_positions
 from apps.gateway.pipeline.concurrency import BackendGates
 from apps.gateway.pipeline.forwarder import Forwarder
-from apps.gateway.pipeline.ports import ReplicaUnreachable
+from apps.gateway.pipeline.ports import ReplicaUnreachable, UpstreamUnavailable
 from apps.gateway.pipeline.replies import Reply, error_reply
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, HttpRequest, VirtualHostView
 from apps.gateway.protocol.errors import PolicyDenied
@@ -61,11 +62,13 @@ class Scripted:
         self.answers = list(answers)
         self.sent: list[tuple[str, bytes]] = []
         self.requests: list[tuple[str, str | None]] = []  # (method, Last-Event-ID)
+        self.long_lived: list[bool | None] = []
 
     async def send(self, backend: BackendView, replica: str, method: str, headers: Any, body: bytes = b"",
-                   *, timeout: float) -> Answer:
+                   *, timeout: float, long_lived: bool | None = None) -> Answer:
         self.sent.append((replica, body))
         self.requests.append((method, dict(headers).get("last-event-id")))
+        self.long_lived.append(long_lived)
         answer = self.answers.pop(0)
         if isinstance(answer, BaseException):
             raise answer
@@ -263,16 +266,33 @@ async def test_a_stream_the_backend_ends_before_the_answer_is_resumed_by_the_gat
         if reply.stream is not None:
             await reply.stream.aclose()
         assert b'"late"' in body and b"-32004" not in body
-        assert upstream.requests[1] == ("GET", "268")
+        assert upstream.requests[1] == ("GET", "268") and upstream.long_lived[1] is False  # the call's answer
         assert _rows(audit) == [("ok", None)]
 
 
+class Broken(Answer):
+    """An answer stream that breaks after its events (the connection dropped, an event too big)."""
+
+    async def events(self) -> AsyncIterator[SseEvent]:
+        async for event in super().events():
+            yield event
+        raise UpstreamUnavailable("broken event stream: an event over the size limit")
+
+
 async def test_a_stream_that_cannot_be_resumed_ends_with_an_error_in_place_of_the_answer() -> None:
-    """No event id, no session, or the backend refuses the GET: -32004, as for any stream that ends unanswered."""
+    """No event id, no session, a stream that broke rather than ended, the backend refusing the GET,
+    or resumes that bring nothing new (given up after a few): -32004, as for any stream that ends
+    unanswered."""
+    broken = Broken(content_type="text/event-stream")
+    for event in (SseEvent(b"", id="1"), None):
+        broken.queue.put_nowait(event)
+    nothing_new = [_stream(SseEvent(b"", id="1", retry=1)), *(_stream() for _ in range(MAX_IDLE_RESUMES))]
     cases = [
         (SessionLeg(), [_stream(SseEvent(b"{}"))]),
         (StatelessLeg(), [_stream(SseEvent(b"", id="1"))]),
+        (SessionLeg(), [broken]),
         (SessionLeg(), [_stream(SseEvent(b"", id="1")), Answer(status=405, content_type="")]),
+        (SessionLeg(), nothing_new),
     ]
     for leg, answers in cases:
         audit = Audit()
@@ -394,6 +414,9 @@ async def test_an_answer_that_shows_a_task_ended_gives_its_final_outcome_and_not
         ("tasks/result", {"result": {"content": [], "isError": True}}, ("tool_error", None)),
         ("tasks/result", {"error": {"code": -32000, "message": "it broke"}}, ("error", -32000)),
         ("tasks/result", {"error": {"code": -32602, "message": "unknown task"}}, None),
+        ("tasks/result", {"error": {"code": 2**32, "message": "no 32-bit code"}}, ("error", None)),
+        ("tasks/get", {"result": {"taskId": "t-1", "status": "failed", "error": {"code": True, "message": "x"}}},
+         ("error", None)),
         ("tasks/get", {"error": {"code": -32602, "message": "unknown task"}}, None),
     ]
     for method, answer, ended in cases:

@@ -100,7 +100,7 @@ class Pages(Scripted):
         self.pages = pages
 
     async def send(self, backend: Any, replica: str, method: str, headers: Any, body: bytes = b"",
-                   *, timeout: float) -> Answer:
+                   *, timeout: float, long_lived: bool | None = None) -> Answer:
         self.sent.append((replica, body))
         request = json.loads(body)
         return Answer({**self.pages[request.get("params", {}).get("cursor")], "id": request["id"]})

@@ -53,7 +53,7 @@ class StreamingUpstream:
         self.replies: list[StreamedReply] = []
 
     async def send(self, backend: BackendView, replica: str, method: str, headers: Any, body: bytes = b"",
-                   *, timeout: float) -> StreamedReply:
+                   *, timeout: float, long_lived: bool | None = None) -> StreamedReply:
         reply = StreamedReply()
         reply.queue.put_nowait(SseEvent(PROGRESS))
         self.replies.append(reply)

@@ -30,7 +30,8 @@ class Replicas:
         self.down: set[str] = set()
         self.sent: list[tuple[str, str]] = []
 
-    async def send(self, backend: BackendView, replica: str, method: str, headers: Any, body: bytes = b"", *, timeout: float) -> _Reply:
+    async def send(self, backend: BackendView, replica: str, method: str, headers: Any, body: bytes = b"", *, timeout: float,
+                   long_lived: bool | None = None) -> _Reply:
         self.sent.append((replica, method))
         if replica in self.down:
             raise ReplicaUnreachable("cannot connect (ConnectionRefusedError)")

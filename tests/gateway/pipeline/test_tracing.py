@@ -98,7 +98,7 @@ class Recording:
         self.sent: list[tuple[list[tuple[str, str]], bytes]] = []
 
     async def send(self, backend: Any, replica: str, method: str, headers: list[tuple[str, str]], body: bytes = b"",
-                   *, timeout: float) -> Any:
+                   *, timeout: float, long_lived: bool | None = None) -> Any:
         self.sent.append((headers, body))
         return None
 
