@@ -215,14 +215,19 @@ def with_related_task(message: dict[str, Any], rename: Callable[[str], str | Non
     answer to a request a task made) renamed by `rename` (None: left as it is)."""
     for part in ("result", "params"):
         body = message.get(part)
-        meta = body.get("_meta") if isinstance(body, dict) else None
-        related = meta.get(RELATED_TASK) if isinstance(meta, dict) else None
-        if isinstance(related, dict) and isinstance(related.get("taskId"), str):
-            renamed = rename(related["taskId"])
-            if renamed is not None:
-                meta = {**meta, RELATED_TASK: {**related, "taskId": renamed}}
-                return {**message, part: {**body, "_meta": meta}}
+        if isinstance(body, dict) and (meta := _related_renamed(body, rename)) is not None:
+            return {**message, part: {**body, "_meta": meta}}
     return message
+
+
+def _related_renamed(body: dict[str, Any], rename: Callable[[str], str | None]) -> dict[str, Any] | None:
+    """The `_meta` of `body` with its related task renamed; None when it names none (or `rename` keeps it)."""
+    meta = body.get("_meta")
+    related = meta.get(RELATED_TASK) if isinstance(meta, dict) else None
+    if not (isinstance(related, dict) and isinstance(related.get("taskId"), str)):
+        return None
+    renamed = rename(related["taskId"])
+    return None if renamed is None else {**meta, RELATED_TASK: {**related, "taskId": renamed}}
 
 
 def _with_task_ids(message: dict[str, Any], expose: Callable[[str], str]) -> dict[str, Any]:
@@ -249,10 +254,8 @@ def _task_body(body: dict[str, Any], expose: Callable[[str], str]) -> dict[str, 
     if isinstance(tasks, list):
         changes["tasks"] = [{**t, "taskId": expose(t["taskId"])} if isinstance(t, dict) and isinstance(t.get("taskId"), str)
                             else t for t in tasks]
-    meta = body.get("_meta")
-    related = meta.get(RELATED_TASK) if isinstance(meta, dict) else None
-    if isinstance(related, dict) and isinstance(related.get("taskId"), str):
-        changes["_meta"] = {**meta, RELATED_TASK: {**related, "taskId": expose(related["taskId"])}}
+    if (meta := _related_renamed(body, expose)) is not None:
+        changes["_meta"] = meta
     return {**body, **changes} if changes else body
 
 

@@ -347,7 +347,7 @@ class Forwarder:
             return NO_SPAN
         attributes = {"gateway.backend": call.backend.name, "gateway.backend.kind": call.backend.kind,
                       "mcp.method.name": call.message.method or ""}
-        if call.exposed_name is not None:
+        if call.exposed_name is not None and call.audited:  # (a task request's is the task id)
             attributes["gateway.tool.exposed_name"] = call.exposed_name
         return self.tracer.span("gateway.forward", **attributes)
 
