@@ -1,6 +1,7 @@
 """Console pages and REST lists at scale (docs/console.md): server time to render each page of a tenant
 with 20,000 tools (every OpenAPI spec of ../shared/data/catalog, plus copies of EC2 to pass 20,000)
-and 1,000,000 audit rows, and the number of queries each makes.
+and 1,000,000 audit rows — one virtual host mounting every backend, curated — and the number of
+queries each makes.
 
     .venv/bin/python -m bench.console_pages [--repeat N] [--output FILE]
 
@@ -53,9 +54,11 @@ from django.test import Client  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
+from apps.catalog.curation import tool_rules_add  # noqa: E402
 from apps.catalog.models import Backend, Tool, VirtualHost  # noqa: E402
 from apps.catalog.services import backend_create, virtual_host_create  # noqa: E402
 from apps.catalog.specs import spec_upload  # noqa: E402
+from apps.kernel.curation import ToolRuleSpec  # noqa: E402
 from apps.tenants.models import ApiKey, Tenant  # noqa: E402
 from apps.tenants.services import api_key_issue, membership_set, team_create, tenant_create  # noqa: E402
 from bench.stats import percentile  # noqa: E402
@@ -96,6 +99,12 @@ def seed() -> Tenant:
         backends = {b.name: b for b in Backend.objects.filter(tenant=tenant).order_by("name")}
         virtual_host_create(tenant=tenant, slug="aws", mounts={
             name: backends[name] for name in ("ec2", "s3", "iam", "lambda", "dynamodb") if name in backends})
+    if not VirtualHost.objects.filter(tenant=tenant, slug="everything").exists():
+        # Every tool of the tenant on one host, curated: its tools list is the console's biggest.
+        every = {b.name[:32].strip("-_."): b for b in Backend.objects.filter(tenant=tenant).order_by("name")}
+        host = virtual_host_create(tenant=tenant, slug="everything", mounts=every)
+        tool_rules_add(virtual_host=host, rules=[ToolRuleSpec("exclude", "glob", "Delete*"),
+                                                 ToolRuleSpec("exclude", "tag", "Deprecated")])
     _audit_seed(tenant)
     return tenant
 
@@ -150,6 +159,8 @@ def pages(tenant: Tenant) -> dict[str, str]:
     t = {"tenant": tenant.slug}
     backend = Backend.objects.get(tenant=tenant, name="ec2")
     host = VirtualHost.objects.get(tenant=tenant, slug="aws")
+    every = VirtualHost.objects.get(tenant=tenant, slug="everything")
+    every_tools = reverse("console:vhost-tools", kwargs={**t, "vhost_id": every.pk})
     tool = Tool.objects.get(backend=backend, name="AuthorizeSecurityGroupIngress")
     key = ApiKey.objects.filter(tenant=tenant).order_by("name").first()
     assert key is not None
@@ -166,6 +177,14 @@ def pages(tenant: Tenant) -> dict[str, str]:
         "backends list": reverse("console:backend-list", kwargs=t),
         "OpenAPI spec page (ec2)": reverse("console:backend-spec", kwargs={**t, "backend_id": backend.pk}),
         "virtual host (5 mounts)": reverse("console:vhost-detail", kwargs={**t, "vhost_id": host.pk}),
+        f"virtual host ({every.mounts.count()} mounts)": reverse("console:vhost-detail",
+                                                               kwargs={**t, "vhost_id": every.pk}),
+        "its tools, first page": every_tools,
+        "its tools, page 200": every_tools + "?page=200",
+        "its tools, search 'vpc'": every_tools + "?q=vpc",
+        "its tools, hidden": every_tools + "?state=hidden",
+        "its tool picker, 'describe'": reverse("console:vhost-tool-options", kwargs={**t, "vhost_id": every.pk})
+        + "?q=describe",
         "API keys": reverse("console:key-list", kwargs=t),
         "access rules": reverse("console:access-list", kwargs=t),
         "limits": reverse("console:limit-list", kwargs=t),
@@ -173,6 +192,7 @@ def pages(tenant: Tenant) -> dict[str, str]:
         "API: audit": f"/api/v1/tenants/{tenant.slug}/audit",
         "API: tools search": f"/api/v1/tenants/{tenant.slug}/tools?search=security+group",
         "API: keys": f"/api/v1/tenants/{tenant.slug}/keys",
+        "API: a host's tool rules": f"/api/v1/tenants/{tenant.slug}/virtual-hosts/{every.pk}/tool-rules",
     }
 
 

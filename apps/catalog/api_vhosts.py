@@ -24,6 +24,7 @@ from apps.catalog.connect import KEY_PLACEHOLDER, client_configs, mcp_url, sse_u
 from apps.catalog.models import Backend, VirtualHost
 from apps.catalog.services import (
     ToolTarget,
+    mount_add,
     mount_delete,
     mount_set,
     tool_alias_delete,
@@ -59,6 +60,9 @@ class VirtualHostSerializer(serializers.Serializer):
     anonymous_key = serializers.IntegerField(allow_null=True, help_text="The id of the key anonymous callers act as.")
     mounts = MountSerializer(many=True)
     aliases = AliasSerializer(many=True)
+    tool_rules = serializers.ListField(child=serializers.DictField(), help_text="The curation rules (…/tool-rules).")
+    tool_descriptions = serializers.ListField(child=serializers.DictField(),
+                                              help_text="Descriptions shown instead of the backends' (…/tool-descriptions).")
 
 
 class VirtualHostInputSerializer(serializers.Serializer):
@@ -102,6 +106,10 @@ def vhost_data(request: Request, virtual_host: VirtualHost) -> dict[str, Any]:
         "allow_anonymous": virtual_host.allow_anonymous, "anonymous_key": virtual_host.anonymous_key_id,
         "mounts": [_mount(m) for m in virtual_host.mounts.all()],
         "aliases": [_alias(a) for a in virtual_host.tool_aliases.all()],
+        "tool_rules": [{"id": r.pk, "action": r.action, "match": r.match, "pattern": r.pattern, "map_key": r.map_key}
+                       for r in virtual_host.tool_rules.all()],
+        "tool_descriptions": [{"map_key": o.map_key, "tool": o.upstream_name, "description": o.description}
+                              for o in virtual_host.tool_overrides.all()],
     }
 
 
@@ -125,6 +133,10 @@ class VirtualHostsAPIView(TenantAPIView):
         if found is None:
             raise Http404(f"no virtual host with id {virtual_host_id}")
         return found
+
+    def backend(self, backend_id: int) -> Backend | None:
+        """The tenant's backend with that id (another tenant's looks absent)."""
+        return Backend.objects.filter(tenant=self.tenant, pk=backend_id).first()
 
     def anonymous_key(self, key_id: int | None) -> ApiKey | None:
         """The tenant's key with that id; ValidationError for any other id (another tenant's looks absent)."""
@@ -197,7 +209,7 @@ class VirtualHostDetailView(VirtualHostsAPIView):
 
 class MountListView(VirtualHostsAPIView):
     """`GET …/virtual-hosts/<id>/mounts`: the host's mounts by map key. `POST {map_key, backend}`:
-    mount the backend under the key, replacing what the key mounted."""
+    mount the backend under a key the host does not use yet (replace a mount with PUT on it)."""
 
     @extend_schema(responses=MountSerializer(many=True))
     def get(self, request: Request, tenant: str, virtual_host_id: int) -> Response:
@@ -211,18 +223,39 @@ class MountListView(VirtualHostsAPIView):
         given = MountSerializer(data=request.data)
         if not given.is_valid():
             return _problems(given)
-        backend = Backend.objects.filter(tenant=self.tenant, pk=given.validated_data["backend"]).first()
+        backend = self.backend(given.validated_data["backend"])
         if backend is None:
             return problem(f"backend: no backend with id {given.validated_data['backend']} in this tenant")
         try:
-            mount = mount_set(virtual_host=virtual_host, map_key=given.validated_data["map_key"], backend=backend)
+            mount = mount_add(virtual_host=virtual_host, map_key=given.validated_data["map_key"], backend=backend)
         except ValidationError as exc:
             return refused(exc)
         return Response(_mount(mount), status=status.HTTP_201_CREATED)
 
 
+class MountBackendSerializer(serializers.Serializer):
+    backend = serializers.IntegerField(help_text="The backend's id (of this tenant).")
+
+
 class MountDetailView(VirtualHostsAPIView):
-    """`DELETE …/virtual-hosts/<id>/mounts/<map_key>`: unmount; refused while an alias routes to the key."""
+    """`PUT …/virtual-hosts/<id>/mounts/<map_key> {backend}`: mount the backend under the key, replacing
+    what it mounted (every name under the key then reaches the new backend). `DELETE`: unmount, with
+    the key's curation rules and descriptions; refused while an alias routes to the key."""
+
+    @extend_schema(request=MountBackendSerializer, responses=MountSerializer)
+    def put(self, request: Request, tenant: str, virtual_host_id: int, map_key: str) -> Response:
+        virtual_host = self.virtual_host(virtual_host_id)
+        given = MountBackendSerializer(data=request.data)
+        if not given.is_valid():
+            return _problems(given)
+        backend = self.backend(given.validated_data["backend"])
+        if backend is None:
+            return problem(f"backend: no backend with id {given.validated_data['backend']} in this tenant")
+        try:
+            mount = mount_set(virtual_host=virtual_host, map_key=map_key, backend=backend)
+        except ValidationError as exc:
+            return refused(exc)
+        return Response(_mount(mount))
 
     @extend_schema(request=None, responses={204: None})
     def delete(self, request: Request, tenant: str, virtual_host_id: int, map_key: str) -> Response:

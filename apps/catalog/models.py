@@ -146,6 +146,56 @@ class ToolAlias(models.Model):
         return f"{self.alias} -> {self.map_key}:{self.upstream_name}"
 
 
+class ToolRule(models.Model):
+    """One rule of a virtual host's tool curation: include or exclude the tools of the backend under
+    `map_key` (empty: of every mounted backend) that `pattern` matches (`apps.kernel.curation`)."""
+
+    class Action(models.TextChoices):
+        INCLUDE = "include", "Include only"
+        EXCLUDE = "exclude", "Exclude"
+
+    class Match(models.TextChoices):
+        NAME = "name", "Name"
+        GLOB = "glob", "Glob"
+        TAG = "tag", "Tag"
+
+    virtual_host = models.ForeignKey(VirtualHost, on_delete=models.CASCADE, related_name="tool_rules")
+    action = models.CharField(max_length=8, choices=Action.choices)
+    match = models.CharField(max_length=8, choices=Match.choices)
+    pattern = models.CharField(max_length=200)
+    map_key = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["virtual_host", "action", "map_key", "match", "pattern"]
+        constraints = [
+            models.UniqueConstraint(fields=["virtual_host", "action", "map_key", "match", "pattern"],
+                                    name="tool_rule_unique_per_vhost"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.match}:{self.pattern}" + (f" of {self.map_key}" if self.map_key else "")
+
+
+class ToolOverride(models.Model):
+    """What a virtual host shows of one tool instead of what its backend says: its description.
+    (Its exposed name is changed with a `ToolAlias`.)"""
+
+    virtual_host = models.ForeignKey(VirtualHost, on_delete=models.CASCADE, related_name="tool_overrides")
+    map_key = models.CharField(max_length=32, validators=[map_key_validator])
+    upstream_name = models.CharField(max_length=128)
+    description = models.TextField()
+
+    class Meta:
+        ordering = ["virtual_host", "map_key", "upstream_name"]
+        constraints = [
+            models.UniqueConstraint(fields=["virtual_host", "map_key", "upstream_name"], name="tool_override_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.map_key}:{self.upstream_name}"
+
+
 class TenantSecret(TimeStampedModel):
     """A secret a tenant stores once and several backends' credentials use (source `tenant_secret`):
     rotating it rotates it everywhere. `value` holds a Fernet token, never the plaintext."""
@@ -242,12 +292,14 @@ class EgressIdentity(models.Model):
 
 class SpecVersion(models.Model):
     """One uploaded OpenAPI document of a backend and what compiling it gave. Immutable once
-    `ready` or `failed`; the backend serves the tools of its `active_spec`."""
+    `ready` or `failed`; `held` (compiled, not published: it would remove too many tools) until it
+    is published anyway. The backend serves the tools of its `active_spec`."""
 
     class Status(models.TextChoices):
         PENDING = "pending", "pending"
         COMPILING = "compiling", "compiling"
         READY = "ready", "ready"
+        HELD = "held", "held"
         FAILED = "failed", "failed"
 
     backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="spec_versions")
@@ -269,6 +321,10 @@ class SpecVersion(models.Model):
     warnings = models.JSONField(default=list, blank=True, help_text="[{pointer, message}]")
     changes = models.JSONField(default=dict, blank=True, help_text="{added, removed, changed}: tool names")
     security_schemes = models.JSONField(default=list, blank=True)
+    allow_removals = models.BooleanField(
+        default=False, help_text="Published even when it removes more than half of the tools served (confirmed).")
+    restores = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The number of the earlier version whose document this one restores (a rollback).")
 
     class Meta:
         ordering = ["backend", "-number"]
@@ -290,6 +346,7 @@ class Tool(models.Model):
     annotations = models.JSONField(default=dict, blank=True)
     binding = models.JSONField()
     operation_id = models.CharField(max_length=255, blank=True)
+    tags = models.JSONField(default=list, blank=True, help_text="The operation's tags in the spec.")
     pointer = models.CharField(max_length=1000, blank=True)
     fingerprint = models.CharField(max_length=32, help_text="Changes when anything a caller sees changes.")
 

@@ -16,9 +16,13 @@ from apps.catalog.models import (
     SpecVersion,
     Tool,
     ToolAlias,
+    ToolOverride,
+    ToolRule,
     VirtualHost,
     VirtualHostBackend,
 )
+from apps.kernel.curation import Curation, ToolRuleSpec
+from apps.kernel.names import Naming
 from apps.tenants.models import Tenant
 
 
@@ -34,13 +38,15 @@ def backend_list(*, tenant: Tenant) -> QuerySet[Backend]:
 
 
 def virtual_host_list(*, tenant: Tenant) -> QuerySet[VirtualHost]:
-    """The tenant's virtual hosts by slug, mounts (with backends) and aliases prefetched."""
+    """The tenant's virtual hosts by slug, mounts (with backends), aliases and curation prefetched."""
     return (
         VirtualHost.objects.filter(tenant=tenant)
         .select_related("anonymous_key", "tenant")
         .prefetch_related(
             Prefetch("mounts", queryset=VirtualHostBackend.objects.select_related("backend").order_by("map_key")),
             Prefetch("tool_aliases", queryset=ToolAlias.objects.order_by("alias")),
+            "tool_rules",
+            "tool_overrides",
         )
         .order_by("slug")
     )
@@ -183,6 +189,42 @@ def mount_get(*, virtual_host: VirtualHost, mount_id: int) -> VirtualHostBackend
 
 def tool_alias_get(*, virtual_host: VirtualHost, alias_id: int) -> ToolAlias | None:
     return ToolAlias.objects.filter(virtual_host=virtual_host, pk=alias_id).select_related("virtual_host").first()
+
+
+def tool_rule_get(*, virtual_host: VirtualHost, rule_id: int) -> ToolRule | None:
+    return ToolRule.objects.filter(virtual_host=virtual_host, pk=rule_id).select_related("virtual_host").first()
+
+
+def tool_override_get(*, virtual_host: VirtualHost, map_key: str, upstream_name: str) -> ToolOverride | None:
+    return (ToolOverride.objects.filter(virtual_host=virtual_host, map_key=map_key, upstream_name=upstream_name)
+            .select_related("virtual_host").first())
+
+
+def virtual_host_curation_get(*, virtual_host: VirtualHost, backend_ids: Mapping[str, int]) -> Curation | None:
+    """The host's compiled tool curation (`apps.kernel.curation`) over its mounts (`backend_ids`: map
+    key -> backend id); None when it curates nothing. Reads the host's `tool_rules` and
+    `tool_overrides` (prefetch them for many hosts), and, only when a rule selects by tag, the
+    catalog's tool tags."""
+    rules = [ToolRuleSpec(r.action, r.match, r.pattern, r.map_key) for r in virtual_host.tool_rules.all()]
+    described = {(o.map_key, o.upstream_name): o.description for o in virtual_host.tool_overrides.all()}
+    tags: dict[str, dict[str, list[str]]] = {}
+    if any(rule.match == ToolRule.Match.TAG for rule in rules):
+        by_backend: dict[int, dict[str, list[str]]] = {}
+        tagged = Tool.objects.filter(backend_id__in=set(backend_ids.values())).exclude(tags=[])
+        for backend_id, name, its in tagged.values_list("backend_id", "name", "tags"):
+            by_backend.setdefault(backend_id, {})[name] = its
+        tags = {key: by_backend.get(backend_id, {}) for key, backend_id in backend_ids.items()}
+    return Curation.build(rules, map_keys=backend_ids.keys(), tags=tags, descriptions=described)
+
+
+def virtual_host_naming_get(*, virtual_host: VirtualHost) -> Naming:
+    """The host's naming contract as the gateway builds it: mounts, aliases and curation, as stored
+    now (not as `virtual_host` was prefetched)."""
+    virtual_host = VirtualHost.objects.prefetch_related("tool_aliases", "tool_rules", "tool_overrides").get(
+        pk=virtual_host.pk)
+    mounts = dict(virtual_host.mounts.values_list("map_key", "backend_id"))
+    aliases = {a.alias: (a.map_key, a.upstream_name) for a in virtual_host.tool_aliases.all()}
+    return Naming.build(mounts, aliases, virtual_host_curation_get(virtual_host=virtual_host, backend_ids=mounts))
 
 
 def indexed_tool_counts_get(*, tenant_id: int) -> dict[int, int]:

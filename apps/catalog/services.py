@@ -246,6 +246,16 @@ def virtual_host_delete(*, virtual_host: VirtualHost) -> None:
     config_version_bump(tenant_id=tenant_id)
 
 
+def mount_add(*, virtual_host: VirtualHost, map_key: str, backend: Backend) -> VirtualHostBackend:
+    """Mount `backend` under a map key the host does not use yet (replacing a mount is `mount_set`'s:
+    it changes what every name under that key reaches)."""
+    current = virtual_host.mounts.filter(map_key=map_key).select_related("backend").first()
+    if current is not None:
+        raise ValidationError({"map_key": f"map key {map_key!r} already mounts backend {current.backend.name!r}; "
+                                          "unmount it first, or replace the mount"})
+    return mount_set(virtual_host=virtual_host, map_key=map_key, backend=backend)
+
+
 def mount_set(*, virtual_host: VirtualHost, map_key: str, backend: Backend) -> VirtualHostBackend:
     """Mount `backend` under `map_key`, replacing whatever that key mounted before."""
     if backend.tenant_id != virtual_host.tenant_id:
@@ -260,12 +270,16 @@ def mount_set(*, virtual_host: VirtualHost, map_key: str, backend: Backend) -> V
     return mount
 
 
+@transaction.atomic
 def mount_delete(*, mount: VirtualHostBackend) -> None:
-    """Unmount. Refused while an alias routes to the map key (it would route nowhere)."""
+    """Unmount, with the curation rules and descriptions of that map key (they curate nothing any
+    more). Refused while an alias routes to the map key (it would route nowhere)."""
     aliases = sorted(mount.virtual_host.tool_aliases.filter(map_key=mount.map_key).values_list("alias", flat=True))
     if aliases:
         raise ValidationError(f"map key {mount.map_key!r} is the target of aliases {', '.join(aliases)}")
     tenant_id = mount.virtual_host.tenant_id
+    mount.virtual_host.tool_rules.filter(map_key=mount.map_key).delete()
+    mount.virtual_host.tool_overrides.filter(map_key=mount.map_key).delete()
     mount.delete()
     config_version_bump(tenant_id=tenant_id)
 

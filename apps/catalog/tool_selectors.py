@@ -12,13 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import BooleanField, CharField, F, QuerySet, Value
+from django.db.models import BooleanField, CharField, IntegerField, QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Left
 
 from apps.catalog.models import Backend, Tool
 from apps.retrieval.models import IndexedTool
-from apps.retrieval.text import identifier_words
+from apps.retrieval.text import identifier_words, name_words
 from apps.tenants.models import Tenant
 
 #: The text a catalog tool is searched by: its name as written and split into words, and its
@@ -54,6 +54,27 @@ def tool_search_words(search: str) -> list[str]:
     Describe, Vpcs), at most MAX_SEARCH_WORDS."""
     words = [w for token in _WORD.findall(search[:MAX_SEARCH_CHARS]) for w in identifier_words(token)]
     return list(dict.fromkeys(word.lower() for word in words))[:MAX_SEARCH_WORDS]
+
+
+def tool_match_rank(words: Sequence[str], names: Sequence[str], description: str) -> tuple[int, int, str] | None:
+    """How well a tool matches the search `words` (from `tool_search_words`), lower first; None when
+    it does not (every word must start a word of one of its `names` or of its description). A tool
+    whose names hold more of the words comes first, then the one with the fewer name words (the more
+    specific), then by name: a search for `vpc` puts `DescribeVpcs` before a tool that only mentions
+    VPCs in its description. `tool_list` ranks its rows the same way in SQL."""
+    in_names = {word for name in names if name for word in name_words(name)}
+    in_text: set[str] | None = None  # the description's words, split only when a word is not in a name
+    hits = 0
+    for word in words:
+        if any(found.startswith(word) for found in in_names):
+            hits += 1
+            continue
+        if in_text is None:
+            in_text = {w.lower() for token in _WORD.findall(description) for w in identifier_words(token)}
+        if not any(found.startswith(word) for found in in_text):
+            return None
+    first = next((name for name in names if name), "")
+    return (-hits, len(name_words(first)), first)
 
 
 def _tsquery(words: Sequence[str], weights: str = "") -> str:
@@ -103,11 +124,12 @@ class ToolRows:
         return list(part.filter(pk__in=part.values("pk")[start:stop]))
 
 
-def tool_list(*, backends: Sequence[ToolBackend], search: str = "") -> ToolRows:
+def tool_list(*, backends: Sequence[ToolBackend], search: str = "") -> ToolRows | QuerySet[Any]:
     """The tools of `backends` (the caller's tenant's, from `tool_backends_list`, perhaps narrowed
     to one) whose name or description holds every word of `search` (as a prefix), as dicts
     {kind, id, backend_id, name, summary}: catalog (OpenAPI) tools, then MCP tools, each by
-    backend id and name. An MCP tool's `id` is its index entry's."""
+    backend id and name; with a search, the matches most relevant first (`tool_match_rank`). An
+    MCP tool's `id` is its index entry's."""
     words = tool_search_words(search)
     openapi = [b.id for b in backends if b.kind == Backend.Kind.OPENAPI]
     mcp = [b.id for b in backends if b.kind == Backend.Kind.MCP]
@@ -125,10 +147,33 @@ def tool_list(*, backends: Sequence[ToolBackend], search: str = "") -> ToolRows:
         # service and the parameter names, which a search by name or description leaves out).
         entries = entries.filter(RawSQL("search @@ to_tsquery('english', %s)", [_tsquery(words, "AD")],
                                         output_field=BooleanField()))
-    # A search orders its matches (found by the full-text index) itself: walking the (backend,
-    # name) index instead would compute the text's tsvector for every row until a page is filled.
-    order = (F("backend_id") + 0, "name") if words else ("backend_id", "name")
-    return ToolRows(tools.values(*fields).order_by(*order), entries.values(*fields).order_by(*order))
+    if not words:
+        return ToolRows(tools.values(*fields).order_by("backend_id", "name"),
+                        entries.values(*fields).order_by("backend_id", "name"))
+    # Matches are ranked as `tool_match_rank` ranks them: more of the words in the name first, then
+    # the shorter name. Only the matches (found by the full-text indexes) are ranked and sorted.
+    ranked = [part.annotate(name_hits=_name_hits(words, part.model._meta.db_table),
+                            name_len=RawSQL(_name_word_count(part.model._meta.db_table), [], output_field=IntegerField()))
+              .values(*fields, "name_hits", "name_len").order_by() for part in (tools, entries)]
+    return ranked[0].union(ranked[1], all=True).order_by("-name_hits", "name_len", "name", "kind", "id")
+
+
+def _name_words(table: str) -> str:
+    """A tool's name as its words, lower case, separated by spaces (`DescribeVPCs` -> `describe vpcs`):
+    the split of TOOL_SEARCH_SQL."""
+    name = f'"{table}"."name"'
+    return (f"lower(regexp_replace(regexp_replace(regexp_replace({name}, '[^0-9A-Za-z]+', ' ', 'g'), "
+            "'([a-z0-9])([A-Z])', '\\1 \\2', 'g'), '([A-Z])([A-Z][a-z])', '\\1 \\2', 'g'))")
+
+
+def _name_word_count(table: str) -> str:
+    return f"coalesce(array_length(regexp_split_to_array(trim({_name_words(table)}), ' +'), 1), 0)"
+
+
+def _name_hits(words: Sequence[str], table: str) -> RawSQL:
+    """How many of `words` start a word of the tool's name."""
+    checks = " + ".join(f"(position(%s in ' ' || {_name_words(table)}) > 0)::int" for _ in words)
+    return RawSQL(checks, [f" {word}" for word in words], output_field=IntegerField())
 
 
 def tool_get(*, tenant: Tenant, tool_id: int) -> Tool | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.catalog import api, api_backends, api_tools, api_vhosts
+from apps.catalog import api, api_backends, api_curation, api_tools, api_vhosts
 
 api_urls = (
     [
@@ -20,10 +20,21 @@ api_urls = (
             api.SpecVersionDocumentView.as_view(),
             name="spec-version-document",
         ),
+        path(
+            "backends/<int:backend_id>/specs/<int:number>/publish",
+            api.SpecVersionPublishView.as_view(),
+            name="spec-version-publish",
+        ),
+        path(
+            "backends/<int:backend_id>/specs/<int:number>/rollback",
+            api.SpecVersionRollbackView.as_view(),
+            name="spec-version-rollback",
+        ),
         path("backends/<int:backend_id>/credential", api.EgressCredentialView.as_view(), name="credential"),
         *api_tools.urls,
         *api_backends.urls,
         *api_vhosts.urls,
+        *api_curation.urls,
     ],
     "catalog-api",
 )

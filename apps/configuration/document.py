@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from apps.kernel.curation import ToolRuleSpec
 from apps.kernel.policy import RuleSpec
 
 
@@ -113,6 +114,8 @@ class BackendSpec:
     include_deprecated: bool = False
     # Calls one gateway instance forwards at once; None: the deployment's default.
     max_concurrency: int | None = None
+    # OpenAPI: publish the spec even when it removes more than half of the tools served (else held).
+    allow_removals: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,9 @@ class VirtualHostSpec:
     #: exists keeps its mode. The same for the name (a new host's is `tool_search`).
     tool_search: str | None = None
     tool_search_name: str | None = None
+    #: The host's tool curation (`tools`: include/exclude rules; descriptions as (map key, tool, text)).
+    tool_rules: tuple[ToolRuleSpec, ...] = ()
+    tool_descriptions: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from apps.catalog.services import (
 from apps.configuration.backends import backend_reconcile
 from apps.configuration.budgets import budget_reconcile, budgets_prune, tool_costs_prune, tool_costs_reconcile
 from apps.configuration.credentials import tenant_secret_reconcile, tenant_secrets_prune
+from apps.configuration.curation import curation_reconcile
 from apps.configuration.document import (
     BackendSpec,
     BudgetSpec,
@@ -281,6 +282,9 @@ class Reconciler:
         if host is None:
             return
         self._mounts_and_aliases(host, spec, path)
+        with self._reporting(f"{path}.tools"):
+            self.changes.extend(curation_reconcile(
+                host=host, rules=spec.tool_rules, descriptions=spec.tool_descriptions, name=f"{spec.tenant}/{spec.slug}"))
 
     def _mounts_and_aliases(self, host: VirtualHost, spec: VirtualHostSpec, path: str) -> None:
         prefix = f"{spec.tenant}/{spec.slug}"

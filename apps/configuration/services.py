@@ -3,6 +3,7 @@ seed the demo tenant `make run` serves."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from apps.catalog.models import Backend, VirtualHost
 from apps.catalog.selectors import backend_list, virtual_host_list
 from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX_LENGTH
 from apps.configuration.budgets import budgets_export, tool_costs_export
+from apps.configuration.curation import curation_export
 from apps.configuration.document import ConfigInvalid
 from apps.configuration.issuers import token_issuers_export
 from apps.configuration.limits import rate_limits_export
@@ -48,7 +50,9 @@ DEMO_ADMIN_USERNAME = "admin"
 _APPLY_LOCK_ID = 0x6D677763
 
 
-def config_apply(*, document: str, prune: bool, dry_run: bool = False, base_dir: Path | None = None) -> ApplyReport:
+def config_apply(
+    *, document: str, prune: bool, dry_run: bool = False, base_dir: Path | None = None, allow_removals: bool = False
+) -> ApplyReport:
     """Make the database match the YAML `document`, all or nothing.
 
     - Invalid document, or a conflict with the database: raises `ConfigInvalid` with every problem
@@ -67,9 +71,15 @@ def config_apply(*, document: str, prune: bool, dry_run: bool = False, base_dir:
       since they would never work.
     - OpenAPI backends: `spec` files are read relative to `base_dir` (the configuration file's
       folder) and uploaded when they differ from the latest upload; compilation is queued after
-      commit and `ApplyReport.spec_versions` lists the versions queued.
+      commit and `ApplyReport.spec_versions` lists the versions queued. A spec that would remove
+      more than half of the backend's tools is held (compiled, not published) unless its backend
+      says `allow_removals: true` or `allow_removals` is given (for every backend); applying again
+      with it publishes a held version whose file has not changed.
     """
     parsed = config_parse(document)
+    if allow_removals:
+        parsed = dataclasses.replace(
+            parsed, backends=tuple(dataclasses.replace(b, allow_removals=True) for b in parsed.backends))
     with transaction.atomic():
         # One apply at a time (e.g. several containers running seed-demo at start): concurrent
         # applies would otherwise race on the same unique names and fail with IntegrityErrors.
@@ -147,6 +157,8 @@ def config_export() -> str:
                 item["tool_search"] = host.tool_search
             if host.tool_search_name != "tool_search":
                 item["tool_search_name"] = host.tool_search_name
+            if tools := curation_export(host=host):
+                item["tools"] = tools
             virtual_hosts.append(item)
             if (policy := policy_export(virtual_host=host)) is not None:
                 policies.append(policy)

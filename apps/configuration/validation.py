@@ -23,6 +23,7 @@ from apps.catalog.validators import (
 from apps.common.url_guard import url_address_validate
 from apps.configuration.budgets import budgets_check, tool_costs_check
 from apps.configuration.credentials import credential_check, tenant_secrets_check
+from apps.configuration.curation import curation_check
 from apps.configuration.document import (
     AliasSpec,
     BackendSpec,
@@ -53,10 +54,12 @@ _KEY_FIELDS = ("name", "team", "secret", "expires_at", "revoked", "scopes")
 _BACKEND_FIELDS = (
     "tenant", "name", "kind", "transport", "urls", "timeout_seconds",
     "base_url", "spec", "credential", "tool_name_max_length", "include_deprecated", "max_concurrency",
+    "allow_removals",
 )
-_OPENAPI_ONLY = ("base_url", "spec", "tool_name_max_length", "include_deprecated")
+_OPENAPI_ONLY = ("base_url", "spec", "tool_name_max_length", "include_deprecated", "allow_removals")
 _VHOST_FIELDS = (
     "tenant", "slug", "backends", "tool_aliases", "allow_anonymous", "anonymous_key", "tool_search", "tool_search_name",
+    "tools",
 )
 _UPSTREAM_NAME_MAX_LENGTH = 128
 
@@ -232,7 +235,7 @@ class _Checker(FieldChecks):
                 Backend.Transport.values,
             )
             base_url, spec_file, credential = "", None, None
-            name_length, deprecated = DEFAULT_TOOL_NAME_MAX_LENGTH, False
+            name_length, deprecated, removals = DEFAULT_TOOL_NAME_MAX_LENGTH, False, False
             private = private_networks_allowed(tenants.get(tenant))
             if kind == Backend.Kind.OPENAPI:
                 urls: tuple[str, ...] = ()
@@ -242,6 +245,8 @@ class _Checker(FieldChecks):
                 name_length = fields.get("tool_name_max_length", DEFAULT_TOOL_NAME_MAX_LENGTH)
                 if "include_deprecated" in fields:
                     deprecated = self.flag(fields["include_deprecated"], f"{path}.include_deprecated")
+                if "allow_removals" in fields:
+                    removals = self.flag(fields["allow_removals"], f"{path}.allow_removals")
             else:
                 urls = self.urls(fields.get("urls"), f"{path}.urls", private=private) if "urls" in fields else ()
                 if "urls" not in fields:
@@ -274,6 +279,7 @@ class _Checker(FieldChecks):
                     tenant=tenant, name=name, kind=kind, transport=transport, urls=urls,
                     timeout_seconds=float(timeout), base_url=base_url, spec=spec_file, credential=credential,
                     tool_name_max_length=name_length, include_deprecated=deprecated, max_concurrency=concurrency,
+                    allow_removals=removals,
                 )
         return tuple(backends.values())
 
@@ -349,6 +355,8 @@ class _Checker(FieldChecks):
                     self.add(mount_path, f"unknown backend {backend!r} (add it under backends for tenant {tenant!r})")
                 mounts.append(MountSpec(map_key=map_key, backend=backend))
             aliases = self.aliases(fields.get("tool_aliases"), f"{path}.tool_aliases")
+            tool_rules, tool_descriptions = curation_check(self, fields.get("tools"), f"{path}.tools",
+                                                           map_keys={m.map_key for m in mounts})
             allow_anonymous = (
                 self.flag(fields["allow_anonymous"], f"{path}.allow_anonymous") if "allow_anonymous" in fields else False
             )
@@ -376,7 +384,7 @@ class _Checker(FieldChecks):
                 hosts[(tenant, slug)] = VirtualHostSpec(
                     tenant=tenant, slug=slug, mounts=tuple(mounts), tool_aliases=tuple(aliases),
                     allow_anonymous=allow_anonymous, anonymous_key=anonymous_key, tool_search=tool_search,
-                    tool_search_name=search_name,
+                    tool_search_name=search_name, tool_rules=tool_rules, tool_descriptions=tool_descriptions,
                 )
         return tuple(hosts.values())
 

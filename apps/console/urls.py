@@ -21,20 +21,23 @@ from apps.console.views import (
     sessions,
     tenants,
     tokens,
+    tool_tester,
     tools,
+    vhost_tools,
     vhosts,
 )
 
 tenant_urls = [
     *backends.urls,
     *audit.urls, *dashboard.urls, *sessions.urls,
-    *tools.urls, *retrieval.urls,
+    *tools.urls, *tool_tester.urls, *retrieval.urls,
     *policies.urls,
     *limits.urls,
     *keys.urls,
     *members.urls,
     *backend_specs.urls,
     *vhosts.urls,
+    *vhost_tools.urls,
     *connect.urls,
 ]
 

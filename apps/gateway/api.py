@@ -8,18 +8,18 @@ from dataclasses import asdict
 from typing import Any
 
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.catalog.models import Backend, VirtualHost
 from apps.catalog.selectors import backend_get, virtual_host_get
-from apps.gateway.exposure import virtual_host_exposed_tools
+from apps.gateway.exposure import STATES, virtual_host_exposed_tools
 from apps.gateway.probes import BackendProbe, backend_probe, gateways_down
 from apps.gateway.serializers import BackendProbeSerializer, ExposedToolsSerializer, SessionSerializer
 from apps.gateway.sessions import SessionSequence
-from apps.tenants.api_base import TenantAPIView
+from apps.tenants.api_base import TenantAPIView, problem
 from apps.tenants.models import Tenant
 
 
@@ -79,9 +79,26 @@ def _virtual_host(tenant: Tenant, virtual_host_id: int) -> VirtualHost:
 
 
 class ExposedToolsView(TenantAPIView):
-    """`GET …/virtual-hosts/<id>/exposed-tools`: the tool names the host serves now, named as the
-    gateway names them (an MCP backend's tools are asked of its server)."""
+    """`GET …/virtual-hosts/<id>/exposed-tools?search=&state=&map_key=&limit=&offset=`: the tools the
+    host serves now (`state` served, the default), hides (hidden) or both (all), named as the gateway
+    names them (an MCP backend's tools are asked of its server); a search ranks them by relevance;
+    `limit` (default 50, at most 1000) of them from `offset`, `count` in all."""
 
-    @extend_schema(responses=ExposedToolsSerializer)
+    @extend_schema(responses=ExposedToolsSerializer, parameters=[
+        OpenApiParameter("search", str), OpenApiParameter("state", str, enum=list(STATES)),
+        OpenApiParameter("map_key", str), OpenApiParameter("limit", int), OpenApiParameter("offset", int),
+    ])
     def get(self, request: Request, tenant: str, virtual_host_id: int) -> Response:
-        return Response(asdict(virtual_host_exposed_tools(virtual_host=_virtual_host(self.tenant, virtual_host_id))))
+        given = request.query_params
+        state = given.get("state", "served")
+        if state not in STATES:
+            return problem(f"state must be one of {', '.join(STATES)}")
+        try:
+            limit, offset = int(given.get("limit", 50)), int(given.get("offset", 0))
+        except ValueError:
+            return problem("limit and offset must be whole numbers")
+        if not 1 <= limit <= 1000 or offset < 0:
+            return problem("limit must be from 1 to 1000, and offset at least 0")
+        return Response(asdict(virtual_host_exposed_tools(
+            virtual_host=_virtual_host(self.tenant, virtual_host_id), search=given.get("search", "")[:200], state=state,
+            map_key=given.get("map_key", "")[:32], offset=offset, limit=limit)))

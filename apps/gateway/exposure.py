@@ -1,7 +1,7 @@
 """Which tool names a virtual host serves, for the console's preview and the REST API: each mounted
 backend's tools (an OpenAPI backend's compiled catalog, or what an MCP server lists now) named by
 the gateway's own naming contract (`apps.kernel.names.Naming`: aliases, map-key prefixes,
-dropped names), plus the host's tool_search when it has one."""
+dropped names, the host's curation), plus the host's tool_search when it has one."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import json
 import logging
 from dataclasses import dataclass, field
 
+from django.db.models.functions import Left
+
+from apps.catalog.curation import rule_describe
 from apps.catalog.models import Backend, Tool, VirtualHost
-from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective
+from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective, virtual_host_naming_get
+from apps.catalog.tool_selectors import tool_match_rank, tool_search_words
 from apps.common.redis import redis_client
 from apps.gateway.tool_lists import mcp_tools_fetch
-from apps.kernel.names import Naming
 
 log = logging.getLogger(__name__)
 
@@ -23,10 +26,13 @@ LIST_CACHE_SECONDS = 30
 
 @dataclass(frozen=True)
 class ExposedTool:
-    name: str  # as the host lists it
+    name: str  # as the host lists it; empty when the host's curation hides it
     map_key: str
     backend: str
     upstream_name: str
+    description: str = ""  # the start of the description the host shows
+    described: bool = False  # the host's own description, not the backend's
+    hidden: str = ""  # why the host's curation hides it (empty: served)
 
 
 @dataclass(frozen=True)
@@ -38,52 +44,111 @@ class DroppedTool:
 
 @dataclass(frozen=True)
 class ExposedTools:
-    """`tools` by exposed name; `dropped` the tools no name routes back to; `unavailable` map key ->
-    why that backend's tools could not be had (an unreachable MCP server: its names are missing)."""
+    """`tools` by exposed name (hidden ones, when asked for, after them by name); `dropped` the tools no
+    name routes back to; `unavailable` map key -> why that backend's tools could not be had (an
+    unreachable MCP server: its names are missing); `count` how many tools matched before paging."""
 
     tools: list[ExposedTool] = field(default_factory=list)
     dropped: list[DroppedTool] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)
     tool_search: str = ""  # the name of the gateway's own tool_search, when the host has it
+    count: int = 0
+    served: int = 0  # tools the host serves (before search and paging)
+    hidden: int = 0  # tools its curation hides
 
 
-def backend_tool_names(*, backend: Backend) -> list[str]:
-    """The backend's upstream tool names: an OpenAPI backend's compiled tools, or what the MCP server
-    lists (asked at most every LIST_CACHE_SECONDS). Raises when an MCP server cannot be asked."""
+#: The states a listing may be narrowed to.
+STATES = ("served", "hidden", "all")
+SUMMARY_CHARS = 240
+
+
+def backend_tools_describe(*, backend: Backend) -> list[tuple[str, str]]:
+    """The backend's upstream tools as (name, start of description): an OpenAPI backend's compiled
+    tools, or what the MCP server lists (asked at most every LIST_CACHE_SECONDS). Raises when an
+    MCP server cannot be asked."""
     if backend.kind == Backend.Kind.OPENAPI:
-        return list(Tool.objects.filter(backend=backend).order_by("name").values_list("name", flat=True))
-    key = f"catalog:tool-names:{backend.pk}:{backend.updated_at.timestamp()}"
+        rows = Tool.objects.filter(backend=backend).order_by("name").annotate(summary=Left("description", SUMMARY_CHARS))
+        return list(rows.values_list("name", "summary"))
+    key = f"catalog:tool-summaries:{backend.pk}:{backend.updated_at.timestamp()}"
     cached = redis_client().get(key)
     if cached is not None:
-        return json.loads(cached)
+        return [tuple(pair) for pair in json.loads(cached)]
     listed = mcp_tools_fetch(backend=backend, timeout=LIST_TIMEOUT_SECONDS)
-    names = sorted({tool["name"] for tool in listed if isinstance(tool.get("name"), str)})
-    redis_client().set(key, json.dumps(names), ex=LIST_CACHE_SECONDS)
-    return names
+    found = {tool["name"]: str(tool.get("description") or "")[:SUMMARY_CHARS]
+             for tool in listed if isinstance(tool.get("name"), str)}
+    tools = sorted(found.items())
+    redis_client().set(key, json.dumps(tools), ex=LIST_CACHE_SECONDS)
+    return tools
 
 
-def virtual_host_exposed_tools(*, virtual_host: VirtualHost) -> ExposedTools:
-    """The names `virtual_host` lists now, as the gateway computes them (see module docstring)."""
+def _catalog_tools(backend_ids: list[int]) -> dict[int, list[tuple[str, str]]]:
+    """The OpenAPI backends' compiled tools as `backend_tools_describe` gives them, in one query."""
+    found: dict[int, list[tuple[str, str]]] = {}
+    rows = Tool.objects.filter(backend_id__in=backend_ids).order_by("backend_id", "name").annotate(
+        summary=Left("description", SUMMARY_CHARS)).values_list("backend_id", "name", "summary")
+    for backend_id, name, summary in rows:
+        found.setdefault(backend_id, []).append((name, summary))
+    return found
+
+
+def virtual_host_exposed_tools(
+    *, virtual_host: VirtualHost, search: str = "", state: str = "served", map_key: str = "",
+    offset: int = 0, limit: int | None = None,
+) -> ExposedTools:
+    """The tools `virtual_host` serves now (`state` served), hides (hidden) or both (all), as the
+    gateway names them (see module docstring), perhaps of one `map_key`; with a `search`, only those
+    whose names or description hold every word, most relevant first (`tool_match_rank`); then
+    `limit` of them from `offset`."""
     mounts = {m.map_key: m.backend for m in virtual_host.mounts.select_related("backend")}
-    aliases = {a.alias: (a.map_key, a.upstream_name) for a in virtual_host.tool_aliases.all()}
-    naming = Naming.build(mounts.keys(), aliases)
+    naming = virtual_host_naming_get(virtual_host=virtual_host)
+    curation = naming.curation
     mode = tool_search_mode_effective(
         mode=virtual_host.tool_search, backend_ids=(b.pk for b in mounts.values()),
         indexed=indexed_tool_counts_get(tenant_id=virtual_host.tenant_id) if virtual_host.tool_search == VirtualHost.ToolSearch.AUTO else {},
     )
-    result = ExposedTools(tool_search=virtual_host.tool_search_name if mode != VirtualHost.ToolSearch.OFF else "")
-    for map_key, backend in sorted(mounts.items()):
+    dropped_tools: list[DroppedTool] = []
+    unavailable: dict[str, str] = {}
+    served: list[ExposedTool] = []
+    hidden: list[ExposedTool] = []
+    chosen_mounts = sorted((key, backend) for key, backend in mounts.items() if not map_key or key == map_key)
+    catalog = _catalog_tools([backend.pk for _, backend in chosen_mounts if backend.kind == Backend.Kind.OPENAPI])
+    for key, backend in chosen_mounts:
         try:
-            names = backend_tool_names(backend=backend)
+            tools = catalog.get(backend.pk, []) if backend.kind == Backend.Kind.OPENAPI else (
+                backend_tools_describe(backend=backend))
         except Exception as exc:  # noqa: BLE001 - unreachable, refusing, malformed: say so, show the rest
             log.info("tools of backend %s not listed for the preview: %s", backend.name, exc)
-            result.unavailable[map_key] = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            unavailable[key] = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             continue
-        shown, dropped = naming.expose_tools(map_key, [{"name": name} for name in names])
-        upstream_of = {exposed: upstream for upstream in names for exposed in naming.tool_names(map_key, upstream)}
-        result.tools.extend(
-            ExposedTool(tool["name"], map_key, backend.name, upstream_of.get(tool["name"], tool["name"])) for tool in shown
-        )
-        result.dropped.extend(DroppedTool(d.map_key, d.name, d.reason) for d in dropped)
-    result.tools.sort(key=lambda t: t.name)
-    return result
+        summaries = dict(tools)
+        shown, dropped = naming.expose_tools(key, [{"name": name, "description": text} for name, text in tools])
+        upstream_of = {exposed: name for name, _ in tools for exposed in naming.tool_names(key, name)}
+        for tool in shown:
+            upstream = upstream_of.get(tool["name"], tool["name"])
+            described = curation is not None and curation.description(key, upstream) is not None
+            served.append(ExposedTool(tool["name"], key, backend.name, upstream, tool["description"][:SUMMARY_CHARS],
+                                      described))
+        dropped_tools.extend(DroppedTool(d.map_key, d.name, d.reason) for d in dropped)
+        if curation is not None and curation.filters:
+            for name, _ in tools:
+                if not curation.shows(key, name):
+                    why = ""  # worked out only when hidden tools are shown: it compiles rules one by one
+                    if state != "served":
+                        rule = curation.hidden_by(key, name)
+                        why = f"hidden by the rule {rule_describe(rule)}" if rule else "left out by the include rules"
+                    hidden.append(ExposedTool("", key, backend.name, name, summaries[name], False, why or "hidden"))
+    served.sort(key=lambda t: t.name)
+    hidden.sort(key=lambda t: (t.map_key, t.upstream_name))
+    chosen = {"served": served, "hidden": hidden, "all": served + hidden}[state if state in STATES else "served"]
+    words = tool_search_words(search)
+    if words:  # most relevant first; the sort is stable, so ties keep the order above
+        ranked = [(rank, tool) for tool in chosen
+                  if (rank := tool_match_rank(words, (tool.name, tool.upstream_name), tool.description)) is not None]
+        chosen = [tool for _, tool in sorted(ranked, key=lambda pair: pair[0])]
+    elif search.strip():  # nothing searchable in it (only punctuation): nothing matches
+        chosen = []
+    return ExposedTools(
+        tools=chosen[offset : None if limit is None else offset + limit], dropped=dropped_tools, unavailable=unavailable,
+        tool_search=virtual_host.tool_search_name if mode != VirtualHost.ToolSearch.OFF else "",
+        count=len(chosen), served=len(served), hidden=len(hidden),
+    )

@@ -57,10 +57,13 @@ class BackendProbeSerializer(serializers.Serializer):
 
 
 class ExposedToolSerializer(serializers.Serializer):
-    name = serializers.CharField(help_text="As the host lists it.")
+    name = serializers.CharField(help_text="As the host lists it; empty when its curation hides it.")
     map_key = serializers.CharField()
     backend = serializers.CharField()
     upstream_name = serializers.CharField()
+    description = serializers.CharField(help_text="The start of the description the host shows.")
+    described = serializers.BooleanField(help_text="Whether the host shows its own description, not the backend's.")
+    hidden = serializers.CharField(help_text="Why the host's curation hides it; empty when served.")
 
 
 class DroppedToolSerializer(serializers.Serializer):
@@ -74,3 +77,6 @@ class ExposedToolsSerializer(serializers.Serializer):
     dropped = DroppedToolSerializer(many=True, help_text="Tools no exposed name routes back to.")
     unavailable = serializers.DictField(child=serializers.CharField(), help_text="map key -> why its tools could not be listed.")
     tool_search = serializers.CharField(help_text="The gateway's own search tool's name; empty when off.")
+    count = serializers.IntegerField(help_text="How many tools matched the state and search, before paging.")
+    served = serializers.IntegerField(help_text="How many tools the host serves.")
+    hidden = serializers.IntegerField(help_text="How many tools its curation hides.")

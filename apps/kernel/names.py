@@ -47,6 +47,10 @@ Rules (docs/virtual-hosts.md, "The naming contract"):
    (or the older flat `_meta["ui/resourceUri"]`, or the OpenAI Apps SDK's `_meta["openai/outputTemplate"]`)
    names, is exposed like any resource URI, so the host can read it back; one that has no exposed form
    is left out of the tool's `_meta`.
+7. **Curation** (`apps.kernel.curation`). A tool the host's curation does not serve has no name at
+   all: it is not listed, its default name and its aliases do not route, exactly as if the backend
+   did not have it. A curated description replaces the backend's in lists. A curated single-backend
+   host is composed (its lists are looked into).
 
 Everything is precomputed by `Naming.build` (once per configuration snapshot): routing a name is a
 dict lookup, one `str.partition`, a `startswith` per longer map key sharing the name's first `-`
@@ -60,6 +64,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from apps.kernel.curation import Curation
 
 Target = tuple[str, str]  # (map key, upstream name or URI)
 
@@ -125,11 +131,15 @@ class Naming:
     uri_prefixes: dict[str, str]  # map key -> URI prefix
     uri_routes: dict[str, str]  # lower-case URI prefix -> map key
     deeper_uri_prefixes: dict[str, Deeper]  # over lower-case URI prefixes
+    #: Which tools the host serves and with which description (None: all, as the backends say).
+    curation: Curation | None = None
 
     @classmethod
-    def build(cls, map_keys: Iterable[str], aliases: Mapping[str, Target]) -> Naming:
+    def build(cls, map_keys: Iterable[str], aliases: Mapping[str, Target], curation: Curation | None = None) -> Naming:
         keys = sorted(set(map_keys))
-        routes = {alias: (key, name) for alias, (key, name) in aliases.items() if key in keys}
+        # An alias of a tool the host does not serve names nothing (rule 7).
+        routes = {alias: (key, name) for alias, (key, name) in aliases.items()
+                  if key in keys and (curation is None or curation.shows(key, name))}
         names: dict[Target, list[str]] = {}
         for alias, target in sorted(routes.items()):
             names.setdefault(target, []).append(alias)
@@ -145,12 +155,14 @@ class Naming:
             uri_prefixes=prefixes,
             uri_routes=uri_routes,
             deeper_uri_prefixes=_deeper(uri_routes),
+            curation=curation,
         )
 
     @property
     def composed(self) -> bool:
-        """Whether any identifier is rewritten (several backends, or an alias of a mounted backend)."""
-        return self.single_key is None or bool(self.alias_routes)
+        """Whether any identifier is rewritten or any tool hidden or redescribed (several backends, an
+        alias of a mounted backend, or a curation)."""
+        return self.single_key is None or bool(self.alias_routes) or self.curation is not None
 
     # --- names -----------------------------------------------------------------------------------
 
@@ -191,7 +203,9 @@ class Naming:
                 return None
             target = (head, rest)
         # An aliased tool answers to its aliases only.
-        return None if self.alias_names and target in self.alias_names else target
+        if self.alias_names and target in self.alias_names:
+            return None
+        return None if self.curation is not None and not self.curation.shows(*target) else target
 
     def tool_names(self, map_key: str, name: str) -> tuple[str, ...]:
         """Every name the tool is listed under: its aliases, else its default name if that routes back."""
@@ -200,6 +214,10 @@ class Naming:
             return aliased
         exposed = self._default_name(map_key, name)
         return (exposed,) if map_key in self.keys and self.route_tool(exposed) == (map_key, name) else ()
+
+    def serves_tool(self, map_key: str, name: str) -> bool:
+        """Whether the host's curation lets the tool be served at all (rule 7)."""
+        return self.curation is None or self.curation.shows(map_key, name)
 
     def expose_tool(self, map_key: str, name: str) -> str | None:
         """The name a tool is shown under (its first alias when it has several); None when it is not shown."""
@@ -299,14 +317,18 @@ class Naming:
     def expose_tools(self, map_key: str, tools: Sequence[Mapping[str, Any]]) -> tuple[list[Any], list[Dropped]]:
         shown: list[Any] = []
         dropped: list[Dropped] = []
+        curation = self.curation
         for tool in tools:
             name = tool.get("name")
             names = self.tool_names(map_key, name) if isinstance(name, str) else ()
             if not names:
-                dropped.append(Dropped("tool", map_key, str(name), self._refusal(map_key, name, tool=True)))
-                continue
+                if curation is None or not isinstance(name, str) or curation.shows(map_key, name):
+                    dropped.append(Dropped("tool", map_key, str(name), self._refusal(map_key, name, tool=True)))
+                continue  # (a tool the host does not serve is not "dropped": it was left out on purpose)
             if self.single_key is None and isinstance(meta := tool.get("_meta"), Mapping):
                 tool = self._expose_ui(map_key, tool, meta)
+            if curation is not None and (described := curation.description(map_key, name)) is not None:
+                tool = {**tool, "description": described}
             shown.extend(tool if exposed == name else {**tool, "name": exposed} for exposed in names)
         return shown, dropped
 

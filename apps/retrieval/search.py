@@ -22,8 +22,8 @@ from django.db import connection
 from django.db.models import BinaryField, F, Func
 
 from apps.catalog.models import Backend, VirtualHost
+from apps.catalog.selectors import virtual_host_naming_get
 from apps.common.redis import redis_client
-from apps.kernel.names import Naming
 from apps.retrieval.bm25 import TextIndex, tsvector_terms
 from apps.retrieval.chains import prerequisites_get
 from apps.retrieval.embeddings import DIMENSIONS, embedder
@@ -360,8 +360,7 @@ def virtual_host_tools_search(*, virtual_host: VirtualHost, query: str, k: int) 
     """What `tool_search` finds on `virtual_host` for a caller who sees every tool (the host's
     access policy is not applied), with each path's rank and score."""
     mounts = {mount.map_key: mount.backend for mount in virtual_host.mounts.select_related("backend")}
-    aliases = {a.alias: (a.map_key, a.upstream_name) for a in virtual_host.tool_aliases.all()}
-    naming = Naming.build(mounts.keys(), aliases)
+    naming = virtual_host_naming_get(virtual_host=virtual_host)
     scope = SearchScope(backends=tuple(sorted({backend.pk for backend in mounts.values()})))
     hits = tool_index_search(tenant_id=virtual_host.tenant_id, scope=scope, query=query, k=k)
     chains = prerequisites_get(tenant_id=virtual_host.tenant_id, keys=[(hit.backend_id, hit.name) for hit in hits])

@@ -107,8 +107,8 @@ def test_the_preview_names_tools_as_the_gateway_does(admin_client: Client, demo_
         tenant=tenant, mounts={"d": demo, "e": demo, "off": down}, tool_aliases={"plus": ToolTarget("d", "add")},
     )
     page = admin_client.get(f"{_base(tenant)}{host.pk}/").content.decode()
-    assert f'hx-get="{_base(tenant)}{host.pk}/exposed/"' in page
-    preview = admin_client.get(f"{_base(tenant)}{host.pk}/exposed/").content.decode()
+    assert f'hx-get="{_base(tenant)}{host.pk}/tools/"' in page
+    preview = admin_client.get(f"{_base(tenant)}{host.pk}/tools/").content.decode()
     # Several mounts: names are prefixed by map key; the aliased tool is listed under its alias only.
     assert "<code>plus</code>" in preview and "<code>d-echo</code>" in preview and "<code>e-add</code>" in preview
     assert "<code>d-add</code>" not in preview
@@ -121,7 +121,7 @@ def test_users_of_another_tenant_get_404(client: Client, django_user_model: Any)
     host = virtual_host_factory(tenant=theirs)
     mount = host.mounts.get()
     for url in (f"{_base(theirs)}{host.pk}/", f"{_base(mine)}{host.pk}/", f"{_base(mine)}{host.pk}/edit/",
-                f"{_base(mine)}{host.pk}/exposed/"):
+                f"{_base(mine)}{host.pk}/tools/"):
         assert client.get(url).status_code == 404, url
     assert client.post(f"{_base(mine)}{host.pk}/delete/").status_code == 404
     assert client.post(f"{_base(mine)}{host.pk}/mounts/{mount.pk}/remove/").status_code == 404

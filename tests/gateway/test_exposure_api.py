@@ -27,3 +27,30 @@ def test_exposed_tools_use_the_gateways_naming(admin_client: Client, demo_backen
     assert names["sum"] == ("x", "add") and names["y-add"] == ("y", "add") and names["x-echo"] == ("x", "echo")
     assert "x-add" not in names
     assert body["tool_search"] == "tool_search" and body["unavailable"] == {} and body["dropped"] == []
+
+
+def test_exposed_tools_are_curated_searched_and_paged(admin_client: Client, demo_backend_url: str) -> None:
+    from apps.catalog.curation import tool_override_set, tools_hide
+
+    tenant = tenant_factory()
+    demo = backend_factory(tenant=tenant, urls=[demo_backend_url])
+    host = virtual_host_factory(tenant=tenant, mounts={"x": demo, "y": demo})
+    tools_hide(virtual_host=host, tools=[("y", "echo")])
+    tool_override_set(virtual_host=host, map_key="x", upstream_name="echo", description="Say it back, curated.")
+    url = f"{_api(tenant)}/{host.pk}/exposed-tools"
+    served = admin_client.get(url).json()
+    assert served["hidden"] == 1 and served["served"] == served["count"] == len(served["tools"])
+    assert "y-echo" not in {t["name"] for t in served["tools"]}
+    echo = next(t for t in served["tools"] if t["name"] == "x-echo")
+    assert (echo["description"], echo["described"], echo["hidden"]) == ("Say it back, curated.", True, "")
+    hidden = admin_client.get(url, {"state": "hidden"}).json()["tools"]
+    assert [(t["map_key"], t["upstream_name"], t["hidden"]) for t in hidden] == [
+        ("y", "echo", "hidden by the rule exclude name 'echo' of y")]
+    # A search ranks a match in the name above one in the description; paging cuts the ranked list.
+    found = admin_client.get(url, {"search": "echo", "state": "all"}).json()
+    assert found["count"] == 2 and [t["upstream_name"] for t in found["tools"]] == ["echo", "echo"]
+    page = admin_client.get(url, {"limit": 2, "offset": 1}).json()
+    assert page["count"] == served["count"] and [t["name"] for t in page["tools"]] == [
+        t["name"] for t in served["tools"]][1:3]
+    for bad in ({"state": "gone"}, {"limit": 0}, {"limit": "x"}, {"offset": -1}):
+        assert admin_client.get(url, bad).status_code == 400, bad

@@ -147,6 +147,7 @@ def _compile_paths(ctx: Context, doc: dict[str, Any], options: CompileOptions) -
                 operation_id=operation_id,
                 pointer=op_ptr,
                 deprecated=deprecated,
+                tags=_tags(op.get("tags")),
             ))
     return tools
 
@@ -213,6 +214,17 @@ def _description(op: dict[str, Any], method: str, path: str, limit: int) -> str:
     else:  # generators often repeat the summary as the first sentence of the description
         text = details or summary or f"{method.upper()} {path}"
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+#: Tags an operation keeps, and their length: enough for any spec seen, bounded against hostile ones.
+_TAGS_MAX, _TAG_MAX_LENGTH = 32, 200
+
+
+def _tags(raw: Any) -> tuple[str, ...]:
+    """The operation's tags (strings, in order, once each); anything else in the list is ignored."""
+    if not isinstance(raw, list):
+        return ()
+    return tuple(dict.fromkeys(t for t in raw if isinstance(t, str) and t and len(t) <= _TAG_MAX_LENGTH))[:_TAGS_MAX]
 
 
 def _annotations(method: str, op: dict[str, Any]) -> dict[str, Any]:

@@ -123,6 +123,8 @@ class CompiledTool:
     #: JSON pointer of the operation object, e.g. ``/paths/~1pets/get``.
     pointer: str = ""
     deprecated: bool = False
+    #: The operation's ``tags``: what a virtual host's curation selects tools by.
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

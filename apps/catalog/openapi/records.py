@@ -60,6 +60,7 @@ def tool_record(tool: CompiledTool) -> dict[str, Any]:
         "operation_id": tool.operation_id,
         "pointer": tool.pointer,
         "deprecated": tool.deprecated,
+        "tags": list(tool.tags),
     }
 
 
@@ -74,12 +75,14 @@ def tool_from_record(record: dict[str, Any]) -> CompiledTool:
         operation_id=record.get("operation_id"),
         pointer=record.get("pointer", ""),
         deprecated=record.get("deprecated", False),
+        tags=tuple(record.get("tags", ())),
     )
 
 
 def tool_fingerprint(record: dict[str, Any]) -> str:
-    """A digest of the record without its source pointer (moving an operation in the file is no change)."""
-    seen = {key: value for key, value in record.items() if key != "pointer"}
+    """A digest of what a caller sees of the record: not its source pointer (moving an operation in the
+    file is no change) nor its tags (only the gateway's curation reads them)."""
+    seen = {key: value for key, value in record.items() if key not in ("pointer", "tags")}
     return hashlib.blake2b(orjson.dumps(seen, option=orjson.OPT_SORT_KEYS), digest_size=16).hexdigest()
 
 

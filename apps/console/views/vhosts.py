@@ -14,15 +14,14 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import path
+from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps.catalog import selectors
+from apps.catalog import selectors, services
 from apps.catalog.models import Backend, VirtualHost
 from apps.catalog.services import (
     ToolTarget,
     mount_delete,
-    mount_set,
     tool_alias_delete,
     tool_alias_set,
     virtual_host_create,
@@ -32,7 +31,7 @@ from apps.catalog.services import (
 from apps.console.access import console_view
 from apps.console.paging import page_of
 from apps.console.refusals import refusal_show
-from apps.gateway.exposure import virtual_host_exposed_tools
+from apps.console.views.vhost_tools import ToolRuleForm, vhost_or_404
 from apps.tenants.models import ApiKey, Tenant
 
 
@@ -71,18 +70,23 @@ class MountForm(forms.Form):
 class AliasForm(forms.Form):
     alias = forms.CharField(label="Alias", max_length=128, help_text="The tool name clients see, exactly as written.")
     map_key = forms.ChoiceField(label="Map key", choices=())
-    upstream_name = forms.CharField(label="Tool (its name at the backend)", max_length=128)
+    upstream_name = forms.CharField(
+        label="Tool (its name at the backend)", max_length=128,
+        # A picker: typing asks the host for its tools (vhost_tool_options) and offers them.
+        widget=forms.TextInput(attrs={"list": "alias-tool-options", "autocomplete": "off"}),
+    )
 
     def __init__(self, *args: Any, virtual_host: VirtualHost, **kwargs: Any) -> None:
         super().__init__(*args, auto_id="alias_%s", **kwargs)
         self.fields["map_key"].choices = [(m.map_key, m.map_key) for m in virtual_host.mounts.all()]
+        options = reverse("console:vhost-tool-options", kwargs={"tenant": virtual_host.tenant.slug, "vhost_id": virtual_host.pk})
+        self.fields["upstream_name"].widget.attrs.update({
+            "hx-get": f"{options}?list=alias-tool-options", "hx-trigger": "input changed delay:200ms",
+            "hx-target": "#alias-tool-options", "hx-swap": "outerHTML", "hx-include": "#alias_map_key",
+        })
 
 
-def _vhost_or_404(tenant: Tenant, virtual_host_id: int) -> VirtualHost:
-    virtual_host = selectors.virtual_host_get(tenant=tenant, virtual_host_id=virtual_host_id)
-    if virtual_host is None:
-        raise Http404(f"no virtual host with id {virtual_host_id}")
-    return virtual_host
+_vhost_or_404 = vhost_or_404
 
 
 def _detail_page(
@@ -93,6 +97,9 @@ def _detail_page(
         "vhost": virtual_host,
         "mount_form": mount_form or MountForm(tenant=tenant),
         "alias_form": alias_form or AliasForm(virtual_host=virtual_host),
+        "rule_form": ToolRuleForm(virtual_host=virtual_host),
+        # The tools fragment is asked for with the filters the page was opened with.
+        "tools_query": request.GET.urlencode(),
         "error": error,
     }
     refused = bool(error or context["mount_form"].errors or context["alias_form"].errors)
@@ -164,15 +171,6 @@ def vhost_detail(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpRes
     return _detail_page(request, tenant, _vhost_or_404(tenant, vhost_id))
 
 
-@require_GET
-@console_view()
-def vhost_exposed(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpResponse:
-    """The preview fragment: the tool names the host serves now."""
-    virtual_host = _vhost_or_404(tenant, vhost_id)
-    exposed = virtual_host_exposed_tools(virtual_host=virtual_host)
-    return render(request, "console/vhosts/_exposed.html", {"vhost": virtual_host, "exposed": exposed})
-
-
 @require_POST
 @console_view()
 def mount_add(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpResponse:
@@ -180,7 +178,7 @@ def mount_add(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpRespon
     form = MountForm(request.POST, tenant=tenant)
     if form.is_valid():
         try:
-            mount_set(virtual_host=virtual_host, **form.cleaned_data)
+            services.mount_add(virtual_host=virtual_host, **form.cleaned_data)
         except ValidationError as exc:
             refusal_show(form, exc)
         else:
@@ -189,19 +187,32 @@ def mount_add(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpRespon
     return _detail_page(request, tenant, virtual_host, mount_form=form)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @console_view()
 def mount_remove(request: HttpRequest, tenant: Tenant, vhost_id: int, mount_id: int) -> HttpResponse:
+    """GET asks for confirmation, naming what goes with the mount; POST unmounts."""
     virtual_host = _vhost_or_404(tenant, vhost_id)
     mount = selectors.mount_get(virtual_host=virtual_host, mount_id=mount_id)
     if mount is None:
         raise Http404(f"no mount with id {mount_id}")
-    try:
-        mount_delete(mount=mount)
-    except ValidationError as exc:
-        return _detail_page(request, tenant, virtual_host, error="; ".join(exc.messages))
-    messages.success(request, f"Unmounted {mount.map_key}.")
-    return redirect("console:vhost-detail", tenant=tenant.slug, vhost_id=virtual_host.pk)
+    if request.method == "POST":
+        try:
+            mount_delete(mount=mount)
+        except ValidationError as exc:
+            return _detail_page(request, tenant, virtual_host, error="; ".join(exc.messages))
+        messages.success(request, f"Unmounted {mount.map_key}.")
+        return redirect("console:vhost-detail", tenant=tenant.slug, vhost_id=virtual_host.pk)
+    rules = virtual_host.tool_rules.filter(map_key=mount.map_key).count()
+    described = virtual_host.tool_overrides.filter(map_key=mount.map_key).count()
+    what = [f"{virtual_host.slug} stops serving every tool of {mount.backend.name} (map key {mount.map_key}) at once;"
+            " clients calling them get an unknown-tool error."]
+    if rules or described:
+        what.append(f"Its {rules} curation rule{'s' if rules != 1 else ''} and {described} tool description"
+                    f"{'s' if described != 1 else ''} go with it.")
+    return render(request, "console/keys/confirm.html", {
+        "title": f"Unmount {mount.map_key} from {virtual_host.slug}?", "what": what, "action": "Unmount",
+        "back_url": reverse("console:vhost-detail", kwargs={"tenant": tenant.slug, "vhost_id": virtual_host.pk}),
+    })
 
 
 @require_POST
@@ -242,7 +253,6 @@ urls = [
     path("virtual-hosts/<int:vhost_id>/", vhost_detail, name="vhost-detail"),
     path("virtual-hosts/<int:vhost_id>/edit/", vhost_edit, name="vhost-edit"),
     path("virtual-hosts/<int:vhost_id>/delete/", vhost_remove, name="vhost-delete"),
-    path("virtual-hosts/<int:vhost_id>/exposed/", vhost_exposed, name="vhost-exposed"),
     path("virtual-hosts/<int:vhost_id>/mounts/", mount_add, name="vhost-mount-add"),
     path("virtual-hosts/<int:vhost_id>/mounts/<int:mount_id>/remove/", mount_remove, name="vhost-mount-remove"),
     path("virtual-hosts/<int:vhost_id>/aliases/", alias_add, name="vhost-alias-add"),

@@ -19,7 +19,7 @@ from django.db.models import Prefetch
 from django.utils import timezone
 
 from apps.catalog.models import Backend, SpecVersion, VirtualHost
-from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective
+from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective, virtual_host_curation_get
 from apps.common.config_version import CONFIG_VERSION_KEY
 from apps.gateway.adapters.egress_credentials import OAuthTokens, egress_plan_build
 from apps.gateway.adapters.openapi_tool_server import OpenApiHttp, openapi_server_build
@@ -202,6 +202,8 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
         # Not the document: megabytes per backend, and every configuration change reloads snapshots.
         Prefetch("mounts__backend__active_spec", queryset=SpecVersion.objects.only(*_SPEC_FIELDS)),
         "tool_aliases",
+        "tool_rules",
+        "tool_overrides",
         "access_policy__rules",
         "tool_costs",
     )
@@ -217,12 +219,15 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
             indexed = indexed_tool_counts_get(tenant_id=tenant.pk)
         mode = tool_search_mode_effective(mode=vhost.tool_search, backend_ids=(v.id for v in mounts.values()),
                                           indexed=indexed or {})
+        curation = virtual_host_curation_get(
+            virtual_host=vhost, backend_ids={key: view.id for key, view in mounts.items()})
         vhosts[vhost.slug] = VirtualHostView(
             tenant_id=tenant.pk,
             tenant_slug=tenant.slug,
             slug=vhost.slug,
             mounts=MappingProxyType({key: view for key, view in mounts.items() if view.urls or view.server}),
             aliases=MappingProxyType({a.alias: (a.map_key, a.upstream_name) for a in vhost.tool_aliases.all()}),
+            curation=curation,
             anonymous_key_id=vhost.anonymous_key_id if vhost.allow_anonymous else None,
             audit_arguments=tenant.audit_arguments,
             policy=access_policy_compiled(virtual_host=vhost),

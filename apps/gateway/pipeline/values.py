@@ -12,6 +12,7 @@ from apps.kernel.names import Naming
 if TYPE_CHECKING:
     from apps.gateway.pipeline.ports import Egress, ToolServer
     from apps.kernel.costs import ToolCosts
+    from apps.kernel.curation import Curation
     from apps.kernel.policy import Policy
 
 
@@ -54,7 +55,9 @@ class VirtualHostView:
     aliases: Mapping[str, tuple[str, str]]  # exposed alias -> (map key, upstream name)
     anonymous_key_id: int | None = None
     audit_arguments: str = "off"  # what audit rows keep of arguments: off | hash | full
-    #: The naming contract (`apps.kernel.names.Naming`), built from `mounts` and `aliases` when not given.
+    #: Which tools the host serves, with which description (`apps.kernel.curation`); None: every tool as is.
+    curation: Curation | None = field(default=None, compare=False, repr=False)
+    #: The naming contract (`apps.kernel.names.Naming`), built from `mounts`, `aliases` and `curation` when not given.
     naming: Naming = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
     #: Who may see and call which tool (`apps.kernel.policy.Policy`); None: every key of the tenant, everything.
     policy: Policy | None = field(default=None, compare=False, repr=False)
@@ -65,7 +68,7 @@ class VirtualHostView:
 
     def __post_init__(self) -> None:
         if self.naming is None:
-            object.__setattr__(self, "naming", Naming.build(self.mounts, self.aliases))
+            object.__setattr__(self, "naming", Naming.build(self.mounts, self.aliases, self.curation))
 
     @property
     def composed(self) -> bool:

@@ -16,6 +16,7 @@ from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.standalone import NoFinder
 from apps.gateway.pipeline.tool_search import ToolSearch
 from apps.gateway.pipeline.values import ToolSearchConfig, VirtualHostView
+from apps.kernel.curation import Curation, ToolRuleSpec
 from apps.kernel.policy import RuleSpec, policy_compile
 from apps.kernel.search_tool import Found, IdNeed
 from tests.gateway.pipeline.test_gateway import PRINCIPAL
@@ -89,6 +90,20 @@ async def test_an_aliased_tool_is_shown_under_its_alias(client: FakeClient) -> N
     result = await ToolSearch(lists, index).result(host, PRINCIPAL, {"query": "vpc"})
     assert [tool["name"] for tool in wire(result)["structuredContent"]["tools"]] == ["make_network"]
     assert (index.asked[0]["backends"], index.asked[0]["restricted"]) == ((1,), ())  # every tool still shown
+
+
+async def test_a_tool_the_host_does_not_serve_is_never_found(client: FakeClient) -> None:
+    lists, _ = make(client, Clock())
+    index = FakeIndex([(1, "DeleteVpc"), (1, "CreateVpc"), (1, "DescribeVpcs")])
+    curation = Curation.build([ToolRuleSpec("exclude", "glob", "Delete*")], map_keys=["net"],
+                              descriptions={("net", "CreateVpc"): "Make a network, curated."})
+    host = VirtualHostView(1, "acme", "main", MappingProxyType({"net": backend(1)}), MappingProxyType({}),
+                           curation=curation, tool_search=ToolSearchConfig())
+    result = wire(await ToolSearch(lists, index).result(host, PRINCIPAL, {"query": "vpc"}))
+    assert index.asked[0]["restricted"] == ((1, ("CreateVpc", "DescribeVpcs")),)  # the index is not asked for it
+    tools = result["structuredContent"]["tools"]
+    assert [tool["name"] for tool in tools] == ["CreateVpc", "DescribeVpcs"]
+    assert tools[0]["description"] == "Make a network, curated."
 
 
 async def test_answers_are_kept_per_host_snapshot_view_query_and_k(client: FakeClient) -> None:
