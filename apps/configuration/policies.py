@@ -135,20 +135,26 @@ def _tools(checks: FieldChecks, raw: Any, path: str) -> tuple[str, ...]:
 # --- reconcile -----------------------------------------------------------------------------------
 def policy_reconcile(*, virtual_host: VirtualHost, spec: PolicySpec) -> Change:
     """Give the host the policy `spec` describes, writing (and moving the configuration version)
-    only when the stored one differs. Raises the service's ValidationError."""
+    only when the stored one differs. Raises the service's ValidationError. A rule written that
+    names no tool the host is known to have is stored, and its warning is in the change's detail
+    (`WARNING: rule '…': …`), as the apply's report prints it."""
     name = f"{spec.tenant}/{spec.virtual_host}"
     summary = f"default {spec.default}, {len(spec.rules)} rules"
     stored = _stored(virtual_host)
     if stored is not None and stored == (spec.default, spec.rules):
         return Change(action=Action.UNCHANGED, kind="policy", name=name, detail=summary)
-    access_policy_set(virtual_host=virtual_host, default=spec.default, rules=spec.rules)
+    warnings = access_policy_set(virtual_host=virtual_host, default=spec.default, rules=spec.rules)
     if stored is None:
-        return Change(action=Action.CREATED, kind="policy", name=name, detail=summary)
+        return Change(action=Action.CREATED, kind="policy", name=name, detail=_warned(summary, warnings))
     default, rules = stored
     changed = ["default"] if default != spec.default else []
     if rules != spec.rules:
         changed.append("rules")
-    return Change(action=Action.UPDATED, kind="policy", name=name, detail=", ".join(changed))
+    return Change(action=Action.UPDATED, kind="policy", name=name, detail=_warned(", ".join(changed), warnings))
+
+
+def _warned(detail: str, warnings: tuple[str, ...]) -> str:
+    return "; ".join([detail, *(f"WARNING: {warning}" for warning in warnings)])
 
 
 def policy_prune(*, virtual_host: VirtualHost, name: str) -> Change | None:

@@ -9,7 +9,10 @@ A policy is a default effect (`allow` or `deny`) and rules, each with
   and `sum` (upstream) both name the same tool;
 - optionally a condition in CEL over `arguments` (the call's arguments) and `principal` (`tenant`,
   `team`, `key`, `subject`, `scopes`). A condition that fails to evaluate (a missing argument, a type
-  mismatch) counts against the caller: an `allow` rule's does not hold, a `deny` rule's does.
+  mismatch) or gives something other than true or false counts against the caller: an `allow`
+  rule's does not hold, a `deny` rule's does. A condition being written is checked statically
+  first (`conditions.condition_problem`): one that can never be true or false, or calls what CEL
+  does not have, is refused.
 
 Deciding a call (with its real arguments), in this order:
 1. the first `deny` rule (in written order) whose subject, tools and condition match denies;
@@ -26,7 +29,6 @@ empties the list. A hidden tool answers a call exactly like a missing one.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,11 +36,12 @@ from typing import Any
 
 import cel
 
+from apps.kernel.conditions import condition_problem
+from apps.kernel.globs import glob_problem, globs_compile
 from apps.kernel.identity import Principal
 
 EFFECTS = ("allow", "deny")
 SUBJECTS = ("tenant", "team", "key")
-VARIABLES = frozenset({"arguments", "principal"})
 _UNKNOWN = object()  # "depends on the arguments"
 _ERROR = object()  # the condition could not be evaluated
 
@@ -56,30 +59,52 @@ class Condition:
 
     @classmethod
     def compile(cls, source: str) -> Condition:
+        """The condition, compiled; raises PolicyError when it is not CEL. What it reads and calls
+        is checked only when it is written (`policy_check`): a stored one compiles whatever the
+        check says since, and reading what is not there fails when evaluated."""
         try:
             program = cel.compile(source)
         except (ValueError, RuntimeError) as exc:
             raise PolicyError(f"condition {source!r} is not valid CEL: {exc}") from None
+        # A macro's variable is listed too: reading "arguments" is over-estimated, never missed.
         variables = set(program.variables())
-        unknown = variables - VARIABLES
-        if unknown:
-            raise PolicyError(
-                f"condition {source!r} reads {', '.join(sorted(unknown))}; only arguments and principal are known"
-            )
         return cls(source, program, "arguments" in variables, "principal" in variables)
 
-    def holds(self, principal: Mapping[str, Any], arguments: Mapping[str, Any] | object) -> bool | object:
+    def holds(
+        self, principal: Mapping[str, Any], arguments: Mapping[str, Any] | object, errors: list[str] | None = None
+    ) -> bool | object:
         """True or False; `_UNKNOWN` when the condition reads arguments and none are given, `_ERROR`
-        when it cannot be evaluated."""
+        when it cannot be evaluated or gives something else than true or false (why is appended to
+        `errors`, when given)."""
         if arguments is _UNKNOWN and self.reads_arguments:
             return _UNKNOWN
         context = {"arguments": {} if arguments is _UNKNOWN else arguments}
         if self.reads_principal:  # converting it for CEL costs several times the evaluation
             context["principal"] = principal
         try:
-            return self.program.execute(context) is True
-        except Exception:  # noqa: BLE001 - CEL raises KeyError/TypeError/... for data it cannot use
+            value = self.program.execute(context)
+        except Exception as exc:  # noqa: BLE001 - CEL raises KeyError/TypeError/... for data it cannot use
+            if errors is not None:
+                errors.append(_error_words(exc))
             return _ERROR
+        if value is True or value is False:
+            return value
+        if errors is not None:
+            errors.append(f"it gave {_shown(value)}, not true or false")
+        return _ERROR
+
+
+def _error_words(exc: Exception) -> str:
+    """What a CEL evaluation error says, in a line: `no such key 'foo'`, `No such overload: …`."""
+    if isinstance(exc, KeyError):
+        return f"no such key {_shown(exc.args[0] if exc.args else '')}"
+    first = str(exc).split(". ")[0].strip() or type(exc).__name__
+    return first if len(first) <= 200 else first[:199] + "…"
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +127,22 @@ class Rule:
 
     def names(self, exposed: str, upstream: str) -> bool:
         return names_tool(self.match, exposed, upstream)
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionError:
+    """A rule's condition that could not be evaluated while deciding a call, and why."""
+
+    rule: str
+    effect: str
+    message: str
+
+    @property
+    def treated(self) -> str:
+        """How it counted (module docstring): against the caller."""
+        if self.effect == "deny":
+            return "treated as matching: a deny rule whose condition cannot be evaluated denies"
+        return "treated as not matching"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,12 +173,23 @@ class Policy:
                 could_allow = True
         return could_allow
 
-    def decide(self, principal: Principal, exposed: str, upstream: str, arguments: Mapping[str, Any]) -> Decision:
-        """The decision on one call with its real arguments (module docstring)."""
+    def decide(
+        self, principal: Principal, exposed: str, upstream: str, arguments: Mapping[str, Any],
+        errors: list[ConditionError] | None = None,
+    ) -> Decision:
+        """The decision on one call with its real arguments (module docstring). The conditions that
+        could not be evaluated on the way are appended to `errors`, when given (the simulator's)."""
         context = principal_context(principal)
         allowing: str | None = None
         for rule in self._matching(principal, exposed, upstream):
-            holds = True if rule.condition is None else rule.condition.holds(context, arguments)
+            if rule.condition is None:
+                holds = True
+            elif errors is None:
+                holds = rule.condition.holds(context, arguments)
+            else:
+                why: list[str] = []
+                holds = rule.condition.holds(context, arguments, why)
+                errors.extend(ConditionError(rule.id, rule.effect, message) for message in why)
             if holds is not True and not (rule.effect == "deny" and holds is _ERROR):
                 continue
             if rule.effect == "deny":
@@ -185,6 +237,8 @@ def tool_patterns_problem(patterns: Sequence[object]) -> str | None:
                     f"not {len(pattern)} ({pattern[:40]!r}…)")
         if any(ch.isspace() for ch in pattern):  # no tool name has one: the pattern would never match
             return f"a tool name or glob has no spaces: {pattern[:40]!r}"
+        if (problem := glob_problem(pattern)) is not None:
+            return problem
     return None
 
 
@@ -193,13 +247,31 @@ def tool_patterns_compile(patterns: Sequence[str]) -> Any:
     what `names_tool` takes. Raises PolicyError for an empty list or an empty pattern."""
     if not patterns or not all(isinstance(p, str) and p for p in patterns):
         raise PolicyError("tools must be a list of tool names or globs, none of them empty")
-    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
+    return globs_compile(patterns).match
 
 
 def names_tool(match: Any, exposed: str, upstream: str) -> bool:
     """Whether the patterns compiled into `match` name the tool: its exposed *or* its upstream name
     (neither takes precedence). Access rules and tool costs (`costs.py`) match tools the same way."""
     return match(exposed) is not None or (upstream != exposed and match(upstream) is not None)
+
+
+def patterns_unmatched(patterns: Sequence[str], tools: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """The patterns that name none of `tools`, (exposed, upstream) pairs, in the order given."""
+    names = {name for tool in tools for name in tool}
+    unmatched = []
+    for pattern in patterns:
+        if not _GLOB.search(pattern):  # a plain name: no need to try it on every tool
+            named = pattern in names
+        else:
+            match = tool_patterns_compile((pattern,))
+            named = any(names_tool(match, exposed, upstream) for exposed, upstream in tools)
+        if not named:
+            unmatched.append(pattern)
+    return tuple(unmatched)
+
+
+_GLOB = re.compile(r"[*?\[]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +300,11 @@ def policy_check(default: str, rules: Sequence[RuleSpec]) -> Policy:
             raise PolicyError(f"{where}: {problem}")
         if len(spec.condition) > CONDITION_MAX_LENGTH:
             raise PolicyError(f"{where}: a condition is at most {CONDITION_MAX_LENGTH} characters")
-    return policy_compile(default, rules)
+    policy = policy_compile(default, rules)
+    for rule in policy.rules:  # CEL compiled them: what it takes that cannot work
+        if rule.condition is not None and (problem := condition_problem(rule.condition.source)) is not None:
+            raise PolicyError(f"rule {rule.id!r}: condition {rule.condition.source!r} {problem}")
+    return policy
 
 
 def policy_compile(default: str, rules: Sequence[RuleSpec]) -> Policy:

@@ -34,6 +34,7 @@ from apps.policies.serializers import (
     ToolCostSerializer,
 )
 from apps.policies.services import (
+    UnmatchedTools,
     access_policy_clear,
     access_policy_set,
     budget_clear,
@@ -97,7 +98,8 @@ def _policy_data(host: VirtualHost) -> dict[str, Any] | None:
 class AccessPolicyView(PoliciesAPIView):
     """`/virtual-hosts/<id>/access-policy`: `GET` the host's policy (404 when it has none: every key
     of the tenant may then call everything); `PUT` replaces it whole, every rule checked first (400
-    with the reason, the stored policy unchanged); `DELETE` removes it (204)."""
+    with the reason, the stored policy unchanged; a rule naming no tool the host is known to have
+    is 400 with `warnings` unless the body says `"allow_unmatched": true`); `DELETE` removes it (204)."""
 
     @extend_schema(responses={200: AccessPolicySerializer, 404: OpenApiResponse(description="No policy.")})
     def get(self, request: Request, tenant: str, virtual_host_id: int) -> Response:
@@ -117,10 +119,14 @@ class AccessPolicyView(PoliciesAPIView):
             for r in given.validated_data["rules"]
         ]
         try:
-            access_policy_set(virtual_host=host, default=given.validated_data["default"], rules=rules)
+            warnings = access_policy_set(virtual_host=host, default=given.validated_data["default"], rules=rules,
+                                         allow_unmatched=given.validated_data["allow_unmatched"])
+        except UnmatchedTools as exc:
+            detail = f"not saved: {exc}; send \"allow_unmatched\": true to save it anyway"
+            return Response({"detail": detail, "warnings": list(exc.warnings)}, status=status.HTTP_400_BAD_REQUEST)
         except ValidationError as exc:
             return refused(exc)
-        return Response(_policy_data(_host_or_404(self.tenant, virtual_host_id)))
+        return Response({**(_policy_data(_host_or_404(self.tenant, virtual_host_id)) or {}), "warnings": list(warnings)})
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, tenant: str, virtual_host_id: int) -> Response:
@@ -161,7 +167,9 @@ class AccessSimulateView(PoliciesAPIView):
         return Response({
             "listed": result.listed, "allowed": result.allowed, "rule": decided, "rule_position": position,
             "reason": result.reason, "map_key": result.map_key, "upstream_name": result.upstream_name,
-            "cost": result.cost,
+            "cost": result.cost, "tool_known": result.tool_known, "tools_note": result.tools_note,
+            "condition_errors": [{"rule": e.rule, "message": e.message, "treated": e.treated}
+                                 for e in result.condition_errors],
         })
 
 

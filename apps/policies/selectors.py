@@ -1,6 +1,8 @@
 """Read-side of access policies and limits: the compiled policy and tool costs of a virtual host, the
-effective budgets of a tenant, the policy simulator, what the console and the API list, and the
-current use of rate limits and budgets (read from the gateway limiter's Redis counters)."""
+tools a host exposes as the catalog knows them (for the warning on rules that name none of them,
+and the simulator), the effective budgets of a tenant, the policy simulator, what the console and
+the API list, and the current use of rate limits and budgets (read from the gateway limiter's
+Redis counters)."""
 
 from __future__ import annotations
 
@@ -14,15 +16,17 @@ from typing import Any
 import redis
 from django.db.models import Count, Prefetch, QuerySet
 
-from apps.catalog.models import VirtualHost
+from apps.catalog.models import Backend, Tool, VirtualHost
+from apps.catalog.selectors import virtual_host_naming_get
 from apps.common.redis import redis_client
 from apps.kernel.costs import ToolCosts, ToolCostSpec, call_cost, tool_costs_compile
 from apps.kernel.identity import Budget, Limit, Principal
 from apps.kernel.names import Naming
-from apps.kernel.policy import Policy, PolicyError, RuleSpec, policy_compile
+from apps.kernel.policy import ConditionError, Policy, PolicyError, RuleSpec, patterns_unmatched, policy_compile
 from apps.policies.counters import bucket_key, budget_key
 from apps.policies.models import AccessPolicy, AccessRule, RateLimit, ToolCost
 from apps.policies.models import Budget as StoredBudget
+from apps.retrieval.models import IndexedTool
 from apps.tenants.models import ApiKey, Tenant
 
 log = logging.getLogger(__name__)
@@ -59,6 +63,87 @@ def tool_costs_compiled(*, virtual_host: VirtualHost) -> ToolCosts | None:
     except PolicyError as exc:
         log.error("virtual host %s: tool costs do not compile, charging 1 unit per call: %s", virtual_host, exc)
         return None
+
+
+# --- The tools a host exposes, as the catalog knows them ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HostTools:
+    """The tools a virtual host exposes as the catalog knows them, without asking any backend: an
+    OpenAPI backend's are its active spec's compiled tools, an MCP backend's those the tool index
+    holds. `tools`: (exposed name, upstream name) of each, named by the host's naming; `upstream`:
+    map key -> its backend's tool names; `unknown`: map key -> why that backend's tools are not
+    known (an OpenAPI backend without a compiled spec, an MCP backend the index holds nothing of)."""
+
+    naming: Naming
+    tools: tuple[tuple[str, str], ...]
+    upstream: dict[str, frozenset[str]]
+    unknown: dict[str, str]
+
+
+def host_tools_known(*, virtual_host: VirtualHost) -> HostTools:
+    """What `HostTools` says of `virtual_host`: names as the gateway's naming contract gives them
+    (mounts, aliases and the host's tool curation; a tool it does not serve is not exposed)."""
+    naming = virtual_host_naming_get(virtual_host=virtual_host)
+    mounts = list(virtual_host.mounts.select_related("backend").order_by("map_key"))
+    specs = [m.backend.active_spec_id for m in mounts if m.backend.kind == Backend.Kind.OPENAPI]
+    mcp = [m.backend_id for m in mounts if m.backend.kind != Backend.Kind.OPENAPI]
+    names: dict[int, set[str]] = {}
+    rows = Tool.objects.filter(spec_version_id__in=[spec for spec in specs if spec is not None])
+    for backend_id, name in rows.values_list("backend_id", "name"):
+        names.setdefault(backend_id, set()).add(name)
+    for backend_id, name in IndexedTool.objects.filter(backend_id__in=mcp).values_list("backend_id", "name"):
+        names.setdefault(backend_id, set()).add(name)
+    tools: list[tuple[str, str]] = []
+    upstream: dict[str, frozenset[str]] = {}
+    unknown: dict[str, str] = {}
+    for mount in mounts:
+        backend = mount.backend
+        where = f"backend {backend.name!r} (mount {mount.map_key!r})"
+        if backend.kind == Backend.Kind.OPENAPI and backend.active_spec_id is None:
+            unknown[mount.map_key] = f"{where} has no compiled OpenAPI spec yet"
+            continue
+        if backend.kind != Backend.Kind.OPENAPI and backend.pk not in names:
+            unknown[mount.map_key] = (f"the tools of MCP {where} are not known: the tool index holds none of them "
+                                      "(not indexed yet, or indexing is off)")
+            continue
+        upstream[mount.map_key] = frozenset(names.get(backend.pk, ()))
+        tools.extend((exposed, name) for name in sorted(upstream[mount.map_key])
+                     for exposed in naming.tool_names(mount.map_key, name))
+    return HostTools(naming, tuple(tools), upstream, unknown)
+
+
+def access_rules_unmatched(*, virtual_host: VirtualHost, rules: Sequence[RuleSpec]) -> list[str]:
+    """A warning for each rule of `rules` that is new, or names other tools than the stored rule of
+    its id, and has a pattern that names no tool of the host as the catalog knows them
+    (`host_tools_known`); where a backend's tools are not known, the warning says so rather than
+    claim the pattern names nothing. Rules as they were stored are not warned about again."""
+    stored = AccessRule.objects.filter(policy__virtual_host=virtual_host).values_list("rule_id", "tools")
+    before = {(rule_id, frozenset(tools)) for rule_id, tools in stored}
+    changed = [rule for rule in rules if (rule.id, frozenset(rule.tools)) not in before]
+    if not changed:
+        return []
+    known = host_tools_known(virtual_host=virtual_host)
+    warnings = []
+    for rule in changed:
+        unmatched = patterns_unmatched(tuple(rule.tools), known.tools)
+        if not unmatched:
+            continue
+        names = ", ".join(repr(pattern) for pattern in unmatched)
+        verb = "matches" if len(unmatched) == 1 else "match"
+        if known.unknown:
+            warnings.append(
+                f"rule {rule.id!r}: {names} {verb} no tool of virtual host {virtual_host.slug!r} that the catalog "
+                f"knows; {'; '.join(known.unknown.values())}: it may name one of those"
+            )
+        else:
+            has = f"its {len(known.tools)} tools" if known.tools else "it has none"
+            warnings.append(
+                f"rule {rule.id!r}: {names} {verb} no tool of virtual host {virtual_host.slug!r} ({has}, as the "
+                "catalog knows them): the rule does nothing for such a name until the host has such a tool"
+            )
+    return warnings
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +192,12 @@ class Simulation:
     the call passes, which rule decided (None: the default, or no policy), the upstream target, and
     the budget units the call would cost (0 when the rules refuse it; rate limits and budgets, which
     depend on what was spent, are not consulted). `hidden_by`: for a tool the caller does not see,
-    the rule that hides it (None when no rule allows it and the default is deny)."""
+    the rule that hides it (None when no rule allows it and the default is deny).
+
+    `tool_known`: whether the host exposes the tool as the catalog knows its backends' tools
+    (False: an unknown tool, whatever the rules say; None: its backend's tools are not known, and
+    `tools_note` says why). `condition_errors`: the conditions that could not be evaluated with
+    these arguments, and how each counted."""
 
     listed: bool
     allowed: bool
@@ -117,6 +207,9 @@ class Simulation:
     upstream_name: str | None
     cost: int = 0
     hidden_by: str | None = None
+    tool_known: bool | None = True
+    tools_note: str = ""
+    condition_errors: tuple[ConditionError, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,26 +249,38 @@ def access_decision_simulate(
     token: SimulatedToken | None = None,
 ) -> Simulation:
     """The policy simulator (for the console and the API): `key` (one of the host's tenant's keys)
-    or `token` calls the exposed tool `tool` with `arguments`. Decided from the configuration alone:
-    whether the backend really has the tool is not asked."""
-    mounts = list(virtual_host.mounts.values_list("map_key", flat=True))
-    aliases = {a.alias: (a.map_key, a.upstream_name) for a in virtual_host.tool_aliases.all()}
-    target = Naming.build(mounts, aliases).route_tool(tool)
+    or `token` calls the exposed tool `tool` with `arguments`. Decided from the configuration and
+    the tools the catalog knows (`host_tools_known`); no backend is asked."""
+    known = host_tools_known(virtual_host=virtual_host)
+    target = known.naming.route_tool(tool)
+    unknown = "unknown tool: a call is answered -32602 Unknown tool, whatever the rules say"
     if target is None:
-        return Simulation(False, False, None, f"{tool!r} names no tool of this virtual host", None, None)
+        return Simulation(False, False, None, f"{unknown}; {tool!r} names no tool of this virtual host", None, None,
+                          tool_known=False)
+    map_key, upstream = target
+    note = known.unknown.get(map_key, "")
+    if not note and upstream not in known.upstream.get(map_key, frozenset()):
+        reason = (f"{unknown}; {tool!r} would route to {upstream!r} on mount {map_key!r}, but its backend has no "
+                  "such tool (as the catalog knows its tools)")
+        return Simulation(False, False, None, reason, *target, tool_known=False)
+    facts: dict[str, Any] = {"tool_known": None if note else True,
+             "tools_note": f"{note}: whether it has {upstream!r} was not checked" if note else ""}
     principal = _simulated_principal(virtual_host.tenant, key, token)
     current = VirtualHost.objects.prefetch_related("access_policy__rules", "tool_costs").get(pk=virtual_host.pk)
     policy = access_policy_compiled(virtual_host=current)
-    cost = call_cost(tool_costs_compiled(virtual_host=current), "tools/call", tool, target[1])
+    cost = call_cost(tool_costs_compiled(virtual_host=current), "tools/call", tool, upstream)
     if policy is None:
-        return Simulation(True, True, None, "allowed: the virtual host has no access policy", *target, cost)
-    decision = policy.decide(principal, tool, target[1], arguments)
-    if not policy.visible(principal, tool, target[1]):
+        return Simulation(True, True, None, "allowed: the virtual host has no access policy", *target, cost, **facts)
+    errors: list[ConditionError] = []
+    decision = policy.decide(principal, tool, upstream, arguments, errors)
+    facts["condition_errors"] = tuple(errors)
+    if not policy.visible(principal, tool, upstream):
         # Hidden: any call is refused, by the rule (or the default) that refuses it with these arguments.
         by = f"rule {decision.rule!r}" if decision.rule else "the default (deny), no rule allowing it"
         reason = f"hidden from this caller by {by}: a call is answered as an unknown tool"
-        return Simulation(False, False, None, reason, *target, hidden_by=decision.rule)
-    return Simulation(True, decision.allowed, decision.rule, decision.reason, *target, cost if decision.allowed else 0)
+        return Simulation(False, False, None, reason, *target, hidden_by=decision.rule, **facts)
+    cost = cost if decision.allowed else 0
+    return Simulation(True, decision.allowed, decision.rule, decision.reason, *target, cost, **facts)
 
 
 # --- What the console and the API list ---------------------------------------------------------

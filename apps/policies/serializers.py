@@ -30,10 +30,21 @@ class AccessRuleSerializer(serializers.Serializer):
 
 
 class AccessPolicySerializer(serializers.Serializer):
-    """A host's policy: `default` decides when no rule does; rules in order."""
+    """A host's policy: `default` decides when no rule does; rules in order. A rule written (new,
+    or naming other tools) with a pattern that names no tool the host is known to have is refused
+    (400, with `warnings`) unless `allow_unmatched` is true; then it is stored, and the answer's
+    `warnings` say the same."""
 
     default = DefaultEffectField()
     rules = AccessRuleSerializer(many=True)
+    allow_unmatched = serializers.BooleanField(
+        required=False, default=False, write_only=True,
+        help_text="Store rules whose tool patterns name no tool the host is known to have.",
+    )
+    warnings = serializers.ListField(
+        child=serializers.CharField(), read_only=True,
+        help_text="In the answer to a PUT: the rules stored that name no known tool of the host.",
+    )
 
 
 class SimulatedTokenSerializer(serializers.Serializer):
@@ -57,10 +68,19 @@ class SimulationRequestSerializer(serializers.Serializer):
         return attrs
 
 
+class ConditionErrorSerializer(serializers.Serializer):
+    rule = serializers.CharField()
+    message = serializers.CharField(help_text="Why the rule's condition could not be evaluated.")
+    treated = serializers.CharField(help_text="How it counted: against the caller.")
+
+
 class SimulationSerializer(serializers.Serializer):
     """What the gateway would do: `listed` (false: the caller does not see the tool, and a call
     answers as an unknown tool), `allowed`, the deciding `rule` (its id and 1-based `rule_position`;
-    null: the default, or no policy) and `reason`; where it routes and what it would cost."""
+    null: the default, or no policy) and `reason`; where it routes and what it would cost.
+    `tool_known`: false for a tool the host does not expose (as the catalog knows its backends'
+    tools), null when its backend's tools are not known (`tools_note` says why);
+    `condition_errors`: the rules whose condition could not be evaluated with these arguments."""
 
     listed = serializers.BooleanField()
     allowed = serializers.BooleanField()
@@ -70,6 +90,9 @@ class SimulationSerializer(serializers.Serializer):
     map_key = serializers.CharField(allow_null=True)
     upstream_name = serializers.CharField(allow_null=True)
     cost = serializers.IntegerField()
+    tool_known = serializers.BooleanField(allow_null=True)
+    tools_note = serializers.CharField(allow_blank=True)
+    condition_errors = ConditionErrorSerializer(many=True)
 
 
 class RateUsageSerializer(serializers.Serializer):

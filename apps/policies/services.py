@@ -16,13 +16,29 @@ from apps.kernel.costs import UNITS_MAX, ToolCostSpec, tool_costs_check
 from apps.kernel.policy import PolicyError, RuleSpec, policy_check
 from apps.kernel.problems import FieldProblem
 from apps.policies.models import AccessPolicy, AccessRule, Budget, RateLimit, ToolCost
+from apps.policies.selectors import access_rules_unmatched
 from apps.tenants.models import Plan, Tenant
 
 
+class UnmatchedTools(Exception):
+    """`access_policy_set` was asked not to store rules that name no tool the host is known to
+    have; `warnings` say which (`selectors.access_rules_unmatched`). Nothing was stored."""
+
+    def __init__(self, warnings: Sequence[str]) -> None:
+        super().__init__("; ".join(warnings))
+        self.warnings = tuple(warnings)
+
+
 @transaction.atomic
-def access_policy_set(*, virtual_host: VirtualHost, default: str, rules: Sequence[RuleSpec]) -> AccessPolicy:
+def access_policy_set(
+    *, virtual_host: VirtualHost, default: str, rules: Sequence[RuleSpec], allow_unmatched: bool = True
+) -> tuple[str, ...]:
     """Replace the host's policy with `default` and `rules` (in order). Every rule is checked first —
-    its CEL condition compiled, its subject found in the host's tenant — so a bad rule changes nothing."""
+    its CEL condition compiled and type-checked, its globs, its subject found in the host's tenant —
+    so a bad rule changes nothing. A rule that is new or names other tools than before and has a
+    pattern naming no tool the host is known to have is a warning, not a refusal: stored and its
+    warning returned, or, with `allow_unmatched=False` (the console and the API, until a person
+    says to save anyway), UnmatchedTools is raised and nothing is stored."""
     try:
         policy_check(default, rules)
     except PolicyError as exc:
@@ -34,6 +50,9 @@ def access_policy_set(*, virtual_host: VirtualHost, default: str, rules: Sequenc
         known = {"tenant": {tenant.slug}, "team": teams, "key": keys}[rule.subject_kind]
         if rule.subject_name not in known:
             raise ValidationError(f"rule {rule.id!r}: tenant {tenant.slug!r} has no {rule.subject_kind} {rule.subject_name!r}")
+    warnings = tuple(access_rules_unmatched(virtual_host=virtual_host, rules=rules))
+    if warnings and not allow_unmatched:
+        raise UnmatchedTools(warnings)
     policy, _ = AccessPolicy.objects.update_or_create(virtual_host=virtual_host, defaults={"default_effect": default})
     policy.rules.all().delete()
     AccessRule.objects.bulk_create(
@@ -44,7 +63,7 @@ def access_policy_set(*, virtual_host: VirtualHost, default: str, rules: Sequenc
         for position, rule in enumerate(rules)
     )
     config_version_bump(tenant_id=tenant.pk)
-    return policy
+    return warnings
 
 
 def access_policy_clear(*, virtual_host: VirtualHost) -> None:
@@ -110,7 +129,8 @@ def rate_limit_clear(*, tenant: Tenant, scope: str, name: str) -> None:
 def budget_check(*, daily: object, monthly: object) -> list[FieldProblem]:
     """What is wrong with a budget's caps (empty: nothing): the rule every face applies, with the
     same words. Each cap is a whole number of units from 0 (only free calls pass) up to
-    `UNITS_MAX`, or None (no cap for that period); at least one is given."""
+    `UNITS_MAX`, or None (no cap for that period); at least one is given, and a daily cap is not
+    above the monthly one."""
     problems = [
         FieldProblem(period, f"{period} must be a whole number from 0 to {UNITS_MAX}, or empty")
         for period, cap in (("daily", daily), ("monthly", monthly))
@@ -118,6 +138,10 @@ def budget_check(*, daily: object, monthly: object) -> list[FieldProblem]:
     ]
     if daily is None and monthly is None:
         problems.append(FieldProblem("daily", "a budget needs a daily cap, a monthly cap or both"))
+    elif not problems and daily is not None and monthly is not None and daily > monthly:
+        problems.append(FieldProblem("daily", (
+            f"the daily cap ({daily}) is above the monthly cap ({monthly}): no day could spend it; "
+            "lower the daily cap or raise the monthly one")))
     return problems
 
 

@@ -97,7 +97,7 @@ def test_applying_again_changes_nothing(django_capture_on_commit_callbacks: Call
         ("daily: 5000, monthly: 100000", "monthly: 100000", "budget", "acme/team:platform", "daily"),
         (
             "name: agent, monthly: 20000",
-            "name: agent, daily: 7, monthly: 1",
+            "name: agent, daily: 7, monthly: 10",
             "budget",
             "acme/key:agent",
             "daily, monthly",
@@ -244,7 +244,7 @@ def test_a_bad_plan_is_refused_at_its_path_and_writes_nothing(old: str, new: str
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        ("daily: 5000,", "daily: 999999,", "budgets[0]: tenant 'acme' is on plan 'starter', which does not allow"),
+        ("daily: 5000,", "daily: 99999,", "budgets[0]: tenant 'acme' is on plan 'starter', which does not allow"),
         ("cost: 5}", "cost: 0}", "tool_costs[0]: tenant 'acme' is on plan 'starter', which does not allow"),
         (
             "  - {tenant: acme, scope: key, name: agent, monthly: 20000}\n",

@@ -199,3 +199,51 @@ def test_the_lists_are_paginated_with_bounded_queries(
         assert 'id="budget-key-k54"' not in body
         second = client.get(f"{_base(world)}{suffix}", {"page": 2}).content.decode()
         assert "k54" in second
+
+
+def test_removing_a_rate_limit_or_a_budget_asks_first(client: Client, world: dict[str, Any]) -> None:
+    rate_limit_set(tenant=world["tenant"], scope="key", name="agent", limit=5, window_seconds=60)
+    budget_set(tenant=world["tenant"], scope="team", name="platform", daily=10, monthly=100)
+    client.force_login(world["admin"])
+    assert f'href="{_base(world)}rate/key/agent/remove/"' in client.get(_base(world)).content.decode()
+    asked = client.get(f"{_base(world)}rate/key/agent/remove/")
+    body = asked.content.decode()
+    assert asked.status_code == 200 and "Remove the rate limit of key agent?" in body
+    assert "The limit of 5 calls per 60 s for key agent is removed." in body and ">Remove rate limit</button>" in body
+    asked = client.get(f"{_base(world)}budgets/team/platform/remove/")
+    body = asked.content.decode()
+    assert asked.status_code == 200 and "Remove the budget of team platform?" in body
+    assert "The budget of 10 units per UTC day and 100 units per UTC month for team platform is removed" in body
+    assert RateLimit.objects.exists() and Budget.objects.exists()  # asking changes nothing
+    assert client.get(f"{_base(world)}rate/team/platform/remove/").status_code == 404
+    assert client.get(f"{_base(world)}budgets/key/agent/remove/").status_code == 404
+    assert client.post(f"{_base(world)}rate/key/agent/remove/").status_code == 302
+    assert client.post(f"{_base(world)}budgets/team/platform/remove/").status_code == 302
+    assert not RateLimit.objects.exists() and not Budget.objects.exists()
+
+
+def test_members_are_not_asked_to_remove_limits(client: Client, world: dict[str, Any]) -> None:
+    rate_limit_set(tenant=world["tenant"], scope="key", name="agent", limit=5, window_seconds=60)
+    budget_set(tenant=world["tenant"], scope="key", name="agent", daily=10, monthly=None)
+    client.force_login(world["member"])
+    assert client.get(f"{_base(world)}rate/key/agent/remove/").status_code == 403
+    assert client.get(f"{_base(world)}budgets/key/agent/remove/").status_code == 403
+
+
+def test_deleting_tool_costs_asks_first(client: Client, world: dict[str, Any]) -> None:
+    tool_costs_set(virtual_host=world["host"], costs=[ToolCostSpec(("get-*",), 5), ToolCostSpec(("echo",), 0)])
+    client.force_login(world["admin"])
+    url = f"{_base(world)}costs/{world['host'].pk}/"
+    data = {**_costs_post([("get-*", 5), ("echo", 0), ("", "")], delete=(0,)), "costs-INITIAL_FORMS": 2}
+    asked = client.post(url, data)
+    body = asked.content.decode()
+    assert asked.status_code == 200 and f"Delete 1 tool cost entry of {world['host'].slug}?" in body
+    assert "get-*: 5 units per call" in body and 'name="confirmed" value="yes"' in body
+    assert 'name="costs-0-DELETE" value="on"' in body
+    stored = ToolCost.objects.filter(virtual_host=world["host"]).order_by("position")
+    assert [(c.tools, c.cost) for c in stored] == [(["get-*"], 5), (["echo"], 0)]  # asking changes nothing
+    assert client.post(url, {**data, "confirmed": "yes"}).status_code == 302
+    assert [(c.tools, c.cost) for c in stored.all()] == [(["echo"], 0)]
+    # An edit that deletes nothing is saved at once.
+    assert client.post(url, {**_costs_post([("echo", 1)]), "costs-INITIAL_FORMS": 1}).status_code == 302
+    assert [(c.tools, c.cost) for c in stored.all()] == [(["echo"], 1)]

@@ -25,9 +25,11 @@ def world(django_user_model: Any) -> dict[str, Any]:
     team = factories.team_factory(tenant=tenant, slug="platform")
     agent = factories.api_key_factory(tenant=tenant, name="agent", team=team).api_key
     other = factories.api_key_factory(tenant=tenant, name="other").api_key
+    calc = factories.backend_factory(tenant=tenant)
+    for tool in ("sum", "mul"):  # the tools the catalog knows the backend has
+        factories.indexed_tool_factory(backend=calc, name=tool)
     host = factories.virtual_host_factory(
-        tenant=tenant, mounts={"calc": factories.backend_factory(tenant=tenant)},
-        tool_aliases={"get-sum": ToolTarget(map_key="calc", upstream_name="sum")},
+        tenant=tenant, mounts={"calc": calc}, tool_aliases={"get-sum": ToolTarget(map_key="calc", upstream_name="sum")},
     )
     admin = django_user_model.objects.create_user(username=f"admin-{tenant.slug}", password="pw")
     membership_set(tenant=tenant, user=admin, role="admin")
@@ -54,14 +56,14 @@ def test_an_admin_builds_a_policy_rule_by_rule(client: Client, world: dict[str, 
     client.force_login(world["admin"])
     page = client.get(_url(world))
     assert page.status_code == 200 and "no policy" in page.content.decode()
-    response = client.post(_url(world, "rules/"), _rule_post("no-sum", "key:other", "deny", "get-sum, calc-*"))
+    response = client.post(_url(world, "rules/"), _rule_post("no-sum", "key:other", "deny", "get-sum, m*"))
     assert response.status_code == 302
     client.post(_url(world, "rules/"), _rule_post("team-a1", "team:platform", "allow", "get-sum", "arguments.a == 1"))
     client.post(_url(world, "default/"), {"default": "deny"})
     default, rules = _rules(world)
     assert default == "deny"
     assert [(r.id, r.subject_kind, r.subject_name, r.effect, r.tools, r.condition) for r in rules] == [
-        ("no-sum", "key", "other", "deny", ("get-sum", "calc-*"), ""),
+        ("no-sum", "key", "other", "deny", ("get-sum", "m*"), ""),
         ("team-a1", "team", "platform", "allow", ("get-sum",), "arguments.a == 1"),
     ]
     editing = client.get(_url(world), {"edit": "team-a1"}).content.decode()
@@ -246,3 +248,72 @@ def test_the_editor_page_has_bounded_queries(
     with django_assert_max_num_queries(15):
         body = client.get(_url(world)).content.decode()
     assert "r39" in body
+
+
+def test_deleting_a_rule_and_removing_the_policy_ask_first(client: Client, world: dict[str, Any]) -> None:
+    access_policy_set(virtual_host=world["host"], default="deny", rules=[
+        RuleSpec("keep", "key", "agent", "allow", ["*"]), RuleSpec("go", "team", "platform", "deny", ["mul"])])
+    client.force_login(world["admin"])
+    page = client.get(_url(world)).content.decode()
+    assert f'href="{_url(world, "rules/go/delete/")}"' in page and f'href="{_url(world, "remove/")}"' in page
+    asked = client.get(_url(world, "rules/go/delete/"))
+    body = asked.content.decode()
+    assert asked.status_code == 200 and "Delete rule go?" in body
+    assert "Rule 2 of" in body and "deny team platform for mul, is deleted." in body
+    assert "calls it denies may then be allowed" in body and f'href="{_url(world)}">Cancel' in body
+    assert [r.id for r in _rules(world)[1]] == ["keep", "go"]  # asking changes nothing
+    assert client.post(_url(world, "rules/go/delete/")).status_code == 302
+    assert [r.id for r in _rules(world)[1]] == ["keep"]
+    assert client.get(_url(world, "rules/go/delete/")).status_code == 404
+
+    asked = client.get(_url(world, "remove/"))
+    body = asked.content.decode()
+    assert asked.status_code == 200 and "Remove the access policy of" in body
+    assert "Its default (deny) and its 1 rule are deleted." in body and "every key of the tenant may see" in body
+    assert AccessPolicy.objects.filter(virtual_host=world["host"]).exists()
+    assert client.post(_url(world, "remove/")).status_code == 302
+    assert not AccessPolicy.objects.filter(virtual_host=world["host"]).exists()
+    assert client.get(_url(world, "remove/")).status_code == 302  # nothing left to remove: back to the page
+
+
+def test_members_are_not_asked_to_delete(client: Client, world: dict[str, Any]) -> None:
+    access_policy_set(virtual_host=world["host"], default="allow", rules=[RuleSpec("r", "key", "agent", "deny", ["*"])])
+    client.force_login(world["member"])
+    assert client.get(_url(world, "rules/r/delete/")).status_code == 403
+    assert client.get(_url(world, "remove/")).status_code == 403
+    assert 'rules/r/delete/' not in client.get(_url(world)).content.decode()
+
+
+def test_the_simulator_shows_an_unknown_tool_and_the_conditions_that_could_not_be_evaluated(
+    client: Client, world: dict[str, Any]
+) -> None:
+    slug = world["tenant"].slug
+    access_policy_set(virtual_host=world["host"], default="allow", rules=[
+        RuleSpec("small", "tenant", slug, "allow", ["get-sum"], "arguments.a < 10"),
+        RuleSpec("no-etc", "tenant", slug, "deny", ["mul"], 'arguments.path.startsWith("/etc")'),
+    ])
+    client.force_login(world["member"])
+
+    def simulate(tool: str, arguments: str = "{}") -> str:
+        response = client.get(_url(world), {"sim-caller": "key", "sim-key": world["agent"].pk, "sim-tool": tool,
+                                             "sim-arguments": arguments})
+        assert response.status_code == 200
+        return response.content.decode()
+
+    unknown = simulate("div")
+    assert 'id="decision">unknown tool</strong>' in unknown and "Routes to" not in unknown
+    assert "unknown tool: a call is answered -32602 Unknown tool" in unknown
+    failed = simulate("get-sum")
+    assert 'id="decision">allow' in failed
+    assert ("condition of rule <code>small</code> raised: no such key &#x27;a&#x27; — treated as not matching"
+            in failed)
+    denied = simulate("mul", '{"path": 5}')
+    assert 'id="decision">deny' in denied and "rule 2: <code>no-etc</code>" in denied
+    assert "— treated as matching: a deny rule whose condition cannot be evaluated denies" in denied
+    host = factories.virtual_host_factory(tenant=world["tenant"], mounts={"new": factories.backend_factory(
+        tenant=world["tenant"], name="new")})
+    response = client.get(f"/console/t/{slug}/access/{host.pk}/", {
+        "sim-caller": "key", "sim-key": world["agent"].pk, "sim-tool": "echo", "sim-arguments": "{}"})
+    body = response.content.decode()
+    assert 'id="decision">allow' in body and 'id="tools-note"' in body
+    assert "not checked: the tools of MCP backend &#x27;new&#x27; (mount &#x27;new&#x27;) are not known" in body

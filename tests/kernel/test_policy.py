@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from apps.kernel.identity import Principal
-from apps.kernel.policy import PolicyError, RuleSpec, policy_check, policy_compile
+from apps.kernel.policy import ConditionError, PolicyError, RuleSpec, patterns_unmatched, policy_check, policy_compile
 
 AGENT = Principal(tenant_id=1, tenant_slug="acme", key_id=1, key_name="agent", team="platform")
 OTHER = Principal(tenant_id=1, tenant_slug="acme", key_id=2, key_name="other", team=None)
@@ -79,6 +79,13 @@ def test_a_condition_that_cannot_be_evaluated_does_not_hold() -> None:
     ("deny", [rule("r", "permit", ["t"])], "effect must be"),
     ("deny", [rule("r", "allow", [])], "tools must be a list of 1-200"),
     ("deny", [RuleSpec("r", "group", "x", "allow", ["t"])], "tenant, team or key"),
+    ("deny", [rule("r", "allow", ["t"], "arguments.MaxResults + 1")],
+     "rule 'r': condition 'arguments.MaxResults \\+ 1' gives an int, never true or false"),
+    ("deny", [rule("r", "allow", ["t"], "frobnicate(arguments)")],
+     "rule 'r': condition 'frobnicate\\(arguments\\)' calls frobnicate\\(\\), which CEL conditions do not have"),
+    ("deny", [rule("r", "allow", ["Describe["])],
+     "rule 'r': the glob 'Describe\\[' opens a character class with '\\[' that is never closed"),
+    ("deny", [rule("r", "allow", ["ok", "a[!b"])], "the glob 'a\\[!b' opens a character class"),
 ])
 def test_bad_rules_are_refused_with_the_reason(default: str, rules: list[Any], message: str) -> None:
     with pytest.raises(PolicyError, match=message):
@@ -113,3 +120,56 @@ def test_glob_classes_work_and_brackets_are_patterns() -> None:
     policy = policy_compile("allow", [rule("r", "deny", ["a[bc]"])])
     assert policy.decide(AGENT, "ab", "ab", {}).rule == "r"
     assert policy.decide(AGENT, "a[bc]", "a[bc]", {}).allowed is True
+
+
+@pytest.mark.parametrize("pattern", ["a[bc]", "a[!b]c", "a[]]", "[[]x", "a[!]]"])
+def test_a_closed_class_is_a_glob_that_can_be_written(pattern: str) -> None:
+    assert policy_check("deny", [rule("r", "allow", [pattern])]).rules[0].patterns == (pattern,)
+
+
+def test_a_condition_that_gives_no_bool_counts_against_the_caller() -> None:
+    # `arguments.flag` is accepted when written (only the call knows what it holds): a call that
+    # gives it no bool cannot let an allow rule through, nor dodge a deny rule.
+    allow = policy_check("deny", [rule("flagged", "allow", ["t"], "arguments.flag")])
+    deny = policy_check("allow", [rule("stop", "deny", ["t"], "arguments.flag")])
+    assert [allow.decide(AGENT, "t", "t", {"flag": flag}).allowed for flag in (True, False, 1, "yes")] == [
+        True, False, False, False]
+    assert [deny.decide(AGENT, "t", "t", {"flag": flag}).allowed for flag in (True, False, 1, "yes")] == [
+        False, True, False, False]
+
+
+def test_deciding_says_which_conditions_could_not_be_evaluated_and_how_they_counted() -> None:
+    policy = policy_compile("deny", [
+        rule("small", "allow", ["t"], "arguments.amount < 10"),
+        rule("no-etc", "deny", ["t"], 'arguments.path.startsWith("/etc")'),
+        rule("flag", "allow", ["t"], "arguments.flag"),
+    ])
+    errors: list[ConditionError] = []
+    decision = policy.decide(AGENT, "t", "t", {"flag": 3}, errors)
+    assert (decision.allowed, decision.rule) == (False, "no-etc")
+    assert [(e.rule, e.message, e.treated) for e in errors] == [
+        ("small", "no such key 'amount'", "treated as not matching"),
+        ("no-etc", "no such key 'path'", "treated as matching: a deny rule whose condition cannot be evaluated denies"),
+    ]  # deciding stops at the deny: the third rule's condition is not evaluated
+    errors.clear()
+    decision = policy.decide(AGENT, "t", "t", {"amount": 1, "path": "/home", "flag": 3}, errors)
+    assert decision.rule == "small" and [(e.rule, e.message) for e in errors] == [
+        ("flag", "it gave 3, not true or false")]
+    assert policy.decide(AGENT, "t", "t", {"amount": 1, "path": "/home", "flag": True}).rule == "small"
+
+
+def test_a_stored_condition_the_check_refuses_now_still_compiles() -> None:
+    # Written before the check existed: the snapshot compiles it, and a call it cannot judge
+    # counts against the caller, rather than the whole policy denying everything.
+    stored = [rule("old", "allow", ["t"], "arguments.a + 1"), rule("macro", "allow", ["u"], "[1].all(x, x > 0)")]
+    with pytest.raises(PolicyError):
+        policy_check("deny", stored)
+    policy = policy_compile("deny", stored)
+    assert policy.decide(AGENT, "t", "t", {"a": 1}).allowed is False
+    assert policy.decide(AGENT, "u", "u", {}).rule == "macro"
+
+
+def test_the_patterns_that_name_no_tool_are_found() -> None:
+    tools = [("get-sum", "sum"), ("calc-mul", "mul")]
+    assert patterns_unmatched(["sum", "calc-*", "get-s?m", "div", "x*", "[gc]et-sum"], tools) == ("div", "x*")
+    assert patterns_unmatched(["*"], []) == ("*",)

@@ -26,9 +26,11 @@ def world(django_user_model: Any) -> dict[str, Any]:
     tenant = factories.tenant_factory()
     team = factories.team_factory(tenant=tenant, slug="platform")
     agent = factories.api_key_factory(tenant=tenant, name="agent", team=team).api_key
+    calc = factories.backend_factory(tenant=tenant)
+    for tool in ("sum", "mul"):  # the tools the catalog knows the backend has
+        factories.indexed_tool_factory(backend=calc, name=tool)
     host = factories.virtual_host_factory(
-        tenant=tenant, mounts={"calc": factories.backend_factory(tenant=tenant)},
-        tool_aliases={"get-sum": ToolTarget(map_key="calc", upstream_name="sum")},
+        tenant=tenant, mounts={"calc": calc}, tool_aliases={"get-sum": ToolTarget(map_key="calc", upstream_name="sum")},
     )
     admin = django_user_model.objects.create_user(username=f"admin-{tenant.slug}", password="pw")
     membership_set(tenant=tenant, user=admin, role="admin")
@@ -52,7 +54,7 @@ POLICY = {
     "rules": [
         {"id": "sum-small", "subject_kind": "team", "subject_name": "platform", "effect": "allow",
          "tools": ["get-sum"], "condition": "arguments.a < 10"},
-        {"id": "no-big", "subject_kind": "key", "subject_name": "agent", "effect": "deny", "tools": ["calc-*"]},
+        {"id": "no-big", "subject_kind": "key", "subject_name": "agent", "effect": "deny", "tools": ["m*"]},
     ],
 }
 
@@ -63,7 +65,8 @@ def test_the_access_policy_is_read_replaced_and_removed(world: dict[str, Any]) -
     assert client.get(url).status_code == 404
     response = client.put(url, POLICY, format="json")
     assert response.status_code == 200, response.json()
-    assert response.json() == {**POLICY, "rules": [POLICY["rules"][0], {**POLICY["rules"][1], "condition": ""}]}
+    assert response.json() == {**POLICY, "rules": [POLICY["rules"][0], {**POLICY["rules"][1], "condition": ""}],
+                               "warnings": []}
     assert client.get(url).json()["rules"][1]["id"] == "no-big"
     assert client.delete(url).status_code == 204
     assert not AccessPolicy.objects.exists()
@@ -91,11 +94,12 @@ def test_the_simulator_answers_the_decision_and_its_rule(world: dict[str, Any]) 
     assert allowed.status_code == 200
     assert allowed.json() | {"reason": ""} == {
         "listed": True, "allowed": True, "rule": "sum-small", "rule_position": 1, "reason": "",
-        "map_key": "calc", "upstream_name": "sum", "cost": 1,
+        "map_key": "calc", "upstream_name": "sum", "cost": 1, "tool_known": True, "tools_note": "",
+        "condition_errors": [],
     }
     denied = client.post(url, {"key": world["agent"].pk, "tool": "get-sum", "arguments": {"a": 11}}, format="json")
     assert (denied.json()["allowed"], denied.json()["rule"]) == (False, None)
-    hidden = client.post(url, {"key": world["agent"].pk, "tool": "calc-mul"}, format="json").json()
+    hidden = client.post(url, {"key": world["agent"].pk, "tool": "mul"}, format="json").json()
     assert (hidden["listed"], hidden["rule"], hidden["rule_position"]) == (False, "no-big", 2)
     token = client.post(url, {"token": {"subject": "alice", "team": "platform"}, "tool": "get-sum",
                               "arguments": {"a": 2}}, format="json").json()
@@ -236,3 +240,44 @@ def test_lists_are_paginated_with_bounded_queries(world: dict[str, Any], django_
     for suffix in ("access-policy", "tool-costs"):
         with django_assert_max_num_queries(8):
             assert client.get(_api(world, f"virtual-hosts/{world['host'].pk}/{suffix}")).status_code == 200
+
+
+def test_the_simulator_says_unknown_tool_and_which_conditions_could_not_be_evaluated(world: dict[str, Any]) -> None:
+    slug = world["tenant"].slug
+    access_policy_set(virtual_host=world["host"], default="allow", rules=[
+        RuleSpec("small", "tenant", slug, "allow", ["get-sum"], "arguments.a < 10"),
+        RuleSpec("no-etc", "tenant", slug, "deny", ["mul"], 'arguments.path.startsWith("/etc")'),
+    ])
+    client = _client(world["member"])
+    url = _api(world, f"virtual-hosts/{world['host'].pk}/access-policy/simulate")
+
+    def simulate(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        response = client.post(url, {"key": world["agent"].pk, "tool": tool, "arguments": arguments}, format="json")
+        assert response.status_code == 200, response.json()
+        return response.json()
+
+    for tool in ("div", "sum"):  # not a tool of the backend; the default name of an aliased tool
+        unknown = simulate(tool, {})
+        assert (unknown["listed"], unknown["allowed"], unknown["tool_known"]) == (False, False, False)
+        assert unknown["reason"].startswith("unknown tool: a call is answered -32602 Unknown tool"), unknown
+    assert "but its backend has no such tool" in simulate("div", {})["reason"]
+    missing = simulate("get-sum", {})
+    assert (missing["allowed"], missing["rule"], missing["tool_known"]) == (True, None, True)  # the default allows
+    assert missing["condition_errors"] == [
+        {"rule": "small", "message": "no such key 'a'", "treated": "treated as not matching"}]
+    hostile = simulate("mul", {"path": 5})
+    assert (hostile["allowed"], hostile["rule"]) == (False, "no-etc")
+    assert [(e["rule"], e["treated"]) for e in hostile["condition_errors"]] == [
+        ("no-etc", "treated as matching: a deny rule whose condition cannot be evaluated denies")]
+    assert simulate("mul", {"path": "/home"})["condition_errors"] == []
+
+
+def test_the_simulator_says_when_the_backends_tools_are_not_known(world: dict[str, Any]) -> None:
+    host = factories.virtual_host_factory(tenant=world["tenant"], mounts={"new": factories.backend_factory(
+        tenant=world["tenant"], name="new")})
+    answer = _client(world["admin"]).post(_api(world, f"virtual-hosts/{host.pk}/access-policy/simulate"),
+                                          {"key": world["agent"].pk, "tool": "anything"}, format="json").json()
+    assert (answer["allowed"], answer["tool_known"]) == (True, None)
+    assert answer["tools_note"] == ("the tools of MCP backend 'new' (mount 'new') are not known: the tool index holds "
+                                    "none of them (not indexed yet, or indexing is off): whether it has 'anything' "
+                                    "was not checked")

@@ -23,13 +23,17 @@ CASES = [
     ({"daily": -1}, "daily must be a whole number from 0 to 2147483647, or empty"),
     ({"daily": 10, "monthly": 2_147_483_648}, "monthly must be a whole number from 0 to 2147483647, or empty"),
     ({}, "a budget needs a daily cap, a monthly cap or both"),
+    ({"daily": 5000, "monthly": 1000}, "the daily cap (5000) is above the monthly cap (1000): no day could spend it; "
+     "lower the daily cap or raise the monthly one"),
 ]
-IDS = ["daily-negative", "monthly-too-big", "no-cap"]
+IDS = ["daily-negative", "monthly-too-big", "no-cap", "daily-above-monthly"]
 
 
 def test_the_check_names_each_wrong_cap() -> None:
     assert budget_check(daily=0, monthly=None) == []
     assert [p.field for p in budget_check(daily=True, monthly="5")] == ["daily", "monthly"]
+    assert budget_check(daily=1000, monthly=1000) == []  # a month may be spent in a day
+    assert [p.field for p in budget_check(daily=1001, monthly=1000)] == ["daily"]
 
 
 @pytest.mark.parametrize(("caps", "words"), CASES, ids=IDS)

@@ -50,8 +50,15 @@ RULE_CASES = [
     ({"tools": [LONG_PATTERN]}, PATTERN),
     ({"condition": "arguments.a =="}, "is not valid CEL"),
     ({"condition": "true || " * 300 + "true"}, "a condition is at most 2000 characters"),
+    ({"condition": "arguments.MaxResults + 1"},
+     "rule 'r1': condition 'arguments.MaxResults + 1' gives an int, never true or false"),
+    ({"condition": "frobnicate(arguments)"},
+     "rule 'r1': condition 'frobnicate(arguments)' calls frobnicate(), which CEL conditions do not have"),
+    ({"tools": ["Describe["]},
+     "rule 'r1': the glob 'Describe[' opens a character class with '[' that is never closed with ']'"),
 ]
-RULE_IDS = ["id-space", "id-long", "pattern-long", "condition-cel", "condition-long"]
+RULE_IDS = ["id-space", "id-long", "pattern-long", "condition-cel", "condition-long", "condition-not-bool",
+            "condition-unknown-function", "glob-unclosed"]
 
 
 @pytest.mark.parametrize(("bad", "words"), RULE_CASES, ids=RULE_IDS)
@@ -96,8 +103,9 @@ COST_CASES = [
     ({"cost": -1}, COST),
     ({"cost": 2_147_483_648}, COST),  # past the database's integer column
     ({"tools": [LONG_PATTERN]}, PATTERN),
+    ({"tools": ["Describe["]}, "the glob 'Describe[' opens a character class with '[' that is never closed with ']'"),
 ]
-COST_IDS = ["cost-negative", "cost-too-big", "pattern-long"]
+COST_IDS = ["cost-negative", "cost-too-big", "pattern-long", "glob-unclosed"]
 
 
 def test_the_cost_check_names_each_wrong_field() -> None:

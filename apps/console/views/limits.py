@@ -2,7 +2,8 @@
 been used, read from the gateway limiter's Redis counters) and each virtual host's tool costs.
 
 A plan may forbid its tenants to edit their limits: the services refuse every change then
-(`limits_editable_check`), and the pages show their message."""
+(`limits_editable_check`), and the pages show their message. Removing a rate limit, a budget or
+tool costs asks first."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import path
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.urls import path, reverse
+from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.catalog.models import VirtualHost
 from apps.console.access import console_view
@@ -94,16 +95,29 @@ def rate_limit_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     return _limits_page(request, tenant, form=form, status=400)
 
 
-@require_POST
-@console_view()
+@require_http_methods(["GET", "POST"])
+@console_view(manage=True)
 def rate_limit_remove(request: HttpRequest, tenant: Tenant, scope: str, name: str) -> HttpResponse:
-    try:
-        rate_limit_clear(tenant=tenant, scope=scope, name=name)
-    except ValidationError as exc:
-        messages.error(request, "; ".join(exc.messages))
-    else:
-        messages.success(request, f"Rate limit for {scope} {name} removed.")
-    return redirect("console:limit-list", tenant=tenant.slug)
+    """GET asks for confirmation; POST removes the subject's rate limit."""
+    if request.method == "POST":
+        try:
+            rate_limit_clear(tenant=tenant, scope=scope, name=name)
+        except ValidationError as exc:
+            messages.error(request, "; ".join(exc.messages))
+        else:
+            messages.success(request, f"Rate limit for {scope} {name} removed.")
+        return redirect("console:limit-list", tenant=tenant.slug)
+    row = selectors.rate_limit_list(tenant=tenant).filter(scope=scope, name=name).first()
+    if row is None:
+        raise Http404(f"no rate limit for {scope} {name!r}")
+    team = " (and its team's, if it has one)" if scope == "key" else ""
+    return render(request, "console/keys/confirm.html", {
+        "title": f"Remove the rate limit of {scope} {name}?",
+        "what": [f"The limit of {row.limit} calls per {row.window_seconds} s for {scope} {name} is removed.",
+                 f"From the next call on, its calls are limited only by the tenant's other limits{team}."],
+        "action": "Remove rate limit",
+        "back_url": reverse("console:limit-list", kwargs={"tenant": tenant.slug}),
+    })
 
 
 def _budgets_page(request: HttpRequest, tenant: Tenant, *, form: BudgetForm | None = None,
@@ -139,16 +153,30 @@ def budget_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     return _budgets_page(request, tenant, form=form, status=400)
 
 
-@require_POST
-@console_view()
+@require_http_methods(["GET", "POST"])
+@console_view(manage=True)
 def budget_remove(request: HttpRequest, tenant: Tenant, scope: str, name: str) -> HttpResponse:
-    try:
-        budget_clear(tenant=tenant, scope=scope, name=name)
-    except ValidationError as exc:
-        messages.error(request, "; ".join(exc.messages))
-    else:
-        messages.success(request, f"Budget for {scope} {name} removed.")
-    return redirect("console:budget-list", tenant=tenant.slug)
+    """GET asks for confirmation; POST removes the subject's budget."""
+    if request.method == "POST":
+        try:
+            budget_clear(tenant=tenant, scope=scope, name=name)
+        except ValidationError as exc:
+            messages.error(request, "; ".join(exc.messages))
+        else:
+            messages.success(request, f"Budget for {scope} {name} removed.")
+        return redirect("console:budget-list", tenant=tenant.slug)
+    row = selectors.budget_list(tenant=tenant).filter(scope=scope, name=name).first()
+    if row is None:
+        raise Http404(f"no budget for {scope} {name!r}")
+    caps = " and ".join(f"{cap} units per {period}" for cap, period in ((row.daily, "UTC day"),
+                                                                         (row.monthly, "UTC month")) if cap is not None)
+    return render(request, "console/keys/confirm.html", {
+        "title": f"Remove the budget of {scope} {name}?",
+        "what": [f"The budget of {caps} for {scope} {name} is removed; what it spent stays counted.",
+                 "From the next call on, only the plan's caps, if any, still cap its spending."],
+        "action": "Remove budget",
+        "back_url": reverse("console:budget-list", kwargs={"tenant": tenant.slug}),
+    })
 
 
 @require_GET
@@ -180,6 +208,11 @@ def tool_costs_edit(request: HttpRequest, tenant: Tenant, virtual_host_id: int) 
                 for form in formset.ordered_forms
                 if form.has_changed() and not form.cleaned_data.get("DELETE")
             ]
+            stored = formset.initial_form_count()  # the rows that were entries when the page was shown
+            removed = [form.cleaned_data for number, form in enumerate(formset.forms)
+                       if number < stored and form in formset.deleted_forms and form.cleaned_data.get("tools")]
+            if removed and request.POST.get("confirmed") != "yes":
+                return _tool_costs_confirm(request, tenant, host, removed)
             try:
                 tool_costs_set(virtual_host=host, costs=specs)
             except ValidationError as exc:
@@ -197,6 +230,22 @@ def tool_costs_edit(request: HttpRequest, tenant: Tenant, virtual_host_id: int) 
         errors, status = [], 200
     context = {"host": host, "formset": formset, "errors": errors, "tenant_plan": tenant.plan}
     return render(request, "console/policies/tool_costs.html", context, status=status)
+
+
+def _tool_costs_confirm(request: HttpRequest, tenant: Tenant, host: VirtualHost,
+                        removed: list[dict[str, Any]]) -> HttpResponse:
+    """The question before tool costs are deleted: the same form again, with `confirmed=yes`."""
+    kept = [(name, value) for name, values in request.POST.lists() if name != "csrfmiddlewaretoken"
+            for value in values]
+    return render(request, "console/policies/tool_costs_confirm.html", {
+        "title": f"Delete {len(removed)} tool cost entr{'ies' if len(removed) != 1 else 'y'} of {host.slug}?",
+        "what": [*(f"{entry['tools']}: {entry['cost']} unit{'s' if entry['cost'] != 1 else ''} per call"
+                   for entry in removed),
+                 "From the next call on, the tools they named cost what a later entry says, or 1 unit."],
+        "action": "Delete and save",
+        "back_url": reverse("console:tool-costs", kwargs={"tenant": tenant.slug, "virtual_host_id": host.pk}),
+        "fields": kept,
+    })
 
 
 urls = [

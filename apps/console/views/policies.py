@@ -3,7 +3,9 @@ editor for them, and the policy simulator.
 
 The editor changes one rule at a time but stores the whole policy through `access_policy_set`,
 which checks every rule before writing anything: a refused change leaves the stored policy as it
-was, and the refusal is shown next to the rule it names. Every form works as a plain POST with a
+was, and the refusal is shown next to the rule it names. A rule whose tools name no tool the host
+is known to have comes back with the warning and a "Save anyway" box to tick. Deleting a rule or
+the policy asks first (GET: the question; POST: the act). Every form works as a plain POST with a
 redirect; nothing needs JavaScript."""
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import path
-from django.views.decorators.http import require_GET, require_POST
+from django.urls import path, reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.catalog.models import VirtualHost
 from apps.console.access import console_view
 from apps.console.paging import page_of
 from apps.kernel.policy import CONDITION_MAX_LENGTH, EFFECTS, RuleSpec
 from apps.policies import selectors
-from apps.policies.services import access_policy_clear, access_policy_set
+from apps.policies.services import UnmatchedTools, access_policy_clear, access_policy_set
 from apps.tenants.models import ApiKey, Team, Tenant
 
 _TOOLS_SPLIT = re.compile(r"[\s,]+")
@@ -52,10 +54,13 @@ class RuleForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2, "maxlength": str(CONDITION_MAX_LENGTH)}),
         help_text="Over arguments and principal (tenant, team, key, subject, scopes), e.g. arguments.a == 1",
     )
+    # Shown only beside the warning that the tools name no known tool of the host (`unmatched`).
+    allow_unmatched = forms.BooleanField(label="Save anyway", required=False)
 
     def __init__(self, *args: Any, tenant: Tenant, current: RuleSpec | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["subject"].choices = subject_choices(tenant, current)
+        self.unmatched: tuple[str, ...] = ()  # the warnings of the last try to store it
 
     def spec(self) -> RuleSpec:
         data = self.cleaned_data
@@ -190,12 +195,20 @@ def _access_page(
 
 def _store(
     request: HttpRequest, tenant: Tenant, host: VirtualHost, default: str, rules: list[RuleSpec], done: str,
-    **page: Any,
+    *, allow_unmatched: bool = True, **page: Any,
 ) -> HttpResponse:
-    """Store the whole policy; PRG with `done` when the service takes it, else the page with the
-    refusal next to the rule it names (400)."""
+    """Store the whole policy; PRG with `done` (and any warning) when the service takes it, else
+    the page with the refusal next to the rule it names, or the warning and "Save anyway" in the
+    rule's form (400)."""
     try:
-        access_policy_set(virtual_host=host, default=default, rules=rules)
+        warnings = access_policy_set(virtual_host=host, default=default, rules=rules, allow_unmatched=allow_unmatched)
+    except UnmatchedTools as exc:
+        form = page.get("edit_form") or page.get("add_form")
+        if form is None:  # only the rule forms ask for the question; the rest store what was there
+            raise
+        form.unmatched = exc.warnings
+        page.pop("submitted", None)
+        return _access_page(request, tenant, host, status=400, **page)
     except ValidationError as exc:
         by_rule, rest = _errors_by_rule(exc, rules)
         form = page.get("edit_form") or page.get("add_form")
@@ -209,6 +222,8 @@ def _store(
         return _access_page(request, tenant, _host_or_404(tenant, host.pk), status=400, rule_errors=by_rule,
                             policy_errors=rest, **page)
     messages.success(request, done)
+    for warning in warnings:
+        messages.warning(request, f"Warning: {warning}")
     return redirect("console:access-detail", tenant=tenant.slug, virtual_host_id=host.pk)
 
 
@@ -262,7 +277,7 @@ def access_rule_add(request: HttpRequest, tenant: Tenant, virtual_host_id: int) 
     default, rules = selectors.access_rules_of(virtual_host=host)
     rule = form.spec()
     return _store(request, tenant, host, default or "allow", [*rules, rule], f"Rule {rule.id} added.",
-                  add_form=form, submitted=rule.id)
+                  allow_unmatched=form.cleaned_data["allow_unmatched"], add_form=form, submitted=rule.id)
 
 
 def _rule_index(rules: list[RuleSpec], rule_id: str) -> int:
@@ -284,17 +299,31 @@ def access_rule_edit(request: HttpRequest, tenant: Tenant, virtual_host_id: int,
     rule = form.spec()
     changed = [*rules[:index], rule, *rules[index + 1:]]
     return _store(request, tenant, host, default or "allow", changed, f"Rule {rule.id} saved.",
-                  editing=rule_id, edit_form=form, submitted=rule.id)
+                  allow_unmatched=form.cleaned_data["allow_unmatched"], editing=rule_id, edit_form=form,
+                  submitted=rule.id)
 
 
-@require_POST
-@console_view()
+@require_http_methods(["GET", "POST"])
+@console_view(manage=True)
 def access_rule_delete(request: HttpRequest, tenant: Tenant, virtual_host_id: int, rule_id: str) -> HttpResponse:
+    """GET asks for confirmation; POST deletes the rule."""
     host = _host_or_404(tenant, virtual_host_id)
     default, rules = selectors.access_rules_of(virtual_host=host)
     index = _rule_index(rules, rule_id)
-    return _store(request, tenant, host, default or "allow", rules[:index] + rules[index + 1:],
-                  f"Rule {rule_id} deleted.")
+    if request.method == "POST":
+        return _store(request, tenant, host, default or "allow", rules[:index] + rules[index + 1:],
+                      f"Rule {rule_id} deleted.")
+    rule = rules[index]
+    then = ("calls it denies may then be allowed" if rule.effect == "deny"
+            else f"calls it allows are then decided by the other rules and the default ({default})")
+    condition = f" when {rule.condition}" if rule.condition else ""
+    return render(request, "console/keys/confirm.html", {
+        "title": f"Delete rule {rule.id}?",
+        "what": [f"Rule {index + 1} of {host.slug}, {rule.effect} {rule.subject_kind} {rule.subject_name} "
+                 f"for {', '.join(rule.tools)}{condition}, is deleted.", f"From the next call on, {then}."],
+        "action": "Delete rule",
+        "back_url": reverse("console:access-detail", kwargs={"tenant": tenant.slug, "virtual_host_id": host.pk}),
+    })
 
 
 @require_POST
@@ -311,13 +340,26 @@ def access_rule_move(request: HttpRequest, tenant: Tenant, virtual_host_id: int,
     return _store(request, tenant, host, default or "allow", rules, f"Rule {rule_id} moved to position {other + 1}.")
 
 
-@require_POST
-@console_view()
+@require_http_methods(["GET", "POST"])
+@console_view(manage=True)
 def access_policy_remove(request: HttpRequest, tenant: Tenant, virtual_host_id: int) -> HttpResponse:
+    """GET asks for confirmation; POST removes the host's policy."""
     host = _host_or_404(tenant, virtual_host_id)
-    access_policy_clear(virtual_host=host)
-    messages.success(request, "Policy removed: every key of the tenant may see and call every tool of the host.")
-    return redirect("console:access-detail", tenant=tenant.slug, virtual_host_id=host.pk)
+    back = reverse("console:access-detail", kwargs={"tenant": tenant.slug, "virtual_host_id": host.pk})
+    if request.method == "POST":
+        access_policy_clear(virtual_host=host)
+        messages.success(request, "Policy removed: every key of the tenant may see and call every tool of the host.")
+        return redirect(back)
+    default, rules = selectors.access_rules_of(virtual_host=host)
+    if default is None:
+        return redirect(back)
+    return render(request, "console/keys/confirm.html", {
+        "title": f"Remove the access policy of {host.slug}?",
+        "what": [f"Its default ({default}) and its {len(rules)} rule{'s' if len(rules) != 1 else ''} are deleted.",
+                 "From the next call on, every key of the tenant may see and call every tool of the host."],
+        "action": "Remove the policy",
+        "back_url": back,
+    })
 
 
 urls = [
