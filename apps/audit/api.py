@@ -30,6 +30,9 @@ FILTERS = [
     OpenApiParameter("tool", str, description="The tool name the caller used."),
     OpenApiParameter("backend", str, description="A backend's name."),
     OpenApiParameter("outcome", str, enum=AuditRecord.Outcome.values),
+    OpenApiParameter("origin", str, enum=AuditRecord.Origin.values,
+                     description="mcp (an MCP client's call) or console (the console's tool tester)."),
+    OpenApiParameter("trace", str, description="One call's trace id (32 hex digits)."),
     OpenApiParameter("since", OpenApiTypes.DATETIME, description="Inclusive."),
     OpenApiParameter("until", OpenApiTypes.DATETIME, description="Exclusive."),
 ]

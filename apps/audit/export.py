@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime
 from collections.abc import Iterable, Iterator
 
 from apps.audit.models import AuditRecord
@@ -10,7 +11,7 @@ from apps.audit.models import AuditRecord
 COLUMNS = (
     "created_at", "virtual_host", "principal", "api_key_id", "team", "backend", "method", "exposed_name",
     "upstream_name", "outcome", "error_code", "latency_ms", "bytes_in", "bytes_out", "cost", "session_id",
-    "trace_id", "rule", "limit_state", "task_id", "task_ended_at",
+    "trace_id", "rule", "limit_state", "task_id", "task_ended_at", "origin", "console_user",
 )
 #: A spreadsheet runs a cell starting with one of these as a formula (CSV injection).
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -31,13 +32,16 @@ def _cell(value: object) -> object:
     return value
 
 
+def _moment(value: object) -> object:
+    """A time as ISO 8601; anything else as it is."""
+    return value.isoformat() if isinstance(value, datetime.datetime) else value
+
+
 def audit_csv_lines(rows: Iterable[AuditRecord]) -> Iterator[str]:
     """The header, then one CSV line per row; text a spreadsheet would run as a formula is
     prefixed with a quote. Numbers are written as numbers (a negative error code stays one)."""
     writer = csv.writer(_Line())
     yield writer.writerow(COLUMNS)
     for row in rows:
-        values = [getattr(row, column) for column in COLUMNS]
-        values[0] = row.created_at.isoformat()
-        values[-1] = row.task_ended_at.isoformat() if row.task_ended_at is not None else None
+        values = [_moment(value) for value in (getattr(row, column) for column in COLUMNS)]
         yield writer.writerow([_cell(v) if isinstance(v, str) else ("" if v is None else v) for v in values])

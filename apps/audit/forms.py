@@ -22,6 +22,11 @@ class AuditFilterForm(forms.Form):
     tool = forms.CharField(label="Tool", required=False, max_length=255, help_text="The name the caller used.")
     backend = forms.ChoiceField(label="Backend", required=False)
     outcome = forms.ChoiceField(label="Outcome", required=False, choices=[_ANY, *AuditRecord.Outcome.choices])
+    origin = forms.ChoiceField(label="Origin", required=False, choices=[_ANY, *AuditRecord.Origin.choices])
+    trace = forms.RegexField(
+        label="Trace", required=False, regex=r"^[0-9a-f]{32}$", max_length=32,
+        error_messages={"invalid": "A trace id is 32 lowercase hexadecimal digits."},
+    )
     since = forms.DateTimeField(
         label="From", required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
         help_text="UTC, inclusive.",
@@ -53,7 +58,8 @@ class AuditFilterForm(forms.Form):
         data = self.cleaned_data
         return AuditFilter(
             api_key_id=data["key"], team=data["team"], tool=data["tool"], backend=data["backend"],
-            outcome=data["outcome"], since=data["since"], until=data["until"],
+            outcome=data["outcome"], since=data["since"], until=data["until"], origin=data["origin"],
+            trace_id=data["trace"],
         )
 
     def error_text(self) -> str:

@@ -97,11 +97,12 @@ def _values(entry: AuditEntry) -> dict[str, Any]:
     principal = entry.principal
     return {
         "created_at": entry.at, "principal": principal.label,
-        "api_key_id": None if principal.issuer is not None else principal.key_id, "team": principal.team or "",
+        "api_key_id": entry.api_key_id, "team": principal.team or "",
         "virtual_host": entry.virtual_host, "backend": entry.backend, "method": entry.method,
         "exposed_name": entry.exposed_name, "outcome": entry.outcome, "error_code": entry.error_code,
         "latency_ms": entry.latency_ms, "session_id": entry.session_id, "trace_id": entry.trace_id,
         "rule": entry.rule, "limit_state": entry.limit_state, "cost": entry.cost, "task_id": entry.task_id,
+        "origin": entry.origin, "console_user": principal.console_user,
     }
 
 

@@ -18,6 +18,10 @@ class AuditRecord(models.Model):
         OVER_BUDGET = "over_budget", "over a budget"
         WORKING = "working", "task running"
 
+    class Origin(models.TextChoices):
+        MCP = "mcp", "MCP client"
+        CONSOLE = "console", "console tool tester"
+
     created_at = models.DateTimeField(db_index=True)
     tenant_id = models.BigIntegerField()  # leads every index below
     tenant_slug = models.CharField(max_length=64)
@@ -64,6 +68,15 @@ class AuditRecord(models.Model):
         # keep writing rows while a deployment rolls out.
         db_default=0,
         help_text="Budget units the call cost, charged when it was admitted (also if it then failed); 0 if refused.",
+    )
+    # Both in the database too, so that instances of the previous release (writing neither) keep writing.
+    origin = models.CharField(
+        max_length=8, choices=Origin.choices, default=Origin.MCP, db_default=Origin.MCP,
+        help_text="Where the call came from: an MCP client, or the console's tool tester.",
+    )
+    console_user = models.CharField(
+        max_length=150, blank=True, default="", db_default="",
+        help_text="The console user who ran the call in the tool tester (origin console).",
     )
 
     class Meta:

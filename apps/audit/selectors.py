@@ -32,12 +32,14 @@ class AuditFilter:
     outcome: str = ""
     since: datetime.datetime | None = None
     until: datetime.datetime | None = None
+    origin: str = ""  # mcp | console
+    trace_id: str = ""  # one call's (the console's tool tester links its row so, with `since`)
 
     def apply(self, rows: QuerySet[AuditRecord]) -> QuerySet[AuditRecord]:
         if self.api_key_id is not None:
             rows = rows.filter(api_key_id=self.api_key_id)
         for name, value in (("team", self.team), ("exposed_name", self.tool), ("backend", self.backend),
-                            ("outcome", self.outcome)):
+                            ("outcome", self.outcome), ("origin", self.origin), ("trace_id", self.trace_id)):
             if value:
                 rows = rows.filter(**{name: value})
         if self.since is not None:
@@ -53,6 +55,8 @@ class AuditFilter:
             and (not self.tool or row.exposed_name == self.tool)
             and (not self.backend or row.backend == self.backend)
             and (not self.outcome or row.outcome == self.outcome)
+            and (not self.origin or row.origin == self.origin)
+            and (not self.trace_id or row.trace_id == self.trace_id)
             and (self.since is None or row.created_at >= self.since)
             and (self.until is None or row.created_at < self.until)
         )

@@ -14,7 +14,7 @@ class AuditRecordSerializer(serializers.ModelSerializer):
             "id", "created_at", "virtual_host", "principal", "api_key_id", "team", "backend", "backend_kind",
             "method", "exposed_name", "upstream_name", "outcome", "error_code", "latency_ms", "bytes_in",
             "bytes_out", "cost", "session_id", "trace_id", "rule", "limit_state", "arguments", "task_id",
-            "task_ended_at",
+            "task_ended_at", "origin", "console_user",
         ]
         read_only_fields = fields
 

@@ -46,6 +46,7 @@ _COLUMNS = (
     "created_at", "tenant_id", "tenant_slug", "virtual_host", "principal", "api_key_id", "backend", "method",
     "exposed_name", "upstream_name", "outcome", "error_code", "latency_ms", "bytes_in", "bytes_out",
     "session_id", "trace_id", "backend_kind", "rule", "limit_state", "arguments", "cost", "team", "task_id",
+    "origin", "console_user",
 )
 _ERRORS = {"error", "tool_error"}
 _REFUSALS = ("denied", "rate_limited", "over_budget")
@@ -70,7 +71,7 @@ def audit_records_write(entries: list[AuditEntry]) -> None:
                     _text(principal.tenant_slug),
                     _text(entry.virtual_host),
                     _text(principal.label, 200),
-                    None if principal.issuer is not None else principal.key_id,  # tokens have no key
+                    entry.api_key_id,
                     _text(entry.backend),
                     _text(entry.method),
                     _text(entry.exposed_name, 255),
@@ -89,6 +90,8 @@ def audit_records_write(entries: list[AuditEntry]) -> None:
                     entry.cost,
                     _text(principal.team or ""),
                     _text(entry.task_id, 255),
+                    entry.origin,
+                    _text(principal.console_user, 150),
                 ))
     try:
         with transaction.atomic(), connection.cursor() as cursor:

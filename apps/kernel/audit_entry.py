@@ -32,6 +32,19 @@ class AuditEntry:
     #: The backend's id of the task the call created (outcome `working` until a `TaskEnd` comes).
     task_id: str = ""
 
+    @property
+    def api_key_id(self) -> int | None:
+        """The API key the call was made with; None for an access token's call and for a console
+        user's test identity (neither is a key: their ids are negative)."""
+        principal = self.principal
+        return principal.key_id if principal.issuer is None and principal.key_id >= 0 else None
+
+    @property
+    def origin(self) -> str:
+        """Where the call came from: `mcp` (an MCP client) or `console` (the console's tool tester,
+        run by `principal.console_user`)."""
+        return "console" if self.principal.console_user else "mcp"
+
 
 @dataclass(frozen=True, slots=True)
 class TaskEnd:

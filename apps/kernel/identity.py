@@ -50,6 +50,10 @@ class Principal:
     issuer: str | None = None
     scopes: tuple[str, ...] = ()
     budgets: tuple[Budget, ...] = field(default=(), compare=False)
+    #: The console user who made the call with the console's tool tester, as this principal (a key
+    #: they chose, or their own test identity); "" for every call of an MCP client. Read only by
+    #: the audit row, so that an MCP client's call pays nothing for it.
+    console_user: str = field(default="", compare=False)
 
     @property
     def label(self) -> str:

@@ -12,11 +12,12 @@ from apps.tenants.models import ApiKey, Tenant
 
 
 def audit_entry(
-    *, tenant: Tenant, key: ApiKey | None = None, team: str | None = None, at: float | None = None, **values: object
+    *, tenant: Tenant, key: ApiKey | None = None, team: str | None = None, at: float | None = None,
+    console_user: str = "", **values: object
 ) -> AuditEntry:
     principal = Principal(
         tenant_id=tenant.pk, tenant_slug=tenant.slug, key_id=key.pk if key else -1,
-        key_name=key.name if key else "agent", team=team,
+        key_name=key.name if key else "agent", team=team, console_user=console_user,
     )
     fields: dict[str, object] = dict(
         virtual_host="main", backend="demo", method="tools/call", exposed_name="add", upstream_name="add",

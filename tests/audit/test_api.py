@@ -71,3 +71,20 @@ def test_another_tenant_is_not_found_and_anonymous_callers_are_refused(client: C
     for path in ("audit", "audit.csv", "dashboard"):
         assert client.get(f"/api/v1/tenants/other/{path}").status_code == 404
         assert Client().get(f"/api/v1/tenants/acme/{path}").status_code == 401
+
+
+def test_a_console_call_says_so_in_the_log_its_filters_the_csv_and_the_page(client: Client, acme: Any) -> None:
+    key = api_key_factory(tenant=acme, name="robot").api_key
+    audit_rows_create(tenant=acme, count=2, key=key, console_user="alice", trace_id="a" * 32)
+    audit_rows_create(tenant=acme, count=3, key=key)
+    rows = client.get("/api/v1/tenants/acme/audit?origin=console").json()["results"]
+    assert [(r["origin"], r["console_user"], r["api_key_id"]) for r in rows] == [("console", "alice", key.pk)] * 2
+    assert {r["origin"] for r in client.get("/api/v1/tenants/acme/audit?origin=mcp").json()["results"]} == {"mcp"}
+    assert len(client.get(f"/api/v1/tenants/acme/audit?trace={'a' * 32}").json()["results"]) == 2
+    assert client.get("/api/v1/tenants/acme/audit?trace=not-a-trace").status_code == 400
+    assert client.get("/api/v1/tenants/acme/audit?origin=elsewhere").status_code == 400
+    lines = list(csv.DictReader(io.StringIO(b"".join(
+        client.get("/api/v1/tenants/acme/audit.csv?origin=console").streaming_content).decode())))
+    assert [(r["origin"], r["console_user"], r["api_key_id"]) for r in lines] == [("console", "alice", str(key.pk))] * 2
+    page = client.get(f"/console/t/acme/audit/?trace={'a' * 32}").content.decode()
+    assert page.count("console · alice") == 2

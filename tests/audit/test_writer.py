@@ -40,6 +40,19 @@ def test_rows_are_written_as_given() -> None:
     assert (failed.outcome, failed.error_code, len(failed.exposed_name)) == ("error", -32004, 255)
 
 
+@pytest.mark.django_db
+def test_a_console_call_is_written_with_its_origin_and_user_and_a_test_identity_with_no_key() -> None:
+    from dataclasses import replace
+
+    tried = replace(PRINCIPAL, console_user="alice")
+    identity = Principal(tenant_id=7, tenant_slug="acme", key_id=-(2**62) - 5, key_name="console:alice", team=None,
+                         console_user="alice")
+    audit_records_write([_entry(), _entry(principal=tried), _entry(principal=identity)])
+    rows = AuditRecord.objects.order_by("id").values_list("origin", "console_user", "principal", "api_key_id")
+    assert list(rows) == [("mcp", "", "key:agent", 3), ("console", "alice", "key:agent", 3),
+                          ("console", "alice", "key:console:alice", None)]
+
+
 @pytest.mark.django_db(transaction=True)  # the writer manages its own connection, as in production
 def test_a_failed_batch_stays_queued_for_the_next_flush(monkeypatch: pytest.MonkeyPatch) -> None:
     writer = AuditWriter(interval=3600)

@@ -14,7 +14,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -31,6 +31,7 @@ from apps.catalog.openapi import (
 )
 from apps.catalog.openapi.invoke import has_builder, prepare_builder
 from apps.catalog.openapi.model import CompiledTool
+from apps.catalog.openapi.outgoing import Exchange, exchanges, redacted
 from apps.catalog.openapi.records import tool_from_record
 from apps.catalog.selectors import tool_records_list
 from apps.common.egress_headers import header_denied
@@ -277,9 +278,15 @@ class OpenApiServer:
             return _tool_result("The service URL of this tool is not usable (it needs http or https, a host, "
                                 "a valid port and ISO-8859-1 text); the backend's base URL or the spec's "
                                 "servers need fixing.")
+        exchange = None
+        if (shown := exchanges.get()) is not None:  # the console's tool tester asks what was sent
+            exchange = Exchange(redacted(replace(request, headers=tuple(wire_headers)), credential))
+            shown.append(exchange)
         try:
             async with asyncio.timeout(self._timeout):
                 response = await pool.request(request.method, target, wire_headers, request.body, timeout=self._timeout)
+                if exchange is not None:
+                    exchange.status = response.status
                 body = await response.read(self._max_response)
         except BodyTooLarge:
             return _tool_result(

@@ -7,7 +7,9 @@ import asyncio
 import logging
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from apps.gateway.pipeline.answers import StreamCaps
 from apps.gateway.pipeline.backend_client import BackendClient
@@ -44,10 +46,10 @@ from apps.gateway.pipeline.task_ids import TaskIds
 from apps.gateway.pipeline.tool_search import ToolSearch
 from apps.gateway.pipeline.tracing import RequestTrace, Tracer, Tracing
 from apps.gateway.pipeline.values import HttpRequest, VirtualHostView
-from apps.gateway.protocol.envelope import is_modern_message
+from apps.gateway.protocol.envelope import NAME_BEARING, encode_header_value, is_modern_message
 from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidRequest
 from apps.gateway.protocol.jsonrpc import Message, dumps, error_message, loads, parse_body
-from apps.gateway.protocol.versions import MODERN_VERSIONS
+from apps.gateway.protocol.versions import META_PROTOCOL_VERSION, MODERN_VERSIONS
 from apps.kernel.identity import InvalidToken, Principal
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,22 @@ def _host_allowed(host: str, allowed: frozenset[str]) -> bool:
     return host in allowed or any(
         pattern.startswith(".") and (host.endswith(pattern) or host == pattern[1:]) for pattern in allowed
     )
+
+
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+
+
+def _stateless_headers(message: Message) -> dict[str, str]:
+    """The headers a stateless-era request carries beside its body (the era checks they agree)."""
+    meta = message.params.get("_meta")
+    version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
+    headers = {"mcp-method": message.method or ""}
+    if isinstance(version, str):
+        headers["mcp-protocol-version"] = version
+    field = NAME_BEARING.get(message.method or "")
+    if field is not None and isinstance(name := message.params.get(field), str):
+        headers["mcp-name"] = encode_header_value(name)
+    return headers
 
 
 def _credential(request: HttpRequest) -> str | None:
@@ -205,6 +223,41 @@ class Gateway:
                 503, f"Service Unavailable: the session store cannot be reached ({exc})",
                 headers=(("retry-after", "1"),), code=-32603,
             ))
+            return reply
+        except BaseException as error:
+            trace.finish(None, error)
+            raise
+        finally:
+            if reply is not None:
+                trace.finish(reply.status)
+
+    async def call_as(
+        self, vhost: VirtualHostView, principal: Principal, message: Message, *, headers: Mapping[str, str] = _NO_HEADERS,
+    ) -> Reply:
+        """One request of the stateless era (`message`, with its `_meta` envelope) by a caller known
+        already, on `vhost`: the console's tool tester, calling as a key it chose or as its user's
+        test identity. It walks the path a POSTed request walks once authenticated — its trace, the
+        envelope check, routing and the access policy, rate limits and budgets, the backend's slots,
+        the audit row — with the headers the era checks made from the message; the reply is JSON,
+        never a stream (a backend that answers with one is read to its response, as for a client
+        that accepts both). `headers`: more request headers (a `traceparent`)."""
+        body = dumps(message.raw)
+        request = HttpRequest("POST", vhost.tenant_slug, vhost.slug, {
+            **headers, "content-type": "application/json", "accept": "application/json, text/event-stream",
+            **_stateless_headers(message),
+        }, body)
+        trace = RequestTrace(self.tracer, request.headers, **{
+            "gateway.tenant": request.tenant, "gateway.virtual_host": request.vhost, "http.request.method": "POST",
+        })
+        reply: Reply | None = None
+        try:
+            if len(body) > self.settings.max_body_bytes:
+                reply = error_reply(message.id, InvalidRequest(
+                    f"Invalid Request: the request is {len(body)} bytes, the limit is {self.settings.max_body_bytes}"))
+                return reply
+            trace.begin(message)
+            note_method(message.method)
+            reply = await self.modern.handle(request, vhost, principal, message, wants_sse=False)
             return reply
         except BaseException as error:
             trace.finish(None, error)
