@@ -1,5 +1,6 @@
-"""The catalog's REST API (DRF): OpenAPI spec uploads, their version history, and the backend's
-egress credential (write-only: its secret is never answered).
+"""The catalog's REST API (DRF): OpenAPI spec uploads, their version history (publishing a held
+version, rolling back to an earlier one), and the backend's egress credential (write-only: its
+secret is never answered).
 
 Views are thin: each reads the request, calls one service or selector and shapes the answer.
 Domain errors (Django `ValidationError`s from the services) answer 400 `{"detail": ...}`."""
@@ -21,7 +22,7 @@ from rest_framework.response import Response
 
 from apps.catalog import selectors
 from apps.catalog.credentials import egress_credential_clear, egress_credential_set
-from apps.catalog.models import Backend
+from apps.catalog.models import Backend, SpecVersion
 from apps.catalog.serializers import (
     EgressCredentialInputSerializer,
     EgressCredentialStateSerializer,
@@ -29,7 +30,7 @@ from apps.catalog.serializers import (
     SpecVersionSummarySerializer,
     spec_version_path,
 )
-from apps.catalog.specs import spec_upload
+from apps.catalog.specs import spec_upload, spec_version_publish, spec_version_rollback
 from apps.tenants.api_base import TenantAPIView
 from apps.tenants.models import Tenant
 
@@ -40,6 +41,14 @@ MULTIPART = "multipart/form-data"
 
 class SpecUploadMultipartSerializer(serializers.Serializer):
     file = serializers.FileField(help_text="The OpenAPI document (JSON or YAML).")
+    allow_removals = serializers.BooleanField(required=False, help_text="As the query parameter.")
+
+
+class SpecUploadOptionsSerializer(serializers.Serializer):
+    """What an upload's query string (and a multipart body's other fields) may say."""
+
+    filename = serializers.CharField(required=False, default="", allow_blank=True, trim_whitespace=False)
+    allow_removals = serializers.BooleanField(required=False, default=False)
 
 
 class CatalogAPIView(TenantAPIView):
@@ -62,21 +71,43 @@ def _too_large(limit: int) -> Response:
     return _detail(f"the document is larger than the limit of {limit:,} bytes", status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
 
 
+def _version_context(request: Request, backend: Backend) -> dict[str, object]:
+    backend.refresh_from_db(fields=["active_spec"])
+    active = backend.active_spec
+    return {"request": request, "active_spec_id": backend.active_spec_id, "active_number": active and active.number}
+
+
+def _accepted(request: Request, backend: Backend, version: SpecVersion) -> Response:
+    """202 with the version as the database has it now (the request committed; with eager Celery
+    it has compiled) and `Location` pointing at it."""
+    current = selectors.spec_version_get(backend=backend, number=version.number) or version
+    data = SpecVersionDetailSerializer(current, context=_version_context(request, backend)).data
+    location = request.build_absolute_uri(spec_version_path(current))
+    return Response(data, status=status.HTTP_202_ACCEPTED, headers={"Location": location})
+
+
 class SpecUploadView(CatalogAPIView):
     """`POST /api/v1/tenants/<tenant>/backends/<id>/spec`: upload a new spec version of an OpenAPI backend.
 
     The body is the document (JSON or YAML; see RAW_SPEC_CONTENT_TYPES; `?filename=` names it) or
     `multipart/form-data` with the document in the field `file`. Answers 202 with the version as
-    it is in the database after commit (pending, or already ready/failed when compiled eagerly)
-    and `Location` pointing at it; 413 over GATEWAY_SPEC_MAX_BYTES; 415 for other content types;
-    400 for what the service refuses (an MCP backend, an empty document)."""
+    it is in the database after commit (pending, or already ready/held/failed when compiled
+    eagerly) and `Location` pointing at it; 413 over GATEWAY_SPEC_MAX_BYTES; 415 for other content
+    types; 400 for what the service refuses (an MCP backend, an empty document).
+
+    A version that would remove more than half of the tools served is `held` (compiled, not
+    published) unless `allow_removals=true` (query parameter, or a multipart field)."""
 
     @extend_schema(
         request={
             "application/json": OpenApiTypes.OBJECT, "application/yaml": OpenApiTypes.STR,
             "multipart/form-data": SpecUploadMultipartSerializer,
         },
-        parameters=[OpenApiParameter("filename", OpenApiTypes.STR, description="Names a raw document.")],
+        parameters=[
+            OpenApiParameter("filename", OpenApiTypes.STR, description="Names a raw document."),
+            OpenApiParameter("allow_removals", OpenApiTypes.BOOL, description=(
+                "Publish even when the version removes more than half of the tools served (else it is held).")),
+        ],
         responses={202: SpecVersionDetailSerializer},
     )
     def post(self, request: Request, tenant: str, backend_id: int) -> Response:
@@ -84,6 +115,13 @@ class SpecUploadView(CatalogAPIView):
         limit: int = settings.GATEWAY_SPEC_MAX_BYTES
         django_request = request._request
         content_type = django_request.content_type or ""
+        given = dict(request.query_params.items())
+        if content_type == MULTIPART and "allow_removals" in django_request.POST:
+            given["allow_removals"] = django_request.POST["allow_removals"]
+        options = SpecUploadOptionsSerializer(data=given)
+        if not options.is_valid():
+            problems = [f"{field}: {message}" for field, messages in options.errors.items() for message in messages]
+            return _detail("; ".join(problems), status.HTTP_400_BAD_REQUEST)
         if content_type == MULTIPART:
             upload = django_request.FILES.get("file")
             if upload is None:
@@ -98,7 +136,7 @@ class SpecUploadView(CatalogAPIView):
             # Read the stream ourselves, bounded: `request.body` would refuse anything over
             # DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB), far below real specs, and that global limit
             # protects every other form and JSON view.
-            document, filename = django_request.read(limit + 1), request.query_params.get("filename", "")
+            document, filename = django_request.read(limit + 1), options.validated_data["filename"]
         else:
             accepted = ", ".join([*RAW_SPEC_CONTENT_TYPES, MULTIPART])
             return _detail(
@@ -109,18 +147,12 @@ class SpecUploadView(CatalogAPIView):
             return _too_large(limit)
         try:
             version = spec_upload(
-                backend=backend, document=document, filename=filename, uploaded_by=request.user.get_username()
+                backend=backend, document=document, filename=filename, uploaded_by=request.user.get_username(),
+                allow_removals=options.validated_data["allow_removals"],
             )
         except ValidationError as exc:
             return _detail("; ".join(exc.messages), status.HTTP_400_BAD_REQUEST)
-        # The upload has committed (and, with eager Celery, compiled): answer what the database says now.
-        current = selectors.spec_version_get(backend=backend, number=version.number) or version
-        backend.refresh_from_db(fields=["active_spec"])
-        data = SpecVersionDetailSerializer(
-            current, context={"request": request, "active_spec_id": backend.active_spec_id}
-        ).data
-        location = request.build_absolute_uri(spec_version_path(current))
-        return Response(data, status=status.HTTP_202_ACCEPTED, headers={"Location": location})
+        return _accepted(request, backend, version)
 
 
 class SpecVersionListView(CatalogAPIView):
@@ -130,8 +162,7 @@ class SpecVersionListView(CatalogAPIView):
     def get(self, request: Request, tenant: str, backend_id: int) -> Response:
         backend = _backend_or_404(self.tenant, backend_id)
         versions = selectors.spec_version_list(backend=backend)
-        context = {"request": request, "active_spec_id": backend.active_spec_id}
-        return Response(SpecVersionSummarySerializer(versions, many=True, context=context).data)
+        return Response(SpecVersionSummarySerializer(versions, many=True, context=_version_context(request, backend)).data)
 
 
 class SpecVersionDetailView(CatalogAPIView):
@@ -143,8 +174,47 @@ class SpecVersionDetailView(CatalogAPIView):
         version = selectors.spec_version_get(backend=backend, number=number)
         if version is None:
             raise Http404(f"backend {backend.name!r} has no spec version {number}")
-        context = {"request": request, "active_spec_id": backend.active_spec_id}
-        return Response(SpecVersionDetailSerializer(version, context=context).data)
+        return Response(SpecVersionDetailSerializer(version, context=_version_context(request, backend)).data)
+
+
+def _version_or_404(backend: Backend, number: int) -> SpecVersion:
+    version = selectors.spec_version_get(backend=backend, number=number)
+    if version is None:
+        raise Http404(f"backend {backend.name!r} has no spec version {number}")
+    return version
+
+
+class SpecVersionPublishView(CatalogAPIView):
+    """`POST /api/v1/tenants/<tenant>/backends/<id>/specs/<number>/publish`: publish a held version
+    anyway (whatever it removes). Answers 202 with the version, compiling again (already `ready`
+    when compiled eagerly); 400 when it is not held or a later version has been published since."""
+
+    @extend_schema(request=None, responses={202: SpecVersionDetailSerializer})
+    def post(self, request: Request, tenant: str, backend_id: int, number: int) -> Response:
+        backend = _backend_or_404(self.tenant, backend_id)
+        _version_or_404(backend, number)
+        try:
+            version = spec_version_publish(backend=backend, number=number)
+        except ValidationError as exc:
+            return _detail("; ".join(exc.messages), status.HTTP_400_BAD_REQUEST)
+        return _accepted(request, backend, version)
+
+
+class SpecVersionRollbackView(CatalogAPIView):
+    """`POST /api/v1/tenants/<tenant>/backends/<id>/specs/<number>/rollback`: serve ready version
+    `number` again. Its document becomes the backend's next version (`restores: number`), compiled
+    with the current options and published whatever it removes; answers 202 with that new version
+    and `Location`; 400 when `number` is not ready or is the version served."""
+
+    @extend_schema(request=None, responses={202: SpecVersionDetailSerializer})
+    def post(self, request: Request, tenant: str, backend_id: int, number: int) -> Response:
+        backend = _backend_or_404(self.tenant, backend_id)
+        _version_or_404(backend, number)
+        try:
+            version = spec_version_rollback(backend=backend, number=number, uploaded_by=request.user.get_username())
+        except ValidationError as exc:
+            return _detail("; ".join(exc.messages), status.HTTP_400_BAD_REQUEST)
+        return _accepted(request, backend, version)
 
 
 class SpecVersionDocumentView(CatalogAPIView):

@@ -17,20 +17,29 @@ def spec_version_path(version: SpecVersion) -> str:
         "tenant": version.backend.tenant.slug, "backend_id": version.backend_id, "number": version.number})
 
 
+def spec_version_action_path(version: SpecVersion, action: str) -> str:
+    """The API path of `publish` (a held version) or `rollback` (to a ready one)."""
+    return reverse(f"catalog-api:spec-version-{action}", kwargs={
+        "tenant": version.backend.tenant.slug, "backend_id": version.backend_id, "number": version.number})
+
+
 class SpecVersionSummarySerializer(serializers.ModelSerializer):
-    """A version in the history list: what happened to it, without the document and problem lists."""
+    """A version in the history list: what happened to it, without the document and problem lists.
+    `status` `held`: compiled, not published, because it would remove more than half of the tools
+    served (`changes.removed` of `changes.served`); `notice` says so and how to publish it."""
 
     url = serializers.SerializerMethodField()
     active = serializers.SerializerMethodField()
     error_count = serializers.SerializerMethodField()
     warning_count = serializers.SerializerMethodField()
+    notice = serializers.SerializerMethodField(help_text="Why a version is not served, and what to do; \"\" otherwise.")
 
     class Meta:
         model = SpecVersion
         fields = [
             "number", "url", "status", "active", "filename", "size", "sha256", "uploaded_by", "created_at",
             "compiled_at", "title", "api_version", "openapi_version", "tool_count", "error_count",
-            "warning_count", "changes",
+            "warning_count", "changes", "allow_removals", "restores", "notice",
         ]
         read_only_fields = fields
 
@@ -48,6 +57,24 @@ class SpecVersionSummarySerializer(serializers.ModelSerializer):
 
     def get_warning_count(self, version: SpecVersion) -> int:
         return len(version.warnings)
+
+    def get_notice(self, version: SpecVersion) -> str:
+        # The view passes the served version's number; None when the backend serves none.
+        active = self.context.get("active_number")
+        if version.status == SpecVersion.Status.HELD:
+            changes = version.changes
+            if active is not None and active > version.number:
+                return (f"Not published; version {active} has been published since: upload the document again "
+                        f"to serve it.")
+            served = f"version {active}" if active is not None else "no version"
+            return (f"Not published: it would remove {len(changes.get('removed', []))} of the "
+                    f"{changes.get('served', 0)} tools served now (more than half); the backend keeps serving "
+                    f"{served}. To publish it anyway: POST {spec_version_action_path(version, 'publish')}.")
+        if version.status == SpecVersion.Status.FAILED:
+            return "Not published: it has errors; the backend keeps serving the version it served."
+        if version.changes.get("superseded_by"):
+            return f"Not published: version {version.changes['superseded_by']} was published first."
+        return ""
 
 
 class SpecVersionDetailSerializer(SpecVersionSummarySerializer):

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from django.core.exceptions import ValidationError
 
-from apps.catalog.models import Backend
+from apps.catalog.models import Backend, SpecVersion
 from apps.catalog.selectors import backend_list
 from apps.catalog.services import backend_create, backend_update
-from apps.catalog.specs import spec_upload
+from apps.catalog.specs import spec_upload, spec_version_publish
 from apps.configuration.credentials import credential_reconcile
 from apps.configuration.document import BackendSpec
 from apps.configuration.reports import Action, Change
@@ -24,7 +24,8 @@ def backend_reconcile(
 ) -> tuple[Backend, Change]:
     """Create the backend or bring it in line with `spec`, writing only what differs. A spec file
     that differs from the latest upload is uploaded; its version id is appended to `uploaded` (to
-    be compiled once the apply commits). Raises the services' ValidationError."""
+    be compiled once the apply commits). The same file as a held latest upload is published when
+    `spec.allow_removals` says so. Raises the services' ValidationError."""
     name = f"{spec.tenant}/{spec.name}"
     backend = backend_list(tenant=tenant).filter(name=spec.name).first()
     if backend is None:
@@ -69,7 +70,8 @@ def backend_reconcile(
 
 
 def _spec_and_credential(backend: Backend, spec: BackendSpec, base_dir: Path | None, uploaded: list[int]) -> list[str]:
-    """Upload the spec file when it differs from the latest upload, and set the credential when it
+    """Upload the spec file when it differs from the latest upload (or publish the latest upload
+    when it is that file, held, and removals are allowed now), and set the credential when it
     differs from the stored one. Returns what changed."""
     details: list[str] = []
     if spec.spec is not None:
@@ -80,11 +82,16 @@ def _spec_and_credential(backend: Backend, spec: BackendSpec, base_dir: Path | N
             document = file.read_bytes()
         except OSError as error:
             raise ValidationError({"spec": f"cannot read {str(file)!r}: {error.strerror}"}) from None
-        latest = backend.spec_versions.order_by("-number").values_list("sha256", flat=True).first()
-        if latest != hashlib.sha256(document).hexdigest():
-            version = spec_upload(backend=backend, document=document, filename=file.name, uploaded_by="config")
+        latest = backend.spec_versions.order_by("-number").values("sha256", "status", "number").first()
+        if latest is None or latest["sha256"] != hashlib.sha256(document).hexdigest():
+            version = spec_upload(backend=backend, document=document, filename=file.name, uploaded_by="config",
+                                  allow_removals=spec.allow_removals)
             uploaded.append(version.pk)
             details.append(f"spec v{version.number} uploaded")
+        elif latest["status"] == SpecVersion.Status.HELD and spec.allow_removals:
+            version = spec_version_publish(backend=backend, number=latest["number"])
+            uploaded.append(version.pk)
+            details.append(f"held spec v{version.number} published")
     if (change := credential_reconcile(backend=backend, spec=spec.credential)) is not None:
         details.append(change)
     return details

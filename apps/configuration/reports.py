@@ -85,6 +85,14 @@ def spec_report_lines(versions: Iterable[SpecVersion]) -> list[str]:
                 f"-{len(changes.get('removed', []))} ~{len(changes.get('changed', []))}), "
                 f"{len(v.warnings)} warning(s)"
             )
+        elif v.status == SpecVersion.Status.HELD:
+            changes = v.changes
+            lines.append(
+                f"spec {name}: held, not published: it would remove {len(changes.get('removed', []))} of the "
+                f"{changes.get('served', 0)} tools served; the previous version keeps serving. To publish it, apply "
+                f"again with --allow-removals (or allow_removals: true on the backend)"
+            )
+            lines.extend(f"  removed: {tool}" for tool in changes.get("removed", [])[:20])
         elif v.status == SpecVersion.Status.FAILED:
             lines.append(f"spec {name}: failed with {len(v.errors)} error(s); the previous version keeps serving")
             lines.extend(f"  {e['pointer'] or '(document)'}: {e['message']}" for e in v.errors)

@@ -186,7 +186,7 @@ def test_list_is_newest_first_and_detail_and_document_are_complete(admin_client:
     backend = openapi_backend_factory()
     _upload(admin_client, backend, PETS_V1)
     _upload(admin_client, backend, BROKEN)
-    _upload(admin_client, backend, SWAGGER_YAML, "application/yaml")
+    _upload(admin_client, backend, SWAGGER_YAML, "application/yaml", QUERY_STRING="allow_removals=true")
     base = f"/api/v1/tenants/{backend.tenant.slug}/backends/{backend.pk}/specs"
 
     listed = admin_client.get(base).json()
@@ -250,6 +250,104 @@ def test_anonymous_callers_are_refused(client: Client) -> None:
     backend = openapi_backend_factory()
     assert _upload(client, backend, PETS_V1).status_code in (401, 403)
     assert client.get(f"/api/v1/tenants/{backend.tenant.slug}/backends/{backend.pk}/specs").status_code in (401, 403)
+
+
+# --- The removal guard, publishing a held version, rollback ----------------------------------------
+
+EMPTY = oas3({})  # a valid document with no operations: it would remove every tool
+
+
+def _specs_url(backend: Backend) -> str:
+    return f"/api/v1/tenants/{backend.tenant.slug}/backends/{backend.pk}/specs"
+
+
+def test_a_version_removing_most_tools_is_held_with_a_notice_saying_how_to_publish_it(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    _upload(admin_client, backend, PETS_V1)
+    response = _upload(admin_client, backend, EMPTY)
+    assert response.status_code == 202
+    body = response.json()
+    publish = f"{_specs_url(backend)}/2/publish"
+    assert body["status"] == "held" and body["active"] is False and body["allow_removals"] is False
+    assert body["changes"] == {"added": [], "removed": ["createPet", "getPet", "listPets"], "changed": [], "served": 3}
+    assert body["notice"] == (
+        "Not published: it would remove 3 of the 3 tools served now (more than half); the backend keeps serving "
+        f"version 1. To publish it anyway: POST /api/v1/tenants/{backend.tenant.slug}/backends/{backend.pk}/specs/2/publish.")
+    assert _tools(backend) == {"createPet": 1, "getPet": 1, "listPets": 1}
+    assert [v["status"] for v in admin_client.get(_specs_url(backend)).json()] == ["held", "ready"]
+
+    published = admin_client.post(publish)
+    assert published.status_code == 202 and published["Location"].endswith(f"{_specs_url(backend)}/2")
+    assert published.json()["status"] == "ready" and published.json()["active"] is True
+    assert published.json()["notice"] == "" and published.json()["allow_removals"] is True
+    assert _tools(backend) == {}
+    again = admin_client.post(publish)
+    assert again.status_code == 400 and again.json() == {
+        "detail": "version 2 is ready: only a held version waits to be published"}
+
+
+@pytest.mark.parametrize("how", ["query", "multipart"])
+def test_allow_removals_publishes_at_once(admin_client: Client, how: str) -> None:
+    backend = openapi_backend_factory()
+    _upload(admin_client, backend, PETS_V1)
+    if how == "query":
+        response = _upload(admin_client, backend, EMPTY, QUERY_STRING="allow_removals=true")
+    else:
+        upload = SimpleUploadedFile("empty.json", EMPTY, content_type="application/json")
+        response = admin_client.post(_upload_url(backend), data={"file": upload, "allow_removals": "true"})
+    body = response.json()
+    assert body["status"] == "ready" and body["active"] is True and body["allow_removals"] is True
+    assert _tools(backend) == {}
+
+
+def test_a_bad_allow_removals_is_400_and_nothing_is_stored(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    response = _upload(admin_client, backend, PETS_V1, QUERY_STRING="allow_removals=perhaps")
+    assert response.status_code == 400 and response.json() == {"detail": "allow_removals: Must be a valid boolean."}
+    assert not backend.spec_versions.exists()
+
+
+def test_rollback_serves_an_earlier_version_again_as_the_next_version(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    _upload(admin_client, backend, PETS_V1)
+    _upload(admin_client, backend, PETS_V2)
+    response = admin_client.post(f"{_specs_url(backend)}/1/rollback")
+    assert response.status_code == 202
+    body = response.json()
+    assert response["Location"] == f"http://testserver{_specs_url(backend)}/3"
+    assert body["number"] == 3 and body["restores"] == 1 and body["status"] == "ready" and body["active"] is True
+    assert body["changes"] == {"added": ["createPet"], "removed": ["deletePet"], "changed": ["getPet"]}
+    assert body["sha256"] == admin_client.get(f"{_specs_url(backend)}/1").json()["sha256"]
+    assert _tools(backend) == {"createPet": 3, "getPet": 3, "listPets": 3}
+
+    served = admin_client.post(f"{_specs_url(backend)}/3/rollback")
+    assert served.status_code == 400 and served.json() == {"detail": "version 3 is the version being served"}
+    assert admin_client.post(f"{_specs_url(backend)}/9/rollback").status_code == 404
+    assert admin_client.post(f"{_specs_url(backend)}/9/publish").status_code == 404
+
+
+def test_rollback_to_a_failed_version_is_400(admin_client: Client) -> None:
+    backend = openapi_backend_factory()
+    _upload(admin_client, backend, PETS_V1)
+    _upload(admin_client, backend, BROKEN)
+    response = admin_client.post(f"{_specs_url(backend)}/2/rollback")
+    assert response.status_code == 400
+    assert response.json() == {"detail": "version 2 is failed: only a version that compiled (ready) can be rolled back to"}
+    assert backend.spec_versions.count() == 2
+
+
+def test_members_may_neither_publish_nor_roll_back(client: Client, django_user_model: Any) -> None:
+    backend = openapi_backend_factory()
+    with_admin = Client()
+    with_admin.force_login(django_user_model.objects.create_superuser(username="root", password="pw"))
+    _upload(with_admin, backend, PETS_V1)
+    _upload(with_admin, backend, EMPTY)
+    user = django_user_model.objects.create_user(username="someone", password="pw")
+    membership_set(tenant=backend.tenant, user=user, role="member")
+    client.force_login(user)
+    assert client.post(f"{_specs_url(backend)}/2/publish").status_code == 403
+    assert client.post(f"{_specs_url(backend)}/1/rollback").status_code == 403
+    assert [v["status"] for v in client.get(_specs_url(backend)).json()] == ["held", "ready"]
 
 
 # --- The egress credential: write-only ---------------------------------------------------------------

@@ -15,17 +15,22 @@ from apps.catalog.specs import (
     COMPILE_STALE_SECONDS,
     spec_upload,
     spec_version_compile,
+    spec_version_publish,
+    spec_version_rollback,
     spec_versions_requeue,
 )
+from apps.common.config_version import config_version_key
+from apps.common.redis import redis_client
 from tests.backends.specs import as_json, as_yaml, service_spec, swagger_spec
 from tests.factories import backend_factory, openapi_backend_factory
 
 pytestmark = pytest.mark.django_db
 
 
-def upload(backend: Backend, document: bytes, capture) -> SpecVersion:  # noqa: ANN001 - pytest-django fixture
+def upload(backend: Backend, document: bytes, capture, *, allow_removals: bool = False) -> SpecVersion:  # noqa: ANN001 - pytest-django fixture
     with capture(execute=True):
-        version = spec_upload(backend=backend, document=document, filename="spec.json", uploaded_by="test")
+        version = spec_upload(backend=backend, document=document, filename="spec.json", uploaded_by="test",
+                              allow_removals=allow_removals)
     version.refresh_from_db()
     backend.refresh_from_db()
     return version
@@ -176,7 +181,7 @@ def test_a_publish_the_database_refuses_fails_the_version(django_capture_on_comm
         raise DataError("value too long")
 
     monkeypatch.setattr(specs, "_tools_insert", refuse)
-    bad = upload(backend, as_yaml(swagger_spec()), django_capture_on_commit_callbacks)
+    bad = upload(backend, as_yaml(swagger_spec()), django_capture_on_commit_callbacks, allow_removals=True)
     assert bad.status == SpecVersion.Status.FAILED and "DataError: value too long" in bad.errors[0]["message"]
     assert backend.active_spec == good and len(tool_names(backend)) == 13
 
@@ -194,7 +199,7 @@ def test_integers_beyond_64_bits_compile_as_floats_with_a_warning(django_capture
 def test_a_version_is_compiled_by_one_worker_only(django_capture_on_commit_callbacks) -> None:
     backend = openapi_backend_factory()
     first = upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
-    second = spec_upload(backend=backend, document=as_yaml(swagger_spec()))
+    second = spec_upload(backend=backend, document=as_yaml(swagger_spec()), allow_removals=True)
     SpecVersion.objects.filter(pk=second.pk).update(status=SpecVersion.Status.COMPILING, started_at=timezone.now())
     # Another worker got the same message (a redelivery): it must leave the claimed version alone.
     assert spec_version_compile(spec_version_id=second.pk).status == SpecVersion.Status.COMPILING
@@ -224,3 +229,177 @@ def test_left_behind_versions_are_queued_again(django_capture_on_commit_callback
     assert spec_versions_requeue() == 1  # eager in tests: compiled right here
     version.refresh_from_db()
     assert version.status == SpecVersion.Status.READY
+
+
+# --- The rules of the standard (openapi/conformance.py), where the worker compiles -----------------
+
+def test_a_spec_missing_what_the_standard_requires_fails_with_pointers(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    good = upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+    spec = service_spec()
+    del spec["info"]
+    del spec["paths"]["/text"]["get"]["responses"]
+    bad = upload(backend, as_json(spec), django_capture_on_commit_callbacks)
+    assert bad.status == SpecVersion.Status.FAILED and bad.tool_count == 0
+    assert bad.errors == [
+        {"pointer": "/info", "message": "the field 'info' is missing; OpenAPI 3.0 requires it"},
+        {"pointer": "/paths/~1text/get/responses", "message": "the field 'responses' is missing; OpenAPI 3.0 requires it"},
+    ]
+    assert backend.active_spec == good and len(tool_names(backend)) == 13
+
+
+def test_the_standards_warnings_join_the_compilers_each_place_once(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    spec = service_spec()
+    spec["paths"]["/text"]["get"]["cache"] = True  # the compiler warns of it too, in its words
+    spec["paths"]["/text"]["get"]["responses"]["200"] = {"content": {}}  # no description: the standard's only
+    version = upload(backend, as_json(spec), django_capture_on_commit_callbacks)
+    assert version.status == SpecVersion.Status.READY, version.errors
+    assert [w for w in version.warnings if w["pointer"] == "/paths/~1text/get/cache"] == [
+        {"pointer": "/paths/~1text/get/cache", "message": "unknown operation field 'cache'; ignored"}]
+    assert {"pointer": "/paths/~1text/get/responses/200/description",
+            "message": "the field 'description' is missing; OpenAPI 3.0 requires it"} in version.warnings
+
+
+# --- The removal guard ---------------------------------------------------------------------------
+
+def _config_version() -> int:
+    return int(redis_client().get(config_version_key()) or 0)
+
+
+def _without(spec: dict, *paths: str) -> dict:
+    smaller = copy.deepcopy(spec)
+    for path in paths:
+        del smaller["paths"][path]
+    return smaller
+
+
+def test_a_version_removing_more_than_half_of_the_tools_is_held_and_the_old_one_keeps_serving(
+    django_capture_on_commit_callbacks, clean_redis: None
+) -> None:
+    backend = openapi_backend_factory()
+    first = upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+    served, moved = tool_names(backend), _config_version()
+    empty = service_spec()
+    empty["paths"] = {}
+    held = upload(backend, as_json(empty), django_capture_on_commit_callbacks)
+    assert held.status == SpecVersion.Status.HELD and held.tool_count == 0 and held.errors == []
+    assert held.changes == {"added": [], "removed": served, "changed": [], "served": 13}
+    assert backend.active_spec == first and tool_names(backend) == served
+    assert _config_version() == moved  # the gateways keep their snapshot
+
+
+def test_removing_half_or_less_is_published_and_more_with_allow_removals(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    spec = service_spec()
+    upload(backend, as_json(spec), django_capture_on_commit_callbacks)
+    paths = [path for path in spec["paths"] if path != "/pets/{petId}"]  # 2 tools there, 11 elsewhere
+    half = upload(backend, as_json(_without(spec, *paths[:5])), django_capture_on_commit_callbacks)
+    assert half.status == SpecVersion.Status.READY and backend.active_spec == half
+    served = len(tool_names(backend))
+    more = _without(spec, *paths)  # only getPet and deletePet are left
+    assert len(set(tool_names(backend)) - {"getPet", "deletePet"}) * 2 > served
+    held = upload(backend, as_json(more), django_capture_on_commit_callbacks)
+    assert held.status == SpecVersion.Status.HELD and backend.active_spec == half
+    allowed = upload(backend, as_json(more), django_capture_on_commit_callbacks, allow_removals=True)
+    assert allowed.status == SpecVersion.Status.READY and backend.active_spec == allowed
+    assert tool_names(backend) == ["deletePet", "getPet"]
+
+
+def test_a_held_version_is_published_anyway_on_request(django_capture_on_commit_callbacks, clean_redis: None) -> None:
+    backend = openapi_backend_factory()
+    upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+    held = upload(backend, as_yaml(swagger_spec()), django_capture_on_commit_callbacks)
+    assert held.status == SpecVersion.Status.HELD
+    moved = _config_version()
+    with django_capture_on_commit_callbacks(execute=True):
+        published = spec_version_publish(backend=backend, number=held.number)
+    published.refresh_from_db()
+    backend.refresh_from_db()
+    assert published.pk == held.pk and published.status == SpecVersion.Status.READY and published.allow_removals
+    assert backend.active_spec == published and tool_names(backend) == ["getItem", "listItems"]
+    assert len(published.changes["removed"]) == 13 and "served" not in published.changes
+    assert _config_version() > moved
+    with pytest.raises(ValidationError, match="is ready: only a held version waits to be published"):
+        spec_version_publish(backend=backend, number=held.number)
+
+
+def test_a_held_version_overtaken_by_a_later_one_is_not_published(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+    held = upload(backend, as_yaml(swagger_spec()), django_capture_on_commit_callbacks)
+    later = upload(backend, as_json(service_spec(title="Later")), django_capture_on_commit_callbacks)
+    with pytest.raises(ValidationError, match="version 3 has been published since version 2 was held"):
+        spec_version_publish(backend=backend, number=held.number)
+    held.refresh_from_db()
+    backend.refresh_from_db()
+    assert held.status == SpecVersion.Status.HELD and backend.active_spec == later
+
+
+# --- Rollback ------------------------------------------------------------------------------------
+
+def test_rolling_back_serves_an_earlier_versions_tools_again_as_a_new_version(
+    django_capture_on_commit_callbacks, clean_redis: None
+) -> None:
+    backend = openapi_backend_factory()
+    first = upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+    v1_tools = tool_names(backend)
+    upload(backend, as_yaml(swagger_spec()), django_capture_on_commit_callbacks, allow_removals=True)
+    moved = _config_version()
+    with django_capture_on_commit_callbacks(execute=True):
+        restored = spec_version_rollback(backend=backend, number=first.number, uploaded_by="alice")
+    restored.refresh_from_db()
+    backend.refresh_from_db()
+    assert restored.number == 3 and restored.restores == 1 and restored.uploaded_by == "alice"
+    assert restored.status == SpecVersion.Status.READY and backend.active_spec == restored
+    assert bytes(restored.document) == bytes(first.document) and restored.filename == first.filename
+    assert tool_names(backend) == v1_tools  # all 13 back, though the rollback removed both of v2's
+    assert restored.changes["removed"] == ["getItem", "listItems"] and len(restored.changes["added"]) == 13
+    assert set(Tool.objects.filter(backend=backend).values_list("spec_version", flat=True)) == {restored.pk}
+    assert _config_version() > moved  # the gateways read the new snapshot
+
+
+def test_rollback_is_refused_to_a_version_that_is_not_ready_or_is_served(django_capture_on_commit_callbacks) -> None:
+    backend = openapi_backend_factory()
+    served = upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+    failed = upload(backend, b"{not json", django_capture_on_commit_callbacks)
+    with pytest.raises(ValidationError, match="version 2 is failed: only a version that compiled"):
+        spec_version_rollback(backend=backend, number=failed.number)
+    with pytest.raises(ValidationError, match="version 1 is the version being served"):
+        spec_version_rollback(backend=backend, number=served.number)
+    with pytest.raises(ValidationError, match="has no spec version 9"):
+        spec_version_rollback(backend=backend, number=9)
+    assert backend.spec_versions.count() == 2
+
+
+def test_a_document_accepted_before_the_rules_can_be_rolled_back_to(django_capture_on_commit_callbacks) -> None:
+    # Version 1 was published before the standard's rules were checked: rolling back to it must
+    # restore what was served, not fail on them (they become warnings).
+    backend = openapi_backend_factory()
+    spec = service_spec()
+    del spec["info"]
+    old = SpecVersion.objects.create(
+        backend=backend, number=1, status=SpecVersion.Status.READY, document=as_json(spec), sha256="0" * 64,
+        size=1, tool_count=13)
+    upload(backend, as_yaml(swagger_spec()), django_capture_on_commit_callbacks)
+    assert upload(backend, as_json(spec), django_capture_on_commit_callbacks).status == SpecVersion.Status.FAILED
+    with django_capture_on_commit_callbacks(execute=True):
+        restored = spec_version_rollback(backend=backend, number=old.number)
+    restored.refresh_from_db()
+    assert restored.status == SpecVersion.Status.READY and restored.errors == []
+    assert {"pointer": "/info", "message": "the field 'info' is missing; OpenAPI 3.0 requires it"} in restored.warnings
+    assert len(tool_names(backend)) == 13
+
+
+def test_a_recompile_after_the_options_change_is_published_whatever_it_renames(
+    django_capture_on_commit_callbacks,
+) -> None:
+    backend = openapi_backend_factory()
+    upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        backend_update(backend=backend, kind="openapi", transport=backend.transport, urls=[],
+                       timeout_seconds=backend.timeout_seconds, base_url=backend.base_url,
+                       tool_name_max_length=4, include_deprecated=False)
+    backend.refresh_from_db()
+    assert backend.active_spec.number == 2 and backend.active_spec.status == SpecVersion.Status.READY
+    assert all(len(name) <= 4 for name in tool_names(backend))

@@ -94,7 +94,8 @@ def test_uploading_through_the_form_redirects_back_with_a_message_and_the_histor
     assert response.status_code == 302 and response["Location"] == _page(backend)
 
     html = admin_client.get(response["Location"]).content.decode()
-    assert "Uploaded zoo.json as version 1." in html
+    assert "Uploaded zoo.json as version 1: it is served, with 2 tools." in html
+    assert 'class="message success" role="status"' in html
     assert 'id="version-1"' in html and "zoo.json" in html and "ready" in html
     assert "Serving version 1: 2 tools" in html
     assert "+2 −0 ~0" in html and "<code>lions</code>" in html

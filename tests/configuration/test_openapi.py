@@ -154,3 +154,76 @@ def test_an_export_applied_with_prune_keeps_the_credential_and_null_removes_it(f
                            prune=False, base_dir=folder)
     assert [c.detail for c in removed.changes if c.kind == "backend"] == ["credential removed"]
     assert not hasattr(Backend.objects.get(name="pets"), "credential")
+
+
+# --- The removal guard: `allow_removals` on the backend, `--allow-removals` on the command ------------
+
+def _empty_spec() -> bytes:
+    empty = service_spec()
+    empty["paths"] = {}
+    return as_json(empty)
+
+
+def test_a_spec_removing_most_tools_is_held_until_applied_again_with_allow_removals(
+    folder: Path, django_capture_on_commit_callbacks
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        config_apply(document=DOCUMENT, prune=False, base_dir=folder)
+    (folder / "specs" / "pets.json").write_bytes(_empty_spec())
+    with django_capture_on_commit_callbacks(execute=True):
+        held = config_apply(document=DOCUMENT, prune=False, base_dir=folder)
+    backend = Backend.objects.get(name="pets")
+    version = SpecVersion.objects.get(pk=held.spec_versions[0])
+    assert version.status == SpecVersion.Status.HELD and backend.active_spec.number == 1
+    assert Tool.objects.filter(backend=backend).count() == 13
+    # The same file again, now allowed (the flag of the command): the held version is published.
+    with django_capture_on_commit_callbacks(execute=True):
+        allowed = config_apply(document=DOCUMENT, prune=False, base_dir=folder, allow_removals=True)
+    assert [c.detail for c in allowed.changes if c.kind == "backend"] == ["held spec v2 published"]
+    assert allowed.spec_versions == (version.pk,)
+    backend.refresh_from_db()
+    assert backend.active_spec.number == 2 and not Tool.objects.filter(backend=backend).exists()
+
+
+def test_allow_removals_on_the_backend_publishes_at_once(folder: Path, django_capture_on_commit_callbacks) -> None:
+    document = DOCUMENT.replace("    timeout_seconds: 5\n", "    timeout_seconds: 5\n    allow_removals: true\n")
+    with django_capture_on_commit_callbacks(execute=True):
+        config_apply(document=document, prune=False, base_dir=folder)
+    (folder / "specs" / "pets.json").write_bytes(_empty_spec())
+    with django_capture_on_commit_callbacks(execute=True):
+        config_apply(document=document, prune=False, base_dir=folder)
+    backend = Backend.objects.get(name="pets")
+    assert backend.active_spec.number == 2 and backend.active_spec.allow_removals
+    assert not Tool.objects.filter(backend=backend).exists()
+
+
+def test_a_bad_allow_removals_is_a_problem(folder: Path) -> None:
+    document = DOCUMENT.replace("    timeout_seconds: 5\n", "    timeout_seconds: 5\n    allow_removals: yes please\n")
+    with pytest.raises(ConfigInvalid) as caught:
+        config_apply(document=document, prune=False, base_dir=folder)
+    assert [(p.path, p.message) for p in caught.value.problems] == [
+        ("backends[0].allow_removals", "must be true or false")]
+    mcp = DOCUMENT.replace("kind: openapi", "kind: mcp").replace("    spec: specs/pets.json\n", "    allow_removals: true\n")
+    with pytest.raises(ConfigInvalid) as caught:
+        config_apply(document=mcp, prune=False, base_dir=folder)
+    assert any(p.path == "backends[0].allow_removals" and "only OpenAPI backends" in p.message
+               for p in caught.value.problems), caught.value.problems
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_command_says_a_spec_was_held_and_allow_removals_publishes_it(folder: Path) -> None:
+    config_file = folder / "gateway.yaml"
+    config_file.write_text(DOCUMENT, encoding="utf-8")
+    call_command("gateway", "apply", "-f", str(config_file), stdout=io.StringIO())
+    (folder / "specs" / "pets.json").write_bytes(_empty_spec())
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="was held: it would remove more than half"):
+        call_command("gateway", "apply", "-f", str(config_file), stdout=out)
+    assert ("spec acme/pets v2: held, not published: it would remove 13 of the 13 tools served; the previous "
+            "version keeps serving. To publish it, apply again with --allow-removals") in out.getvalue()
+    assert "  removed: getPet" in out.getvalue()
+    assert Backend.objects.get(name="pets").active_spec.number == 1
+    out = io.StringIO()
+    call_command("gateway", "apply", "-f", str(config_file), "--allow-removals", stdout=out)
+    assert "spec acme/pets v2: ready, 0 tools (+0 -13 ~0)" in out.getvalue()
+    assert Backend.objects.get(name="pets").active_spec.number == 2

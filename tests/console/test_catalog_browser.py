@@ -103,7 +103,7 @@ def test_a_spec_dropped_on_the_upload_form_compiles(transactional_db: None, gate
         }""",
         json.dumps(PETS),
     )
-    expect(page.get_by_role("status")).to_contain_text("Uploaded pets.json as version 1.")
+    expect(page.get_by_role("status")).to_contain_text("Uploaded pets.json as version 1")
     expect(page.locator("#version-1 .status")).to_have_text("ready", timeout=30_000)
     expect(page.locator(".active-spec")).to_contain_text("Serving version 1: 3 tools")
     page.locator("#version-1").get_by_text("+3 −0 ~0").click()

@@ -14,7 +14,9 @@ Entry point: :func:`compile_spec`. Module roles:
   :class:`OutgoingRequest`, through a builder generated per tool;
 * ``results`` — the HTTP response → ``CallToolResult``;
 * ``validation`` (with ``checks``) — arguments checked against ``inputSchema``, ``structuredContent``
-  against ``outputSchema``.
+  against ``outputSchema``;
+* ``conformance`` — the document checked against the rules of its OpenAPI version (beside the
+  compiler, where an upload compiles).
 """
 
 from .compiler import compile_spec

@@ -1,5 +1,7 @@
 """The console's OpenAPI spec page of a backend: spec upload (htmx polls the version history while a
-version compiles), the version history with each version's tool diff, and the write-only egress
+version compiles, and with it the credential's facts, which follow the served spec's security
+schemes), the version history with each version's tool diff, publishing a held version anyway and
+rolling back to an earlier one (each after a confirmation page), and the write-only egress
 credential. The backends' list, forms and MCP page are in `backends.py`.
 
 Thin views: each calls selectors or one service and renders. Every backend is looked up within
@@ -21,7 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.catalog import selectors
 from apps.catalog.credentials import egress_credential_clear, egress_credential_set
 from apps.catalog.models import Backend, EgressCredential, SpecVersion
-from apps.catalog.specs import spec_upload
+from apps.catalog.specs import spec_upload, spec_version_publish, spec_version_rollback
 from apps.console.access import console_view
 from apps.console.refusals import refusal_show
 from apps.tenants.models import Tenant
@@ -31,6 +33,10 @@ _IN_PROGRESS = {SpecVersion.Status.PENDING, SpecVersion.Status.COMPILING}
 
 class SpecUploadForm(forms.Form):
     file = forms.FileField(label="OpenAPI document (JSON or YAML, OpenAPI 3.x or Swagger 2.0)")
+    allow_removals = forms.BooleanField(
+        label="Publish it even if it removes more than half of the tools served now", required=False,
+        help_text="Unticked, such a version compiles but is held, and the backend keeps serving the current one.",
+    )
 
 
 class EgressCredentialForm(forms.Form):
@@ -78,25 +84,54 @@ def _spec_page(
         credential_form = EgressCredentialForm(initial=initial)
     context = {
         **_history_context(backend),
+        **_credential_facts_context(backend, credential),
         "form": form,
         "credential_form": credential_form,
+    }
+    refused = bool(form.errors or credential_form.errors)
+    return render(request, "console/backends/backend_spec.html", context, status=400 if refused else 200)
+
+
+def _credential_facts_context(backend: Backend, credential: selectors.EgressCredentialState | None) -> dict[str, Any]:
+    """The credential as set and the served spec's security schemes (what a credential left to the spec follows)."""
+    return {
         "credential": credential,
         "security_schemes": [
             {**scheme, "description": selectors.credential_kind_describe(scheme["kind"], scheme["parameter"])}
             for scheme in selectors.backend_security_schemes(backend=backend)
         ],
     }
-    refused = bool(form.errors or credential_form.errors)
-    return render(request, "console/backends/backend_spec.html", context, status=400 if refused else 200)
 
 
 def _history_context(backend: Backend) -> dict[str, Any]:
     versions = list(selectors.spec_version_list(backend=backend))
+    active = next((v for v in versions if v.pk == backend.active_spec_id), None)
     return {
         "backend": backend,
         "versions": versions,
+        "active": active,
         "in_progress": any(v.status in _IN_PROGRESS for v in versions),
     }
+
+
+def _outcome_message(request: HttpRequest, version: SpecVersion, head: str) -> None:
+    """The flash after an upload, a rollback or a publish, styled as what became of the version:
+    compiled eagerly (tests, a quick worker) it is already ready, held or failed; usually it is
+    still compiling. `head` says what was done ("Uploaded x.json as version 3")."""
+    if version.status == SpecVersion.Status.FAILED:
+        count = len(version.errors)
+        messages.error(request, f"{head}, but it failed with {count} error{'s' * (count != 1)}: nothing from it is "
+                                f"served. See them below.")
+    elif version.status == SpecVersion.Status.HELD:
+        messages.warning(request, f"{head}, but it is held, not published: it would remove "
+                                  f"{len(version.changes.get('removed', []))} of the {version.changes.get('served', 0)} "
+                                  f"tools served now. Check them below; “Publish anyway…” serves it.")
+    elif version.status == SpecVersion.Status.READY and version.changes.get("superseded_by"):
+        messages.info(request, f"{head}; version {version.changes['superseded_by']} was published first.")
+    elif version.status == SpecVersion.Status.READY:
+        messages.success(request, f"{head}: it is served, with {version.tool_count} tool{'s' * (version.tool_count != 1)}.")
+    else:
+        messages.info(request, f"{head}; it is compiling (the history below shows when it is done).")
 
 
 @require_http_methods(["GET", "POST"])
@@ -115,14 +150,13 @@ def backend_spec(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpR
             try:
                 version = spec_upload(
                     backend=backend, document=document, filename=upload.name or "",
-                    uploaded_by=request.user.get_username(),
+                    uploaded_by=request.user.get_username(), allow_removals=form.cleaned_data["allow_removals"],
                 )
             except ValidationError as exc:
                 form.add_error("file", exc.messages)
             else:
-                messages.success(
-                    request, f"Uploaded {version.filename or 'the document'} as version {version.number}."
-                )
+                version.refresh_from_db()  # the upload has committed: compiled already, when eager
+                _outcome_message(request, version, f"Uploaded {version.filename or 'the document'} as version {version.number}")
                 return redirect("console:backend-spec", tenant=tenant.slug, backend_id=backend.pk)
     return _spec_page(request, backend, form=form)
 
@@ -130,9 +164,61 @@ def backend_spec(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpR
 @require_GET
 @console_view()
 def backend_spec_history(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
-    """The history fragment alone; it carries its own polling trigger while a version compiles."""
+    """The history fragment alone; it carries its own polling trigger while a version compiles.
+    The credential's facts come with it, swapped out of band: a version published changes the
+    spec's security schemes, and what a credential left to the spec sends."""
     backend = backend_or_404(tenant, backend_id)
-    return render(request, "console/backends/_spec_history.html", _history_context(backend))
+    context = {**_history_context(backend),
+               **_credential_facts_context(backend, selectors.egress_credential_state(backend=backend))}
+    return render(request, "console/backends/_spec_history_poll.html", context)
+
+
+def _version_or_404(backend: Backend, number: int) -> SpecVersion:
+    version = selectors.spec_version_get(backend=backend, number=number)
+    if version is None:
+        raise Http404(f"backend {backend.name!r} has no spec version {number}")
+    return version
+
+
+@require_http_methods(["GET", "POST"])
+@console_view()
+def spec_version_publish_confirm(request: HttpRequest, tenant: Tenant, backend_id: int, number: int) -> HttpResponse:
+    """Publish a held version anyway: GET asks (what it removes), POST does it and goes back to the
+    spec page with a message; a refusal shows the page again with the reason (400)."""
+    backend = backend_or_404(tenant, backend_id)
+    version = _version_or_404(backend, number)
+    error = ""
+    if request.method == "POST":
+        try:
+            published = spec_version_publish(backend=backend, number=number)
+        except ValidationError as exc:
+            error = "; ".join(exc.messages)
+        else:
+            _outcome_message(request, published, f"Version {number} published anyway")
+            return redirect("console:backend-spec", tenant=tenant.slug, backend_id=backend.pk)
+    context = {**_history_context(backend), "version": version, "action": "publish", "error": error}
+    return render(request, "console/backends/spec_version_confirm.html", context, status=400 if error else 200)
+
+
+@require_http_methods(["GET", "POST"])
+@console_view()
+def spec_version_rollback_confirm(request: HttpRequest, tenant: Tenant, backend_id: int, number: int) -> HttpResponse:
+    """Roll back to an earlier ready version: GET asks, POST uploads its document as the next
+    version (published whatever it removes) and goes back to the spec page with a message."""
+    backend = backend_or_404(tenant, backend_id)
+    version = _version_or_404(backend, number)
+    error = ""
+    if request.method == "POST":
+        try:
+            restored = spec_version_rollback(backend=backend, number=number, uploaded_by=request.user.get_username())
+        except ValidationError as exc:
+            error = "; ".join(exc.messages)
+        else:
+            restored.refresh_from_db()  # committed: compiled already, when eager
+            _outcome_message(request, restored, f"Rolled back to version {number} as version {restored.number}")
+            return redirect("console:backend-spec", tenant=tenant.slug, backend_id=backend.pk)
+    context = {**_history_context(backend), "version": version, "action": "rollback", "error": error}
+    return render(request, "console/backends/spec_version_confirm.html", context, status=400 if error else 200)
 
 
 @require_POST
@@ -168,6 +254,10 @@ def credential_remove(request: HttpRequest, tenant: Tenant, backend_id: int) -> 
 urls = [
     path("backends/<int:backend_id>/spec/", backend_spec, name="backend-spec"),
     path("backends/<int:backend_id>/spec/history/", backend_spec_history, name="backend-spec-history"),
+    path("backends/<int:backend_id>/spec/<int:number>/publish/", spec_version_publish_confirm,
+         name="spec-version-publish"),
+    path("backends/<int:backend_id>/spec/<int:number>/rollback/", spec_version_rollback_confirm,
+         name="spec-version-rollback"),
     path("backends/<int:backend_id>/credential/", credential_set, name="credential-set"),
     path("backends/<int:backend_id>/credential/remove/", credential_remove, name="credential-remove"),
 ]

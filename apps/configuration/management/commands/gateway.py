@@ -28,6 +28,10 @@ class Command(BaseCommand):
         apply.add_argument("--prune", action="store_true", help="Also delete what the file does not name.")
         apply.add_argument("--dry-run", action="store_true", help="Report what would change; write nothing.")
         apply.add_argument(
+            "--allow-removals", action="store_true",
+            help="Publish OpenAPI specs even when they remove more than half of a backend's tools (else they are held).",
+        )
+        apply.add_argument(
             "--wait", type=float, default=300.0, metavar="SECONDS",
             help="How long to wait for uploaded OpenAPI specs to compile (0: do not wait; default 300).",
         )
@@ -40,7 +44,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         subcommand = options["subcommand"]
         if subcommand == "apply":
-            self._apply(options["file"], prune=options["prune"], dry_run=options["dry_run"], wait=options["wait"])
+            self._apply(options["file"], prune=options["prune"], dry_run=options["dry_run"], wait=options["wait"],
+                        allow_removals=options["allow_removals"])
         elif subcommand == "export":
             self.stdout.write(config_export(), ending="")
         else:
@@ -55,13 +60,14 @@ class Command(BaseCommand):
             # Only the summary: the credentials are in the files, for the run script to read.
             self.stdout.write(f"demo seeded: {report_lines(report)[-1]}")
 
-    def _apply(self, path: Path, *, prune: bool, dry_run: bool, wait: float) -> None:
+    def _apply(self, path: Path, *, prune: bool, dry_run: bool, wait: float, allow_removals: bool) -> None:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as error:
             raise CommandError(f"cannot read {path}: {error.strerror}", returncode=INVALID_EXIT_CODE) from error
         try:
-            report = config_apply(document=text, prune=prune, dry_run=dry_run, base_dir=path.parent)
+            report = config_apply(document=text, prune=prune, dry_run=dry_run, base_dir=path.parent,
+                                  allow_removals=allow_removals)
         except ConfigInvalid as error:
             self._fail(error, path=path)
         for line in report_lines(report):
@@ -73,6 +79,9 @@ class Command(BaseCommand):
                 self.stdout.write(line)
             if any(v.status == SpecVersion.Status.FAILED for v in versions):
                 raise CommandError("an OpenAPI spec failed to compile; the previous version keeps serving")
+            if any(v.status == SpecVersion.Status.HELD for v in versions):
+                raise CommandError("an OpenAPI spec was held: it would remove more than half of its backend's tools; "
+                                   "the previous version keeps serving (apply again with --allow-removals to publish it)")
 
     def _fail(self, error: ConfigInvalid, *, path: Path | None = None) -> NoReturn:
         for problem in error.problems:
