@@ -1,10 +1,12 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from apps.audit.urls import api_urls as audit_api_urls
 from apps.catalog.urls import api_urls as catalog_api_urls
+from apps.common.api_routes import api_not_found, api_path
 from apps.common.views import healthz, readyz
 from apps.console.auth import ThrottledAdminAuthenticationForm
 from apps.console.urls import console_urls
@@ -30,12 +32,18 @@ admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="console:home", permanent=False)),
+    # What browsers ask for by themselves; the pages link the same icon.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("admin/", admin.site.urls),
-    path("api/v1/tenants/<slug:tenant>/", include(tenant_api_urls)),
-    path("api/v1/", include(tenants_platform_api_urls)),
-    path("api/v1/schema", SpectacularAPIView.as_view(), name="api-schema"),
-    # The split view serves its start-up script as a file of its own: the CSP allows no inline script.
-    path("api/v1/docs", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    # Every API path also answers with a trailing slash; any other path under api/ is a JSON 404.
+    api_path("api/v1/", [
+        path("tenants/<slug:tenant>/", include(tenant_api_urls)),
+        path("", include(tenants_platform_api_urls)),
+        path("schema", SpectacularAPIView.as_view(), name="api-schema"),
+        # The split view serves its start-up script as a file of its own: the CSP allows no inline script.
+        path("docs", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    ]),
+    re_path(r"^api/", api_not_found),
     path("console/", include(console_urls)),
     path("healthz", healthz),
     path("readyz", readyz),

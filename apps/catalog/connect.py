@@ -1,6 +1,7 @@
 """Ready-to-paste client configuration for a virtual host's MCP endpoint, for the console's Connect
 page and the REST API. Pure: the URL and the key (a placeholder unless the caller has a key it may
-show) come in, text goes out. Every client sends the key as `Authorization: Bearer <key>`."""
+show) come in, text goes out. Every client sends the key as `Authorization: Bearer <key>`; VS Code
+prompts for it instead of reading it from its file."""
 
 from __future__ import annotations
 
@@ -58,7 +59,14 @@ def client_configs(*, url: str, name: str, key: str = KEY_PLACEHOLDER) -> list[C
         ),
         ClientConfig(
             "vscode", "VS Code", ".vscode/mcp.json", "json",
-            _json({"servers": {name: {"type": "http", "url": url, "headers": {"Authorization": bearer}}}}),
+            # VS Code asks for the key when it starts the server and keeps it in its secret storage:
+            # the file, often committed with a project, never holds it (not even one at hand).
+            _json({
+                "inputs": [{"type": "promptString", "id": f"{name}-key", "description": f"API key for {name}",
+                            "password": True}],
+                "servers": {name: {"type": "http", "url": url,
+                                   "headers": {"Authorization": f"Bearer ${{input:{name}-key}}"}}},
+            }),
         ),
         ClientConfig(
             "windsurf", "Windsurf", "~/.codeium/windsurf/mcp_config.json", "json",

@@ -119,6 +119,9 @@ def egress_credential_check(
     if kind.startswith("api_key_") and not name:
         problems.append(FieldProblem("name", f"credential kind {kind!r} needs the header, parameter or cookie name"))
         placement["kind"] = ""  # the value is still judged, as a bearer token's
+    if placement_problems := _placement_problems(placement):
+        problems += placement_problems
+        placement = {"kind": "", "name": "", "username": ""}  # each value is still judged, as a bearer token's
     if source == EgressCredential.Source.STATIC:
         problems += _value_problems("secret", secret, "the secret", placement)
     elif source == EgressCredential.Source.TENANT_SECRET:
@@ -126,8 +129,7 @@ def egress_credential_check(
             problems.append(FieldProblem("tenant_secret", "name the tenant secret to send"))
         if secret:
             problems.append(FieldProblem("secret", "a tenant_secret credential sends the tenant secret, not a secret of its own"))
-        # The tenant secret's value was checked when it was set; only where it goes is checked here.
-        problems += _value_problems("name", "stand-in", "the placement", placement)
+        # The tenant secret's value was checked when it was set; only where it goes (above) is checked here.
     elif source == EgressCredential.Source.PER_IDENTITY:
         problems += _identities_problems(fields.identities, placement)
         if secret:
@@ -166,6 +168,21 @@ def _oauth_problems(fields: CredentialFields, kind: str, allow_private: bool, re
     if fields.client_auth not in EgressCredential.ClientAuth.values:
         problems.append(FieldProblem("client_auth", f"unknown client authentication {fields.client_auth!r}; use one of "
                                                     f"{', '.join(EgressCredential.ClientAuth.values)}"))
+    return problems
+
+
+def _placement_problems(placement: dict[str, str]) -> list[FieldProblem]:
+    """What is wrong with where a value goes, each at its own field (`name`, `username`): judged with a
+    stand-in value, so neither a value's problem is blamed on them nor theirs on every value sent."""
+    kind = placement["kind"] or "bearer"
+    problems: list[FieldProblem] = []
+    for field_name, part in (("name", {"kind": kind, "name": placement["name"]}),
+                             ("username", {"kind": "basic" if kind == "basic" else "bearer",
+                                           "username": placement["username"]})):
+        try:  # the invoker's own rules (no line breaks, no ':' in a basic-auth username, ...)
+            Credential(value="stand-in", **part)  # type: ignore[arg-type]
+        except ValueError as exc:
+            problems.append(FieldProblem(field_name, f"the {field_name}: {exc}"))
     return problems
 
 

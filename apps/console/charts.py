@@ -32,6 +32,7 @@ class Chart:
     height: int = HEIGHT
     rects: list[dict[str, object]] = field(default_factory=list)
     lines: list[dict[str, object]] = field(default_factory=list)
+    dots: list[dict[str, object]] = field(default_factory=list)
     y_ticks: list[dict[str, object]] = field(default_factory=list)
     x_ticks: list[dict[str, object]] = field(default_factory=list)
     legend: list[Series] = field(default_factory=list)
@@ -61,7 +62,8 @@ def time_chart(
     every: int = 10,
 ) -> Chart:
     """Bars (stacked) and lines over the same x positions, one per label; `every`: label one x in
-    so many. Values of None leave a gap in a line."""
+    so many. Values of None leave a gap in a line; a value with none beside it (a single interval
+    with calls) is drawn as a dot, which a line of one point would not be."""
     chart = Chart(title, description, legend=list(series))
     count = max(1, len(labels))
     plot_w, plot_h = WIDTH - _LEFT, HEIGHT - _BOTTOM - _TOP
@@ -88,14 +90,35 @@ def time_chart(
     for s in series:
         if s.kind != "line":
             continue
-        points = [f"{round(_LEFT + i * step + step / 2, 1)},{y(v)}" for i, v in enumerate(s.values) if v is not None]
-        chart.lines.append({"points": " ".join(points), "css": s.css})
+        for run in _runs(s.values):
+            if len(run) == 1:
+                i, value = run[0]
+                chart.dots.append({"cx": round(_LEFT + i * step + step / 2, 1), "cy": y(value), "css": s.css,
+                                   "tip": f"{labels[i]}: {_fmt(round(value, 4), unit)} {s.name}"})
+            else:
+                points = [f"{round(_LEFT + i * step + step / 2, 1)},{y(value)}" for i, value in run]
+                chart.lines.append({"points": " ".join(points), "css": s.css})
     chart.y_ticks = [{"y": y(top * f), "label": _fmt(round(top * f, 4), unit)} for f in (0, 0.5, 1)]
     chart.x_ticks = [
         {"x": round(_LEFT + i * step + step / 2, 1), "label": label}
         for i, label in enumerate(labels) if i % every == 0
     ]
     return chart
+
+
+def _runs(values: Sequence[float | None]) -> list[list[tuple[int, float]]]:
+    """The stretches of consecutive values that are not None, each as (x index, value)."""
+    runs: list[list[tuple[int, float]]] = []
+    run: list[tuple[int, float]] | None = None
+    for i, value in enumerate(values):
+        if value is None:
+            run = None
+            continue
+        if run is None:
+            run = []
+            runs.append(run)
+        run.append((i, value))
+    return runs
 
 
 def bar_list(*, title: str, items: Sequence[tuple[str, float]], row_height: int = 22) -> Chart:

@@ -1,5 +1,6 @@
-"""Template context for every console page: the navigation, the tenants the user may switch to,
-and the current tenant with the user's role in it."""
+"""Template context for every console page: the navigation (the tenant's pages, and the platform's
+for platform admins), the tenants the user may switch to, and the current tenant with the user's role
+in it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def console(request: HttpRequest) -> dict[str, Any]:
         return {}
     tenant = getattr(request, "tenant", None)
     here = request.path
-    nav = []
+    nav, platform_nav = [], []
     if tenant is not None:
         for label, name in TENANT_NAV:
             url = reverse(name, kwargs={"tenant": tenant.slug})
@@ -26,9 +27,10 @@ def console(request: HttpRequest) -> dict[str, Any]:
     if access.platform_admin:
         for label, name in PLATFORM_NAV:
             url = reverse(name)
-            nav.append({"label": label, "url": url, "current": here.startswith(url)})
+            platform_nav.append({"label": label, "url": url, "current": here.startswith(url)})
     return {
         "console_nav": nav,
+        "console_platform_nav": platform_nav,
         "console_tenants": list(tenant_list_for(access=access).values_list("slug", flat=True)[:200]),
         "current_tenant": tenant,
         "current_role": access.role(tenant.pk) if tenant is not None else None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from apps.catalog.credentials import (
 from apps.catalog.models import EgressCredential
 from apps.configuration.document import ConfigInvalid
 from apps.configuration.services import config_apply
-from tests.factories import backend_factory
+from tests.factories import backend_factory, openapi_backend_factory
 
 pytestmark = pytest.mark.django_db
 
@@ -93,4 +94,44 @@ def test_the_api_refuses_a_field_of_another_source(admin_client: Client) -> None
                                 {"kind": "bearer", "secret": SECRET, "client_auth": "bogus"},
                                 content_type="application/json")
     assert response.status_code == 400 and "client_auth is only for source" in response.json()["detail"]
+    assert not EgressCredential.objects.exists()
+
+
+# (the credential's fields, the field at fault, the words): where the credential goes is judged apart
+# from the value sent, so a bad name or username is reported at that field, once, on every face.
+PLACEMENT_CASES = [
+    ({"kind": "api_key_query", "name": "api\nkey", "secret": SECRET}, "name",
+     "credential fields must be strings without CR, LF or NUL"),
+    ({"kind": "basic", "username": "a:b", "secret": SECRET}, "username", "a basic-auth username cannot contain ':'"),
+    ({"kind": "api_key_cookie", "name": "k\x00", "source": "per_identity",
+      "identities": [{"key": "a", "secret": SECRET}, {"key": "b", "secret": SECRET}]}, "name",
+     "credential fields must be strings without CR, LF or NUL"),
+    ({"kind": "bearer", "secret": "a\rb" + SECRET}, "secret", "credential fields must be strings without CR, LF or NUL"),
+]
+
+
+@pytest.mark.parametrize(("fields", "at", "words"), PLACEMENT_CASES, ids=["query-name", "basic-username",
+                                                                           "per-identity-name", "secret"])
+def test_a_problem_is_reported_at_the_field_at_fault(admin_client: Client, fields: dict[str, Any], at: str,
+                                                     words: str) -> None:
+    identities = tuple(IdentitySecret("key", i["key"], i["secret"]) for i in fields.get("identities", ()))
+    problems = egress_credential_check(CredentialFields(**{**fields, "identities": identities}),
+                                       backend_kind="openapi", allow_private=True)
+    assert [p.field for p in problems] == [at], problems
+    assert words in problems[0].message
+
+    backend = openapi_backend_factory()
+    if "identities" not in fields:  # the console's form takes static credentials only
+        form = {"name": "", "username": "", **fields}
+        page = admin_client.post(f"/console/t/{backend.tenant.slug}/backends/{backend.pk}/credential/", form)
+        label = {"name": "Name", "username": "Username", "secret": "Secret"}[at]
+        assert page.status_code == 400 and f"<li>{label}: " in page.content.decode()
+        assert [label] == re.findall(r"<li>(\w+): ", page.content.decode())
+
+    document = {"tenants": [{"slug": "doc", "name": "Doc"}],
+                "backends": [{"tenant": "doc", "name": "api", "kind": "openapi", "base_url": "http://127.0.0.1:9/",
+                              "credential": fields}]}
+    with pytest.raises(ConfigInvalid) as refused:
+        config_apply(document=json.dumps(document), prune=False)
+    assert [p.path for p in refused.value.problems] == [f"backends[0].credential.{at}"]
     assert not EgressCredential.objects.exists()

@@ -33,8 +33,14 @@ def test_each_client_gets_its_own_format_with_the_bearer_header() -> None:
         f'claude mcp add --transport http acme-tools {URL} --header "Authorization: Bearer {KEY_PLACEHOLDER}"')
     assert json.loads(configs["cursor"]) == {
         "mcpServers": {"acme-tools": {"url": URL, "headers": {"Authorization": f"Bearer {KEY_PLACEHOLDER}"}}}}
-    assert json.loads(configs["vscode"]) == {"servers": {"acme-tools": {
-        "type": "http", "url": URL, "headers": {"Authorization": f"Bearer {KEY_PLACEHOLDER}"}}}}
+    # VS Code asks for the key when it starts the server and keeps it in its secret storage: the file,
+    # often committed with a project, names no key.
+    assert json.loads(configs["vscode"]) == {
+        "inputs": [{"type": "promptString", "id": "acme-tools-key", "description": "API key for acme-tools",
+                    "password": True}],
+        "servers": {"acme-tools": {
+            "type": "http", "url": URL, "headers": {"Authorization": "Bearer ${input:acme-tools-key}"}}}}
+    assert "mgw_" not in _by_client(key="mgw_just-issued")["vscode"]
     assert json.loads(configs["windsurf"]) == {
         "mcpServers": {"acme-tools": {"serverUrl": URL, "headers": {"Authorization": f"Bearer {KEY_PLACEHOLDER}"}}}}
     assert tomllib.loads(configs["codex"]) == {
@@ -64,7 +70,7 @@ def test_the_page_builds_the_url_from_the_request_and_shows_a_placeholder(admin_
     assert [name for name, _ in blocks] == ["claude-desktop", "claude-code", "cursor", "vscode", "windsurf", "codex", "python"]
     for name, text in blocks:
         assert f'data-copy="#config-text-{name}"' in page
-        assert KEY_PLACEHOLDER in html.unescape(text) and "mgw_" not in text
+        assert (KEY_PLACEHOLDER in html.unescape(text)) == (name != "vscode") and "mgw_" not in text
     assert json.loads(html.unescape(dict(blocks)["cursor"]))["mcpServers"]["acme-tools"]["url"] == (
         "http://gw.example.com/mcp/acme/tools/mcp")
 

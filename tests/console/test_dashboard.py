@@ -3,6 +3,7 @@ day, from the per-minute counts the audit writer keeps; server-drawn SVG, polled
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -100,3 +101,32 @@ def test_another_tenants_dashboard_is_not_found(client: Client, acme: Any) -> No
     assert client.get("/console/t/other/dashboard/panel/").status_code == 404
     client.logout()
     assert client.get("/console/t/acme/dashboard/").status_code == 302
+
+
+def _figure(page: str, title: str) -> str:
+    found = re.search(rf'<figure class="chart">\s*<figcaption>{title}.*?</figure>', page, re.S)
+    assert found, title
+    return found.group(0)
+
+
+def test_calls_of_a_single_minute_are_drawn_as_points(client: Client, acme: Any) -> None:
+    # All in one minute: each line has one point, which a polyline alone would not draw.
+    audit_rows_create(tenant=acme, count=3, start=time.time() - 30, step=0.01, latency_ms=40.0)
+    page = client.get("/console/t/acme/dashboard/").content.decode()
+    latency = _figure(page, "Latency")
+    dots = re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)" r="[\d.]+" class="dot (s1|s2)"><title>([^<]*)</title>', latency)
+    assert {css for *_, css, _ in dots} == {"s1", "s2"}, latency
+    assert all(tip.endswith((" ms p50", " ms p99")) and 40 <= float(tip.split(": ")[1].split(" ")[0]) <= 48
+               for *_, tip in dots), dots
+    assert "<polyline" not in latency  # no line of one point
+    assert 'class="dot s-bad"' in _figure(page, "Error rate")
+
+
+def test_a_minute_without_calls_breaks_the_line(client: Client, acme: Any) -> None:
+    now = time.time()
+    audit_rows_create(tenant=acme, count=2, start=now - 600, step=60, latency_ms=10.0)  # two minutes in a row
+    audit_rows_create(tenant=acme, count=1, start=now - 120, latency_ms=10.0)  # alone, after a gap
+    latency = _figure(client.get("/console/t/acme/dashboard/").content.decode(), "Latency")
+    lines = re.findall(r'<polyline points="([^"]+)" class="line s1"', latency)
+    assert [len(points.split()) for points in lines] == [2], latency
+    assert len(re.findall(r'class="dot s1"', latency)) == 1

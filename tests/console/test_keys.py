@@ -3,11 +3,14 @@ members, and every user's own REST API tokens."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
+from django.contrib.sessions.backends.db import SessionStore
 from django.test import Client
 from django.utils import timezone
 
@@ -54,18 +57,40 @@ def test_an_admin_issues_a_key_and_sees_its_secret_once(client: Client, tenant: 
     team = team_factory(tenant=tenant, slug="data")
     client.force_login(admin)
     expiry = (timezone.now() + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M")
-    response = client.post("/console/t/acme/keys/new/", {"name": "ci", "team": team.pk, "expires_at": expiry,
-                                                         "scopes": "tools:call, read  write"})
+    posted = client.post("/console/t/acme/keys/new/", {"name": "ci", "team": team.pk, "expires_at": expiry,
+                                                       "scopes": "tools:call, read  write"})
+    key = ApiKey.objects.get(tenant=tenant, name="ci")
+    # Post/redirect/get: reloading the page that shows the secret issues no second key.
+    assert posted.status_code == 302 and posted["Location"] == f"/console/t/acme/keys/{key.pk}/created/"
+    response = client.get(posted["Location"])
     assert response.status_code == 200 and response["Cache-Control"] == "no-store"
     page = response.content.decode()
     secret = _secret_on(page)
     assert "shown only this once" in page and 'data-copy="#the-secret"' in page
-    key = ApiKey.objects.get(tenant=tenant, name="ci")
     assert key.secret_hash == key_hash(secret) and key.owner == admin and key.team == team
     assert key.scopes == ["read", "tools:call", "write"] and key.expires_at is not None
-    # Never again: neither the list nor the edit page shows it.
+    # Never again: not on a reload, nor the list, nor the edit page; and never in the stored session.
+    reloaded = client.get(posted["Location"])
+    assert reloaded.status_code == 200 and secret not in reloaded.content.decode()
+    assert "was shown once" in reloaded.content.decode() and ApiKey.objects.filter(tenant=tenant).count() == 1
     assert secret not in client.get("/console/t/acme/keys/").content.decode()
     assert secret not in client.get(f"/console/t/acme/keys/{key.pk}/edit/").content.decode()
+
+
+def test_the_secret_kept_for_its_one_showing_is_encrypted_and_for_its_issuer_only(
+    client: Client, tenant: Tenant, admin: Any, member: Any
+) -> None:
+    client.force_login(admin)
+    posted = client.post("/console/t/acme/keys/new/", {"name": "ci", "scopes": ""})
+    session = SessionStore(session_key=client.cookies[settings.SESSION_COOKIE_NAME].value)
+    stored = json.dumps(session.load())
+    key = ApiKey.objects.get(tenant=tenant, name="ci")
+    assert key.prefix[:8] not in stored and "mgw_" not in stored  # kept encrypted, until it is shown
+    # Another user (a member, who may not manage the admin's key) never gets it.
+    other = Client()
+    other.force_login(member)
+    assert other.get(posted["Location"]).status_code == 403
+    assert key.secret_hash == key_hash(_secret_on(client.get(posted["Location"]).content.decode()))
 
 
 def test_a_refused_key_keeps_nothing_and_says_why(client: Client, tenant: Tenant, admin: Any) -> None:
@@ -117,9 +142,10 @@ def test_members_see_and_manage_only_their_own_keys(client: Client, tenant: Tena
     unowned = api_key_issue(tenant=tenant, name="config-key").api_key
     client.force_login(member)
     response = client.post("/console/t/acme/keys/new/", {"name": "maxs-key"})
-    assert response.status_code == 200
     mine = ApiKey.objects.get(name="maxs-key")
+    assert response.status_code == 302 and client.get(response["Location"]).status_code == 200
     assert mine.owner == member
+    assert client.get(f"/console/t/acme/keys/{theirs.pk}/created/").status_code == 403
     page = client.get("/console/t/acme/keys/").content.decode()
     assert "maxs-key" in page and "olgas-key" not in page and "config-key" not in page
     for key in (theirs, unowned):
@@ -309,10 +335,13 @@ def test_every_user_manages_their_own_tokens(client: Client, django_user_model: 
     other = _user(django_user_model, None, None, "other")
     theirs = admin_token_issue(user=other, name="theirs").admin_token
     client.force_login(lone)
-    response = client.post("/console/tokens/", {"name": "terraform"})
+    posted = client.post("/console/tokens/", {"name": "terraform"})
+    token = AdminToken.objects.get(user=lone, name="terraform")
+    assert posted.status_code == 302 and posted["Location"] == f"/console/tokens/{token.pk}/created/"
+    response = client.get(posted["Location"])
     assert response.status_code == 200 and response["Cache-Control"] == "no-store"
     secret = _secret_on(response.content.decode())
-    token = AdminToken.objects.get(user=lone, name="terraform")
+    assert secret not in client.get(posted["Location"]).content.decode()  # a reload: shown once
     assert token.secret_hash == key_hash(secret) and secret.startswith("gwa_")
     page = client.get("/console/tokens/").content.decode()
     assert "terraform" in page and secret not in page and "theirs" not in page

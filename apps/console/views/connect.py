@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET
 from apps.catalog import selectors
 from apps.catalog.connect import KEY_PLACEHOLDER, client_configs, mcp_url, sse_url
 from apps.console.access import console_view
+from apps.console.first_steps import FirstStep, first_steps_list
 from apps.tenants.models import Tenant
 
 #: A page that has just issued a key may leave {"tenant": slug, "secret": key} here; the Connect page
@@ -23,6 +24,12 @@ def _origin(request: HttpRequest) -> str:
     return f"{request.scheme}://{request.get_host()}"
 
 
+def _steps_before(tenant: Tenant) -> list[FirstStep]:
+    """The steps that come before connecting a client, while one of them is not done."""
+    steps = [step for step in first_steps_list(tenant=tenant) if step.name != "connect"]
+    return steps if not all(step.done for step in steps) else []
+
+
 @require_GET
 @console_view()
 def connect(request: HttpRequest, tenant: Tenant) -> HttpResponse:
@@ -30,7 +37,8 @@ def connect(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     vhosts = list(selectors.virtual_host_list(tenant=tenant).values_list("pk", "slug")[:200])
     if len(vhosts) == 1:
         return redirect("console:connect-vhost", tenant=tenant.slug, vhost_id=vhosts[0][0])
-    return render(request, "console/connect/connect.html", {"vhosts": vhosts, "vhost": None})
+    return render(request, "console/connect/connect.html",
+                  {"vhosts": vhosts, "vhost": None, "first_steps": _steps_before(tenant)})
 
 
 @require_GET
@@ -53,6 +61,7 @@ def connect_vhost(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpRe
         "configs": client_configs(url=url, name=f"{tenant.slug}-{virtual_host.slug}", key=key),
         "key_given": key_given,
         "placeholder": KEY_PLACEHOLDER,
+        "first_steps": _steps_before(tenant),
     }
     return render(request, "console/connect/connect.html", context)
 

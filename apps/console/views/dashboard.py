@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET
 from apps.audit.selectors import WINDOWS, Dashboard, audit_dashboard_get
 from apps.console.access import console_view
 from apps.console.charts import Series, bar_list, time_chart
+from apps.console.first_steps import first_steps_list
 from apps.tenants.models import Tenant
 
 
@@ -66,7 +67,10 @@ def _context(request: HttpRequest, tenant: Tenant) -> dict[str, Any]:
 @require_GET
 @console_view()
 def dashboard(request: HttpRequest, tenant: Tenant) -> HttpResponse:
-    return render(request, "console/dashboard/dashboard.html", _context(request, tenant))
+    """The page; a tenant not set up yet also gets its next steps (not polled: they change by hand)."""
+    steps = first_steps_list(tenant=tenant)
+    context = {**_context(request, tenant), "first_steps": steps if not all(s.done for s in steps) else []}
+    return render(request, "console/dashboard/dashboard.html", context)
 
 
 @require_GET

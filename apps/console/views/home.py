@@ -1,5 +1,6 @@
-"""`/console/`: where a signed-in user starts — their first tenant's dashboard, or the tenant
-list for a platform admin with no tenant of their own."""
+"""`/console/`: where a signed-in user starts — their first tenant's dashboard (which shows a new
+tenant its next steps), or, with no tenant yet, a page that says so: to a platform admin, with the
+link that creates the first one."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from apps.console.access import console_view
 from apps.console.paging import page_of
 from apps.console.refusals import refusal_show
+from apps.console.shown_once import secret_keep, secret_take
 from apps.tenants import selectors
 from apps.tenants.models import ApiKey, Team, Tenant
 from apps.tenants.services import api_key_issue, api_key_revoke, api_key_update
@@ -94,8 +95,8 @@ def key_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @console_view(members_write=True)
 def key_create(request: HttpRequest, tenant: Tenant) -> HttpResponse:
-    """Issue a key owned by the user. The answer to a successful POST is the page showing the
-    secret: it is rendered once, here, and never stored (no redirect, no session, no cache)."""
+    """Issue a key owned by the user, then redirect to the page that shows its secret once
+    (post/redirect/get: a reload there issues nothing)."""
     form = KeyCreateForm(request.POST or None, tenant=tenant)
     if request.method == "POST" and form.is_valid():
         try:
@@ -103,12 +104,22 @@ def key_create(request: HttpRequest, tenant: Tenant) -> HttpResponse:
         except ValidationError as exc:
             refusal_show(form, exc)
         else:
-            response = render(request, "console/keys/key_created.html", {"api_key": issued.api_key,
-                                                                          "secret": issued.secret})
-            response["Cache-Control"] = "no-store"
-            return response
+            secret_keep(request, what=f"key:{issued.api_key.pk}", secret=issued.secret)
+            return redirect("console:key-created", tenant=tenant.slug, key_id=issued.api_key.pk)
     status = 400 if form.errors else 200
     return render(request, "console/keys/key_form.html", {"form": form}, status=status)
+
+
+@require_GET
+@console_view(members_write=True)
+def key_created(request: HttpRequest, tenant: Tenant, key_id: int) -> HttpResponse:
+    """The key just issued with its secret, the first time this page is loaded; after that
+    without it (it is not kept anywhere)."""
+    api_key = _key_to_manage(request, tenant, key_id)
+    secret = secret_take(request, what=f"key:{api_key.pk}")
+    response = render(request, "console/keys/key_created.html", {"api_key": api_key, "secret": secret})
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @require_http_methods(["GET", "POST"])
@@ -150,6 +161,7 @@ def key_revoke(request: HttpRequest, tenant: Tenant, key_id: int) -> HttpRespons
 urls = [
     path("keys/", key_list, name="key-list"),
     path("keys/new/", key_create, name="key-create"),
+    path("keys/<int:key_id>/created/", key_created, name="key-created"),
     path("keys/<int:key_id>/edit/", key_edit, name="key-edit"),
     path("keys/<int:key_id>/revoke/", key_revoke, name="key-revoke"),
 ]

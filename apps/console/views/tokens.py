@@ -10,10 +10,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.utils import timezone
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.console.access import console_view
 from apps.console.paging import page_of
+from apps.console.shown_once import secret_keep, secret_take
 from apps.console.views.keys import expiry_field
 from apps.tenants import selectors
 from apps.tenants.models import AdminToken
@@ -35,7 +36,7 @@ class TokenForm(forms.Form):
 @require_http_methods(["GET", "POST"])
 @console_view()
 def token_list(request: HttpRequest) -> HttpResponse:
-    """The user's tokens; POST issues one and answers the page showing its secret, once."""
+    """The user's tokens; POST issues one and redirects to the page showing its secret, once."""
     form = TokenForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -43,13 +44,24 @@ def token_list(request: HttpRequest) -> HttpResponse:
         except ValidationError as exc:
             form.add_error("name", exc)
         else:
-            response = render(request, "console/keys/token_created.html",
-                              {"token": issued.admin_token, "secret": issued.secret})
-            response["Cache-Control"] = "no-store"
-            return response
+            secret_keep(request, what=f"token:{issued.admin_token.pk}", secret=issued.secret)
+            return redirect("console:token-created", token_id=issued.admin_token.pk)
     tokens = selectors.admin_token_list(user=request.user)
     context = {"page_obj": page_of(request, tokens), "form": form, "now": timezone.now()}
     return render(request, "console/keys/token_list.html", context, status=400 if form.errors else 200)
+
+
+@require_GET
+@console_view()
+def token_created(request: HttpRequest, token_id: int) -> HttpResponse:
+    """The token just issued with its secret, the first time this page is loaded only."""
+    token = selectors.admin_token_get(user=request.user, token_id=token_id)
+    if token is None:
+        raise Http404(f"you have no token with id {token_id}")
+    secret = secret_take(request, what=f"token:{token.pk}")
+    response = render(request, "console/keys/token_created.html", {"token": token, "secret": secret})
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @require_http_methods(["GET", "POST"])
@@ -73,5 +85,6 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
 
 platform_urls = [
     path("tokens/", token_list, name="token-list"),
+    path("tokens/<int:token_id>/created/", token_created, name="token-created"),
     path("tokens/<int:token_id>/revoke/", token_revoke, name="token-revoke"),
 ]

@@ -43,7 +43,7 @@ UploadCheck = Callable[[str, str, str], bool]
 #: POST targets that take OpenAPI documents (apps/catalog/urls.py, apps/console/views/backend_specs.py),
 #: with Django's `slug` converter for the tenant.
 _SPEC_ROUTES = (
-    re.compile(r"^/api/v1/tenants/(?P<tenant>[-a-zA-Z0-9_]+)/backends/[0-9]+/spec$"),
+    re.compile(r"^/api/v1/tenants/(?P<tenant>[-a-zA-Z0-9_]+)/backends/[0-9]+/spec/?$"),
     re.compile(r"^/console/t/(?P<tenant>[-a-zA-Z0-9_]+)/backends/[0-9]+/spec/$"),
 )
 #: Room for a multipart upload's boundaries and part headers around a document of the full size.

@@ -16,6 +16,7 @@ UPLOAD = 5000 + 64 * 1024
     (b"POST", b"/%6Dcp/acme/main", RouteLimit(400)),  # Daphne routes the decoded path
     (b"POST", b"/api/v1/tenants/acme/keys", RouteLimit(100)),
     (b"POST", b"/api/v1/tenants/acme/backends/7/spec", RouteLimit(100, "acme", UPLOAD)),
+    (b"POST", b"/api/v1/tenants/acme/backends/7/spec/", RouteLimit(100, "acme", UPLOAD)),  # the API takes a trailing slash
     (b"POST", b"/api/v1/tenants/acme/backends/7/spec?filename=x.yaml", RouteLimit(100, "acme", UPLOAD)),
     (b"POST", b"/console/t/acme/backends/7/spec/", RouteLimit(100, "acme", UPLOAD)),
     (b"PUT", b"/api/v1/tenants/acme/backends/7/spec", RouteLimit(100)),
