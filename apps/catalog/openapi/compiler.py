@@ -147,7 +147,7 @@ def _compile_paths(ctx: Context, doc: dict[str, Any], options: CompileOptions) -
                 operation_id=operation_id,
                 pointer=op_ptr,
                 deprecated=deprecated,
-                tags=_tags(op.get("tags")),
+                tags=operation_tags(op.get("tags")),
             ))
     return tools
 
@@ -220,7 +220,7 @@ def _description(op: dict[str, Any], method: str, path: str, limit: int) -> str:
 _TAGS_MAX, _TAG_MAX_LENGTH = 32, 200
 
 
-def _tags(raw: Any) -> tuple[str, ...]:
+def operation_tags(raw: Any) -> tuple[str, ...]:
     """The operation's tags (strings, in order, once each); anything else in the list is ignored."""
     if not isinstance(raw, list):
         return ()
