@@ -45,11 +45,13 @@ def tool_rules_add(*, virtual_host: VirtualHost, rules: Sequence[ToolRuleSpec]) 
     new = {(r.action, r.map_key, r.match, r.pattern) for r in rules} - existing.keys()
     if len(existing) + len(new) > RULES_MAX:
         raise ValidationError({"rules": f"a virtual host has at most {RULES_MAX} curation rules"})
-    created = ToolRule.objects.bulk_create(
-        ToolRule(virtual_host=virtual_host, action=a, map_key=k, match=m, pattern=p) for a, k, m, p in sorted(new))
-    if created:
+    # A rule another request adds meanwhile is no conflict: it is the same rule.
+    ToolRule.objects.bulk_create(
+        (ToolRule(virtual_host=virtual_host, action=a, map_key=k, match=m, pattern=p) for a, k, m, p in sorted(new)),
+        ignore_conflicts=True)
+    if new:
         config_version_bump(tenant_id=virtual_host.tenant_id)
-    by_key = {**existing, **{(r.action, r.map_key, r.match, r.pattern): r for r in created}}
+    by_key = {(r.action, r.map_key, r.match, r.pattern): r for r in ToolRule.objects.filter(virtual_host=virtual_host)}
     return [by_key[(r.action, r.map_key, r.match, r.pattern)] for r in rules]
 
 
@@ -83,13 +85,22 @@ def tools_show(*, virtual_host: VirtualHost, tools: Sequence[Target]) -> ShowRes
     exclusion wins): it is returned with the rule that hides it, for the operator to narrow."""
     _refuse_unmounted(virtual_host, tools)
     wanted = list(dict.fromkeys(tools))
-    multi = len(_map_keys(virtual_host)) > 1
-    names = {(key, pattern) for key, name in wanted for pattern in (name, f"{key}-{name}" if multi else name)}
-    exact = [rule for rule in virtual_host.tool_rules.filter(action=ToolRule.Action.EXCLUDE, match=ToolRule.Match.NAME)
-             if any((key, rule.pattern) in names for key in ({rule.map_key} if rule.map_key else {k for k, _ in wanted}))]
+    mounted = sorted(_map_keys(virtual_host))
+    names = {(key, pattern) for key, name in wanted for pattern in (name, f"{key}-{name}" if len(mounted) > 1 else name)}
+    exact = []
+    narrowed: list[ToolRuleSpec] = []  # what a removed rule of every backend still hides elsewhere
+    for rule in virtual_host.tool_rules.filter(action=ToolRule.Action.EXCLUDE, match=ToolRule.Match.NAME):
+        freed = {key for key in ([rule.map_key] if rule.map_key else mounted) if (key, rule.pattern) in names}
+        if freed:
+            exact.append(rule)
+            if not rule.map_key:  # it named the tool on every backend: keep it hidden on the others
+                narrowed.extend(ToolRuleSpec(rule.action, rule.match, rule.pattern, key)
+                                for key in mounted if key not in freed)
     if exact:
         ToolRule.objects.filter(pk__in=[rule.pk for rule in exact]).delete()
         config_version_bump(tenant_id=virtual_host.tenant_id)
+    if narrowed:
+        tool_rules_add(virtual_host=virtual_host, rules=narrowed)
     curation = virtual_host_naming_get(virtual_host=virtual_host).curation
     includes = [ToolRuleSpec(ToolRule.Action.INCLUDE, ToolRule.Match.NAME, name, key) for key, name in wanted
                 if curation is not None and not curation.shows(key, name) and curation.hidden_by(key, name) is None]

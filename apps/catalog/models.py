@@ -1,5 +1,6 @@
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
+from django.db.models import Value
 
 from apps.common.models import TimeStampedModel
 from apps.tenants.models import ApiKey, Tenant, slug_validator
@@ -322,7 +323,7 @@ class SpecVersion(models.Model):
     changes = models.JSONField(default=dict, blank=True, help_text="{added, removed, changed}: tool names")
     security_schemes = models.JSONField(default=list, blank=True)
     allow_removals = models.BooleanField(
-        default=False, help_text="Published even when it removes more than half of the tools served (confirmed).")
+        default=False, db_default=False, help_text="Published even when it removes more than half of the tools served (confirmed).")
     restores = models.PositiveIntegerField(
         null=True, blank=True, help_text="The number of the earlier version whose document this one restores (a rollback).")
 
@@ -346,7 +347,12 @@ class Tool(models.Model):
     annotations = models.JSONField(default=dict, blank=True)
     binding = models.JSONField()
     operation_id = models.CharField(max_length=255, blank=True)
-    tags = models.JSONField(default=list, blank=True, help_text="The operation's tags in the spec.")
+    tags = models.JSONField(
+        # A database default too: an instance of the previous release inserting tool rows (COPY) during a
+        # rolling deploy names no tags.
+        default=list, db_default=Value([], output_field=models.JSONField()), blank=True,
+        help_text="The operation's tags in the spec.",
+    )
     pointer = models.CharField(max_length=1000, blank=True)
     fingerprint = models.CharField(max_length=32, help_text="Changes when anything a caller sees changes.")
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
 from apps.catalog.models import (
     Backend,
@@ -208,9 +208,13 @@ def virtual_host_curation_get(*, virtual_host: VirtualHost, backend_ids: Mapping
     rules = [ToolRuleSpec(r.action, r.match, r.pattern, r.map_key) for r in virtual_host.tool_rules.all()]
     described = {(o.map_key, o.upstream_name): o.description for o in virtual_host.tool_overrides.all()}
     tags: dict[str, dict[str, list[str]]] = {}
-    if any(rule.match == ToolRule.Match.TAG for rule in rules):
+    wanted = {rule.pattern for rule in rules if rule.match == ToolRule.Match.TAG}
+    if wanted:
         by_backend: dict[int, dict[str, list[str]]] = {}
-        tagged = Tool.objects.filter(backend_id__in=set(backend_ids.values())).exclude(tags=[])
+        carries = Q()
+        for tag in wanted:  # only the tools that carry a tag some rule names
+            carries |= Q(tags__contains=[tag])
+        tagged = Tool.objects.filter(carries, backend_id__in=set(backend_ids.values()))
         for backend_id, name, its in tagged.values_list("backend_id", "name", "tags"):
             by_backend.setdefault(backend_id, {})[name] = its
         tags = {key: by_backend.get(backend_id, {}) for key, backend_id in backend_ids.items()}

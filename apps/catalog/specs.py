@@ -91,12 +91,13 @@ def spec_upload(
 def spec_recompile(*, backend: Backend, reason: str) -> SpecVersion | None:
     """Compile the active version's document again as a new version (the compile options
     changed). None when the backend serves no spec yet. Published whatever it removes: changing
-    the options (a shorter name limit renames tools) is the confirmation."""
+    the options (a shorter name limit renames tools) is the confirmation. It restores the active
+    version's document, so rules of the standard it was accepted without only warn (`_findings`)."""
     active = backend.active_spec
     if active is None:
         return None
     return spec_upload(backend=backend, document=bytes(active.document), filename=active.filename, uploaded_by=reason,
-                       allow_removals=True)
+                       allow_removals=True, restores=active.number)
 
 
 def spec_version_publish(*, backend: Backend, number: int) -> SpecVersion:

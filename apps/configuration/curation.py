@@ -89,29 +89,41 @@ def _rule(checks: FieldChecks, action: str, item: Any, path: str) -> ToolRuleSpe
 def curation_reconcile(
     *, host: VirtualHost, rules: tuple[ToolRuleSpec, ...], descriptions: Descriptions, name: str,
 ) -> list[Change]:
-    """Make the host's rules and descriptions those of the document (mounts are in line already)."""
+    """Add the document's rules and descriptions the host lacks, and correct the descriptions that
+    differ (mounts are in line already). What the host has beyond them stays: `curation_prune`
+    deletes it, with `--prune` only."""
     changes: list[Change] = []
-    stored = {ToolRuleSpec(r.action, r.match, r.pattern, r.map_key): r for r in host.tool_rules.all()}
-    for spec, rule in stored.items():
-        if spec not in rules:
-            tool_rule_delete(tool_rule=rule)
-            changes.append(Change(Action.DELETED, "tool_rule", f"{name} {rule_describe(spec)}", ""))
+    stored = {ToolRuleSpec(r.action, r.match, r.pattern, r.map_key) for r in host.tool_rules.all()}
     new = [spec for spec in rules if spec not in stored]
     if new:
         tool_rules_add(virtual_host=host, rules=new)
         changes.extend(Change(Action.CREATED, "tool_rule", f"{name} {rule_describe(spec)}", "") for spec in new)
-    current = {(o.map_key, o.upstream_name): o for o in host.tool_overrides.all()}
-    wanted = {(key, tool): text for key, tool, text in descriptions}
-    for target, override in current.items():
-        if target not in wanted:
-            tool_override_delete(tool_override=override)
-            changes.append(Change(Action.DELETED, "tool_description", f"{name} {target[0]}:{target[1]}", ""))
-    for (key, tool), text in wanted.items():
+    current = {(o.map_key, o.upstream_name): o.description for o in host.tool_overrides.all()}
+    for key, tool, text in descriptions:
         before = current.get((key, tool))
-        if before is not None and before.description == text:
+        if before == text:
             continue
         tool_override_set(virtual_host=host, map_key=key, upstream_name=tool, description=text)
-        changes.append(Change(Action.UPDATED if before else Action.CREATED, "tool_description", f"{name} {key}:{tool}", ""))
+        changes.append(Change(Action.UPDATED if before is not None else Action.CREATED, "tool_description",
+                              f"{name} {key}:{tool}", ""))
+    return changes
+
+
+def curation_prune(
+    *, host: VirtualHost, rules: tuple[ToolRuleSpec, ...], descriptions: Descriptions, name: str,
+) -> list[Change]:
+    """Delete the host's rules and descriptions the document does not name (`--prune`)."""
+    changes: list[Change] = []
+    for rule in host.tool_rules.all():
+        spec = ToolRuleSpec(rule.action, rule.match, rule.pattern, rule.map_key)
+        if spec not in rules:
+            tool_rule_delete(tool_rule=rule)
+            changes.append(Change(Action.DELETED, "tool_rule", f"{name} {rule_describe(spec)}", ""))
+    named = {(key, tool) for key, tool, _ in descriptions}
+    for override in host.tool_overrides.all():
+        if (override.map_key, override.upstream_name) not in named:
+            tool_override_delete(tool_override=override)
+            changes.append(Change(Action.DELETED, "tool_description", f"{name} {override.map_key}:{override.upstream_name}", ""))
     return changes
 
 

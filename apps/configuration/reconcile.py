@@ -30,7 +30,7 @@ from apps.catalog.services import (
 from apps.configuration.backends import backend_reconcile
 from apps.configuration.budgets import budget_reconcile, budgets_prune, tool_costs_prune, tool_costs_reconcile
 from apps.configuration.credentials import tenant_secret_reconcile, tenant_secrets_prune
-from apps.configuration.curation import curation_reconcile
+from apps.configuration.curation import curation_prune, curation_reconcile
 from apps.configuration.document import (
     BackendSpec,
     BudgetSpec,
@@ -366,6 +366,8 @@ class Reconciler:
         for spec in self.document.virtual_hosts:
             host = virtual_host_list(tenant=self._tenants[spec.tenant]).filter(slug=spec.slug).first()
             prefix = f"{spec.tenant}/{spec.slug}"
+            self.changes.extend(curation_prune(
+                host=host, rules=spec.tool_rules, descriptions=spec.tool_descriptions, name=prefix))
             named_aliases = {a.alias for a in spec.tool_aliases}
             for alias in host.tool_aliases.all():
                 if alias.alias not in named_aliases:

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
+import redis
 from django.db.models.functions import Left
 
 from apps.catalog.curation import rule_describe
 from apps.catalog.models import Backend, Tool, VirtualHost
 from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective, virtual_host_naming_get
 from apps.catalog.tool_selectors import tool_match_rank, tool_search_words
+from apps.common.config_version import CONFIG_VERSION_KEY
 from apps.common.redis import redis_client
 from apps.gateway.tool_lists import mcp_tools_fetch
 
@@ -91,6 +95,25 @@ def _catalog_tools(backend_ids: list[int]) -> dict[int, list[tuple[str, str]]]:
     return found
 
 
+@dataclass(frozen=True)
+class _Listing:
+    """Every tool of a host, named and judged: what each request then filters, ranks and pages."""
+
+    served: list[ExposedTool]  # by exposed name
+    hidden: list[ExposedTool]  # by map key and name
+    dropped: list[DroppedTool]
+    unavailable: dict[str, str]
+    tool_search: str
+    text: dict[int, str]  # id(tool) -> its names and description in lower case, for a search's first pass
+    expires: float
+    version: bytes | None
+
+
+#: Listings kept by this process, newest last: a search as one types re-reads none of 20,000 tools.
+_LISTINGS: OrderedDict[int, _Listing] = OrderedDict()
+_LISTED_TOOLS_MAX = 100_000  # tools kept over all hosts
+
+
 def virtual_host_exposed_tools(
     *, virtual_host: VirtualHost, search: str = "", state: str = "served", map_key: str = "",
     offset: int = 0, limit: int | None = None,
@@ -98,7 +121,49 @@ def virtual_host_exposed_tools(
     """The tools `virtual_host` serves now (`state` served), hides (hidden) or both (all), as the
     gateway names them (see module docstring), perhaps of one `map_key`; with a `search`, only those
     whose names or description hold every word, most relevant first (`tool_match_rank`); then
-    `limit` of them from `offset`."""
+    `limit` of them from `offset`. A host's listing is worked out once per configuration version
+    and at most every LIST_CACHE_SECONDS (what MCP servers list changes without one)."""
+    listing = _listing(virtual_host)
+    served = [t for t in listing.served if not map_key or t.map_key == map_key]
+    hidden = [t for t in listing.hidden if not map_key or t.map_key == map_key]
+    chosen = {"served": served, "hidden": hidden, "all": served + hidden}[state if state in STATES else "served"]
+    words = tool_search_words(search)
+    if words:  # most relevant first; the sort is stable, so ties keep the order above
+        text = listing.text
+        ranked = [(rank, tool) for tool in chosen if all(word in text[id(tool)] for word in words)
+                  and (rank := tool_match_rank(words, (tool.name, tool.upstream_name), tool.description)) is not None]
+        chosen = [tool for _, tool in sorted(ranked, key=lambda pair: pair[0])]
+    elif search.strip():  # nothing searchable in it (only punctuation): nothing matches
+        chosen = []
+    unavailable = {k: v for k, v in listing.unavailable.items() if not map_key or k == map_key}
+    return ExposedTools(
+        tools=chosen[offset : None if limit is None else offset + limit],
+        dropped=[d for d in listing.dropped if not map_key or d.map_key == map_key], unavailable=unavailable,
+        tool_search=listing.tool_search, count=len(chosen), served=len(served), hidden=len(hidden),
+    )
+
+
+def _version() -> bytes | None:
+    try:
+        return redis_client().get(CONFIG_VERSION_KEY)
+    except (redis.RedisError, OSError):
+        return None
+
+
+def _listing(virtual_host: VirtualHost) -> _Listing:
+    version = _version()
+    kept = _LISTINGS.get(virtual_host.pk)
+    if kept is not None and version is not None and kept.version == version and kept.expires > time.monotonic():
+        _LISTINGS.move_to_end(virtual_host.pk)
+        return kept
+    listing = _listing_build(virtual_host, version)
+    _LISTINGS[virtual_host.pk] = listing
+    while sum(len(k.served) + len(k.hidden) for k in _LISTINGS.values()) > _LISTED_TOOLS_MAX and len(_LISTINGS) > 1:
+        _LISTINGS.popitem(last=False)
+    return listing
+
+
+def _listing_build(virtual_host: VirtualHost, version: bytes | None) -> _Listing:
     mounts = {m.map_key: m.backend for m in virtual_host.mounts.select_related("backend")}
     naming = virtual_host_naming_get(virtual_host=virtual_host)
     curation = naming.curation
@@ -106,13 +171,12 @@ def virtual_host_exposed_tools(
         mode=virtual_host.tool_search, backend_ids=(b.pk for b in mounts.values()),
         indexed=indexed_tool_counts_get(tenant_id=virtual_host.tenant_id) if virtual_host.tool_search == VirtualHost.ToolSearch.AUTO else {},
     )
-    dropped_tools: list[DroppedTool] = []
+    dropped: list[DroppedTool] = []
     unavailable: dict[str, str] = {}
     served: list[ExposedTool] = []
     hidden: list[ExposedTool] = []
-    chosen_mounts = sorted((key, backend) for key, backend in mounts.items() if not map_key or key == map_key)
-    catalog = _catalog_tools([backend.pk for _, backend in chosen_mounts if backend.kind == Backend.Kind.OPENAPI])
-    for key, backend in chosen_mounts:
+    catalog = _catalog_tools([backend.pk for backend in mounts.values() if backend.kind == Backend.Kind.OPENAPI])
+    for key, backend in sorted(mounts.items()):
         try:
             tools = catalog.get(backend.pk, []) if backend.kind == Backend.Kind.OPENAPI else (
                 backend_tools_describe(backend=backend))
@@ -120,35 +184,26 @@ def virtual_host_exposed_tools(
             log.info("tools of backend %s not listed for the preview: %s", backend.name, exc)
             unavailable[key] = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             continue
-        summaries = dict(tools)
-        shown, dropped = naming.expose_tools(key, [{"name": name, "description": text} for name, text in tools])
-        upstream_of = {exposed: name for name, _ in tools for exposed in naming.tool_names(key, name)}
-        for tool in shown:
-            upstream = upstream_of.get(tool["name"], tool["name"])
-            described = curation is not None and curation.description(key, upstream) is not None
-            served.append(ExposedTool(tool["name"], key, backend.name, upstream, tool["description"][:SUMMARY_CHARS],
-                                      described))
-        dropped_tools.extend(DroppedTool(d.map_key, d.name, d.reason) for d in dropped)
-        if curation is not None and curation.filters:
-            for name, _ in tools:
-                if not curation.shows(key, name):
-                    why = ""  # worked out only when hidden tools are shown: it compiles rules one by one
-                    if state != "served":
-                        rule = curation.hidden_by(key, name)
-                        why = f"hidden by the rule {rule_describe(rule)}" if rule else "left out by the include rules"
-                    hidden.append(ExposedTool("", key, backend.name, name, summaries[name], False, why or "hidden"))
+        unnamed = []
+        for name, summary in tools:
+            names = naming.tool_names(key, name)
+            if names:
+                described = curation.description(key, name) if curation is not None else None
+                text = (summary if described is None else described)[:SUMMARY_CHARS]
+                served.extend(ExposedTool(exposed, key, backend.name, name, text, described is not None) for exposed in names)
+            elif curation is not None and not curation.shows(key, name):
+                rule = curation.hidden_by(key, name)
+                why = f"hidden by the rule {rule_describe(rule)}" if rule else "left out by the include rules"
+                hidden.append(ExposedTool("", key, backend.name, name, summary, False, why))
+            else:
+                unnamed.append({"name": name})
+        if unnamed:  # the naming contract says why each is left out
+            dropped.extend(DroppedTool(d.map_key, d.name, d.reason) for d in naming.expose_tools(key, unnamed)[1])
     served.sort(key=lambda t: t.name)
     hidden.sort(key=lambda t: (t.map_key, t.upstream_name))
-    chosen = {"served": served, "hidden": hidden, "all": served + hidden}[state if state in STATES else "served"]
-    words = tool_search_words(search)
-    if words:  # most relevant first; the sort is stable, so ties keep the order above
-        ranked = [(rank, tool) for tool in chosen
-                  if (rank := tool_match_rank(words, (tool.name, tool.upstream_name), tool.description)) is not None]
-        chosen = [tool for _, tool in sorted(ranked, key=lambda pair: pair[0])]
-    elif search.strip():  # nothing searchable in it (only punctuation): nothing matches
-        chosen = []
-    return ExposedTools(
-        tools=chosen[offset : None if limit is None else offset + limit], dropped=dropped_tools, unavailable=unavailable,
+    return _Listing(
+        served=served, hidden=hidden, dropped=dropped, unavailable=unavailable,
         tool_search=virtual_host.tool_search_name if mode != VirtualHost.ToolSearch.OFF else "",
-        count=len(chosen), served=len(served), hidden=len(hidden),
+        text={id(t): f"{t.name} {t.upstream_name} {t.description}".lower() for t in (*served, *hidden)},
+        expires=time.monotonic() + (LIST_CACHE_SECONDS if not unavailable else 0), version=version,
     )

@@ -107,7 +107,7 @@ def _compiled(rules: list[ToolRuleSpec], tags: Mapping[str, Iterable[str]]) -> _
 class Curation:
     """A host's compiled curation; build it with `Curation.build` once per configuration snapshot."""
 
-    __slots__ = ("_include", "_exclude", "_prefixed", "_descriptions", "_memo", "_rules", "_tags")
+    __slots__ = ("_include", "_exclude", "_prefixed", "_descriptions", "_memo", "_rules", "_tags", "_alone")
 
     def __init__(
         self, include: dict[str, _Rules | None], exclude: dict[str, _Rules | None], prefixed: bool,
@@ -120,6 +120,7 @@ class Curation:
         self._memo: dict[Target, bool] = {}
         self._rules = rules  # kept to explain a decision (`hidden_by`), off the hot path
         self._tags = tags
+        self._alone: dict[tuple[int, str], _Rules | None] = {}  # (rule, map key) -> that rule compiled alone
 
     @classmethod
     def build(
@@ -167,9 +168,11 @@ class Curation:
         """The first exclude rule that hides the tool (an include cannot bring it back), or None: either
         it is served, or only the include rules leave it out."""
         default = f"{map_key}-{name}" if self._prefixed else name
-        for rule in self._rules:
+        for number, rule in enumerate(self._rules):
             if rule.action == "exclude" and rule.map_key in ("", map_key):
-                alone = _compiled([rule], self._tags.get(map_key, {}))
+                alone = self._alone.get((number, map_key))
+                if alone is None:  # compiled once per rule and map key: a tag rule reads every tool's tags
+                    alone = self._alone[(number, map_key)] = _compiled([rule], self._tags.get(map_key, {}))
                 if alone is not None and alone.matches(name, default):
                     return rule
         return None

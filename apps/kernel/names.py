@@ -133,13 +133,15 @@ class Naming:
     deeper_uri_prefixes: dict[str, Deeper]  # over lower-case URI prefixes
     #: Which tools the host serves and with which description (None: all, as the backends say).
     curation: Curation | None = None
+    #: Aliases of tools the curation hides: they name nothing, and never fall through to a default name.
+    hidden_aliases: frozenset[str] = frozenset()
 
     @classmethod
     def build(cls, map_keys: Iterable[str], aliases: Mapping[str, Target], curation: Curation | None = None) -> Naming:
         keys = sorted(set(map_keys))
+        mounted = {alias: (key, name) for alias, (key, name) in aliases.items() if key in keys}
         # An alias of a tool the host does not serve names nothing (rule 7).
-        routes = {alias: (key, name) for alias, (key, name) in aliases.items()
-                  if key in keys and (curation is None or curation.shows(key, name))}
+        routes = {alias: target for alias, target in mounted.items() if curation is None or curation.shows(*target)}
         names: dict[Target, list[str]] = {}
         for alias, target in sorted(routes.items()):
             names.setdefault(target, []).append(alias)
@@ -156,6 +158,7 @@ class Naming:
             uri_routes=uri_routes,
             deeper_uri_prefixes=_deeper(uri_routes),
             curation=curation,
+            hidden_aliases=frozenset(mounted.keys() - routes.keys()),
         )
 
     @property
@@ -184,6 +187,8 @@ class Naming:
         target = self.alias_routes.get(exposed)
         if target is not None:
             return target
+        if self.hidden_aliases and exposed in self.hidden_aliases:
+            return None
         if self.single_key is not None:
             target = (self.single_key, exposed)
         elif _is_tool_name(exposed) is None:

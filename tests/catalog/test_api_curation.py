@@ -78,6 +78,14 @@ def test_hide_and_show_in_bulk(admin_client: Client) -> None:
     assert (shown["added"], shown["still_hidden"]) == (1, [])
     assert ToolRule.objects.filter(virtual_host=host, action="include", map_key="a", pattern="add").exists()
 
+    # A rule of every backend that names the tool is narrowed, not dropped: the other backends' stays hidden.
+    _post(admin_client, f"{base}/tool-rules", {"action": "exclude", "match": "name", "pattern": "ping"})
+    shown = _post(admin_client, f"{base}/tools/show", {"tools": [{"map_key": "a", "tool": "ping"}]}).json()
+    assert (shown["removed"], shown["still_hidden"]) == (1, [])
+    # (a's include rules leave ping out too, so one naming it is added.)
+    assert set(ToolRule.objects.filter(virtual_host=host, pattern="ping").values_list("action", "map_key")) == {
+        ("exclude", "b"), ("include", "a")}
+
     refused = _post(admin_client, f"{base}/tools/hide", {"tools": [{"map_key": "zz", "tool": "echo"}]})
     assert refused.status_code == 400 and "'zz' is not mounted" in refused.json()["detail"]
     assert _post(admin_client, f"{base}/tools/hide", {"tools": []}).status_code == 400

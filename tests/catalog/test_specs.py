@@ -403,3 +403,24 @@ def test_a_recompile_after_the_options_change_is_published_whatever_it_renames(
     backend.refresh_from_db()
     assert backend.active_spec.number == 2 and backend.active_spec.status == SpecVersion.Status.READY
     assert all(len(name) <= 4 for name in tool_names(backend))
+
+
+def test_a_recompile_keeps_a_document_accepted_before_the_standards_rules(
+    django_capture_on_commit_callbacks,
+) -> None:
+    backend = openapi_backend_factory()
+    spec = service_spec()
+    del spec["info"]
+    old = SpecVersion.objects.create(
+        backend=backend, number=1, status=SpecVersion.Status.READY, document=as_json(spec), sha256="0" * 64,
+        size=1, tool_count=13)
+    backend.active_spec = old
+    backend.save(update_fields=["active_spec"])
+    with django_capture_on_commit_callbacks(execute=True):
+        backend_update(backend=backend, kind="openapi", transport=backend.transport, urls=[],
+                       timeout_seconds=backend.timeout_seconds, base_url=backend.base_url,
+                       tool_name_max_length=40, include_deprecated=False)
+    backend.refresh_from_db()
+    recompiled = backend.active_spec
+    assert (recompiled.number, recompiled.status, recompiled.errors) == (2, SpecVersion.Status.READY, [])
+    assert {"pointer": "/info", "message": "the field 'info' is missing; OpenAPI 3.0 requires it"} in recompiled.warnings

@@ -39,7 +39,12 @@ def test_the_section_applies_exports_and_applies_again_unchanged() -> None:
     assert host["tools"] == {"include": [{"glob": "ec*"}, {"name": "add"}], "exclude": [{"name": "echo_twice", "of": "demo"}],
                              "descriptions": {"demo:echo": "Say it back."}}
     assert not config_apply(document=DOCUMENT, prune=True).changed
-    # Leaving the section out removes the curation, like the host's other parts.
+    # Without --prune, what the document leaves out stays (made in the console, say); with it, it goes,
+    # like the host's other parts.
+    config_apply(document=README_EXAMPLE, prune=False)
+    assert len(_stored()[0]) == 3 and len(_stored()[1]) == 1
+    config_apply(document=README_EXAMPLE.replace("tool_aliases: {}", "tools: {exclude: [echo_twice]}"), prune=True)
+    assert _stored() == ((("exclude", "name", "echo_twice", ""),), ())
     config_apply(document=README_EXAMPLE, prune=True)
     assert _stored() == ((), ())
 

@@ -15,6 +15,12 @@ from tests.browser import console_login, docs_screenshot, superuser_factory
 pytestmark = pytest.mark.slow
 
 
+def _settled(page: Page) -> None:
+    """Wait until htmx has settled what it swapped in (its listeners are attached then): a person
+    never acts within those few milliseconds, a test may."""
+    page.wait_for_function("!document.querySelector('.htmx-request, .htmx-settling, .htmx-swapping')")
+
+
 def test_an_admin_curates_a_hosts_tools(transactional_db: None, gateway_url: str, demo_backend_url: str,
                                         page: Page) -> None:
     tenant = factories.tenant_factory()
@@ -26,6 +32,7 @@ def test_an_admin_curates_a_hosts_tools(transactional_db: None, gateway_url: str
     expect(tools.get_by_role("cell", name="echo", exact=True).first).to_be_visible()
 
     # Search as one types: the match in the name comes first.
+    _settled(page)
     tools.get_by_label("Search").fill("echo")
     expect(page.locator("#exposed-tools tbody tr").first).to_contain_text("echo")
     expect(page.locator("#exposed-tools tbody tr")).to_have_count(1)
@@ -37,6 +44,7 @@ def test_an_admin_curates_a_hosts_tools(transactional_db: None, gateway_url: str
     assert ToolRule.objects.filter(virtual_host=host, action="exclude", pattern="echo", map_key="demo").exists()
     tools = page.locator("#exposed-tools")
     expect(tools).to_contain_text("hidden by the rules above")
+    _settled(page)
     tools.get_by_label("Show", exact=True).select_option("hidden")
     expect(page.locator("#exposed-tools tbody tr")).to_have_count(1)
     expect(page.locator("#exposed-tools tbody tr").first).to_contain_text("hidden by the rule exclude name 'echo' of demo")

@@ -109,3 +109,16 @@ def test_a_curated_single_backend_host_is_composed() -> None:
     curated = Naming.build(["only"], {}, Curation.build([rule("exclude", "name", "add")], map_keys=["only"]))
     assert curated.composed
     assert curated.route_tool("add") is None and curated.route_tool("echo") == ("only", "echo")
+
+
+def test_an_alias_of_a_hidden_tool_never_falls_through_to_another_tool() -> None:
+    # Single backend: the alias `search` would otherwise pass through as the backend's own `search`.
+    single = Naming.build(["k"], {"search": ("k", "search_v2")},
+                          Curation.build([rule("exclude", "name", "search_v2")], map_keys=["k"]))
+    assert single.route_tool("search") is None and single.route_tool("search_v2") is None
+    assert single.route_tool("other") == ("k", "other")
+    # Several backends: the alias `b-y` would otherwise split into b's tool `y`.
+    multi = Naming.build(["a", "b"], {"b-y": ("a", "x")}, Curation.build([rule("exclude", "name", "x", "a")],
+                                                                         map_keys=["a", "b"]))
+    assert multi.route_tool("b-y") is None and multi.route_tool("b-z") == ("b", "z")
+    assert multi.tool_names("b", "y") == ()  # and b's `y` is not listed under the alias's name either

@@ -100,7 +100,8 @@ def vhost_tool_options(request: HttpRequest, tenant: Tenant, vhost_id: int) -> H
     virtual_host = vhost_or_404(tenant, vhost_id)
     typed = request.GET.get("q", request.GET.get("upstream_name", ""))[:200]
     key = request.GET.get("key", request.GET.get("map_key", ""))[:32]
-    found = virtual_host_exposed_tools(virtual_host=virtual_host, search=typed, state="all", map_key=key, limit=OPTIONS_MAX)
+    found = virtual_host_exposed_tools(virtual_host=virtual_host, search=typed, state="all", map_key=key,
+                                       limit=OPTIONS_MAX)
     return render(request, "console/vhosts/_tool_options.html", {"tools": found.tools,
                                                                   "list_id": request.GET.get("list", "tool-options")[:40]})
 
