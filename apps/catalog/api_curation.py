@@ -5,8 +5,6 @@ instead of the backends' — what the console's virtual host page does (docs/vir
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.urls import path
@@ -17,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.catalog import selectors
-from apps.catalog.api_vhosts import VirtualHostsAPIView
+from apps.catalog.api_vhosts import VirtualHostsAPIView, description_data, rule_data, serializer_refused
 from apps.catalog.curation import (
     tool_override_delete,
     tool_override_set,
@@ -26,9 +24,9 @@ from apps.catalog.curation import (
     tools_hide,
     tools_show,
 )
-from apps.catalog.models import ToolOverride, ToolRule
+from apps.catalog.models import ToolRule
 from apps.kernel.curation import PATTERN_MAX_LENGTH, ToolRuleSpec
-from apps.tenants.api_base import problem, refused
+from apps.tenants.api_base import refused
 
 
 class ToolRuleSerializer(serializers.Serializer):
@@ -63,20 +61,8 @@ class ToolDescriptionSerializer(serializers.Serializer):
     description = serializers.CharField(trim_whitespace=False)
 
 
-def rule_data(rule: ToolRule) -> dict[str, Any]:
-    return {"id": rule.pk, "action": rule.action, "match": rule.match, "pattern": rule.pattern, "map_key": rule.map_key}
-
-
-def description_data(override: ToolOverride) -> dict[str, str]:
-    return {"map_key": override.map_key, "tool": override.upstream_name, "description": override.description}
-
-
 def _targets(given: ToolsSerializer) -> list[tuple[str, str]]:
     return [(tool["map_key"], tool["tool"]) for tool in given.validated_data["tools"]]
-
-
-def _problems(given: serializers.Serializer) -> Response:
-    return problem("; ".join(f"{field}: {message}" for field, messages in given.errors.items() for message in messages))
 
 
 class ToolRuleListView(VirtualHostsAPIView):
@@ -94,7 +80,7 @@ class ToolRuleListView(VirtualHostsAPIView):
         virtual_host = self.virtual_host(virtual_host_id)
         given = ToolRuleSerializer(data=request.data)
         if not given.is_valid():
-            return _problems(given)
+            return serializer_refused(given)
         data = given.validated_data
         try:
             [rule] = tool_rules_add(virtual_host=virtual_host, rules=[
@@ -124,7 +110,7 @@ class ToolsHideView(VirtualHostsAPIView):
     def post(self, request: Request, tenant: str, virtual_host_id: int) -> Response:
         given = ToolsSerializer(data=request.data)
         if not given.is_valid():
-            return _problems(given)
+            return serializer_refused(given)
         try:
             rules = tools_hide(virtual_host=self.virtual_host(virtual_host_id), tools=_targets(given))
         except ValidationError as exc:
@@ -141,7 +127,7 @@ class ToolsShowView(VirtualHostsAPIView):
     def post(self, request: Request, tenant: str, virtual_host_id: int) -> Response:
         given = ToolsSerializer(data=request.data)
         if not given.is_valid():
-            return _problems(given)
+            return serializer_refused(given)
         try:
             shown = tools_show(virtual_host=self.virtual_host(virtual_host_id), tools=_targets(given))
         except ValidationError as exc:
@@ -166,7 +152,7 @@ class ToolDescriptionListView(VirtualHostsAPIView):
         virtual_host = self.virtual_host(virtual_host_id)
         given = ToolDescriptionSerializer(data=request.data)
         if not given.is_valid():
-            return _problems(given)
+            return serializer_refused(given)
         data = given.validated_data
         try:
             override = tool_override_set(virtual_host=virtual_host, map_key=data["map_key"], upstream_name=data["tool"],

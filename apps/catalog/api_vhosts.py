@@ -21,7 +21,7 @@ from rest_framework.response import Response
 
 from apps.catalog import selectors
 from apps.catalog.connect import KEY_PLACEHOLDER, client_configs, mcp_url, sse_url
-from apps.catalog.models import Backend, VirtualHost
+from apps.catalog.models import Backend, ToolOverride, ToolRule, VirtualHost
 from apps.catalog.services import (
     ToolTarget,
     mount_add,
@@ -106,11 +106,17 @@ def vhost_data(request: Request, virtual_host: VirtualHost) -> dict[str, Any]:
         "allow_anonymous": virtual_host.allow_anonymous, "anonymous_key": virtual_host.anonymous_key_id,
         "mounts": [_mount(m) for m in virtual_host.mounts.all()],
         "aliases": [_alias(a) for a in virtual_host.tool_aliases.all()],
-        "tool_rules": [{"id": r.pk, "action": r.action, "match": r.match, "pattern": r.pattern, "map_key": r.map_key}
-                       for r in virtual_host.tool_rules.all()],
-        "tool_descriptions": [{"map_key": o.map_key, "tool": o.upstream_name, "description": o.description}
-                              for o in virtual_host.tool_overrides.all()],
+        "tool_rules": [rule_data(r) for r in virtual_host.tool_rules.all()],
+        "tool_descriptions": [description_data(o) for o in virtual_host.tool_overrides.all()],
     }
+
+
+def rule_data(rule: ToolRule) -> dict[str, Any]:
+    return {"id": rule.pk, "action": rule.action, "match": rule.match, "pattern": rule.pattern, "map_key": rule.map_key}
+
+
+def description_data(override: ToolOverride) -> dict[str, str]:
+    return {"map_key": override.map_key, "tool": override.upstream_name, "description": override.description}
 
 
 def _mount(mount: Any) -> dict[str, Any]:
@@ -121,7 +127,7 @@ def _alias(alias: Any) -> dict[str, str]:
     return {"alias": alias.alias, "map_key": alias.map_key, "tool": alias.upstream_name}
 
 
-def _problems(given: serializers.Serializer) -> Response:
+def serializer_refused(given: serializers.Serializer) -> Response:
     return problem("; ".join(f"{field}: {message}" for field, messages in given.errors.items() for message in messages))
 
 
@@ -163,7 +169,7 @@ class VirtualHostListView(VirtualHostsAPIView):
     def post(self, request: Request, tenant: str) -> Response:
         given = VirtualHostInputSerializer(data=request.data)
         if not given.is_valid():
-            return _problems(given)
+            return serializer_refused(given)
         data = dict(given.validated_data)
         if "slug" not in data:
             return problem("slug: This field is required.")
@@ -187,7 +193,7 @@ class VirtualHostDetailView(VirtualHostsAPIView):
         virtual_host = self.virtual_host(virtual_host_id)
         given = VirtualHostInputSerializer(data=request.data)
         if not given.is_valid():
-            return _problems(given)
+            return serializer_refused(given)
         data = given.validated_data
         try:
             virtual_host_settings_set(
@@ -222,7 +228,7 @@ class MountListView(VirtualHostsAPIView):
         virtual_host = self.virtual_host(virtual_host_id)
         given = MountSerializer(data=request.data)
         if not given.is_valid():
-            return _problems(given)
+            return serializer_refused(given)
         backend = self.backend(given.validated_data["backend"])
         if backend is None:
             return problem(f"backend: no backend with id {given.validated_data['backend']} in this tenant")
@@ -247,7 +253,7 @@ class MountDetailView(VirtualHostsAPIView):
         virtual_host = self.virtual_host(virtual_host_id)
         given = MountBackendSerializer(data=request.data)
         if not given.is_valid():
-            return _problems(given)
+            return serializer_refused(given)
         backend = self.backend(given.validated_data["backend"])
         if backend is None:
             return problem(f"backend: no backend with id {given.validated_data['backend']} in this tenant")
@@ -286,7 +292,7 @@ class AliasListView(VirtualHostsAPIView):
         virtual_host = self.virtual_host(virtual_host_id)
         given = AliasSerializer(data=request.data)
         if not given.is_valid():
-            return _problems(given)
+            return serializer_refused(given)
         data = given.validated_data
         try:
             alias = tool_alias_set(

@@ -82,7 +82,7 @@ def _spec_and_credential(backend: Backend, spec: BackendSpec, base_dir: Path | N
             document = file.read_bytes()
         except OSError as error:
             raise ValidationError({"spec": f"cannot read {str(file)!r}: {error.strerror}"}) from None
-        latest = backend.spec_versions.order_by("-number").values("sha256", "status", "number").first()
+        latest = backend.spec_versions.order_by("-number").values("pk", "sha256", "status", "number").first()
         if latest is None or latest["sha256"] != hashlib.sha256(document).hexdigest():
             version = spec_upload(backend=backend, document=document, filename=file.name, uploaded_by="config",
                                   allow_removals=spec.allow_removals)
@@ -92,6 +92,8 @@ def _spec_and_credential(backend: Backend, spec: BackendSpec, base_dir: Path | N
             version = spec_version_publish(backend=backend, number=latest["number"])
             uploaded.append(version.pk)
             details.append(f"held spec v{version.number} published")
+        elif latest["status"] == SpecVersion.Status.HELD:
+            uploaded.append(latest["pk"])  # still held: reported (and failing) on every apply until confirmed
     if (change := credential_reconcile(backend=backend, spec=spec.credential)) is not None:
         details.append(change)
     return details

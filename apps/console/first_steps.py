@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef
 from django.urls import reverse
-from django.utils import timezone
 
 from apps.audit.models import AuditMinute
 from apps.catalog.models import Backend, VirtualHost
 from apps.tenants.models import ApiKey, Tenant
+from apps.tenants.selectors import api_key_usable
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,7 @@ class FirstStep:
 
 def first_steps_list(*, tenant: Tenant) -> list[FirstStep]:
     """The steps, in order, each done or not (one query)."""
-    live_keys = ApiKey.objects.filter(tenant=OuterRef("pk"), revoked_at__isnull=True).filter(
-        Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+    live_keys = ApiKey.objects.filter(api_key_usable(), tenant=OuterRef("pk"))
     found = Tenant.objects.filter(pk=tenant.pk).values(
         backend=Exists(Backend.objects.filter(tenant=OuterRef("pk"))),
         vhost=Exists(VirtualHost.objects.filter(tenant=OuterRef("pk"), mounts__isnull=False)),

@@ -133,6 +133,8 @@ class _JsonField(forms.CharField):
             parsed = json.loads(text)
         except ValueError as exc:
             raise forms.ValidationError(f"This is not JSON: {exc}.") from None
+        except RecursionError:
+            raise forms.ValidationError("This JSON is nested too deeply.") from None
         expected = {"array": list, "object": dict}.get(self.json_type)
         if expected is not None and not isinstance(parsed, expected):
             raise forms.ValidationError(f"Write a JSON {self.json_type} here.")

@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from apps.catalog.models import VirtualHost
@@ -32,12 +31,12 @@ from apps.gateway.protocol.versions import (
     META_PROTOCOL_VERSION,
 )
 from apps.gateway.wiring import gateway
-from apps.kernel.identity import Principal
+from apps.kernel.identity import CONSOLE_KEY_PREFIX, Principal
 from apps.policies.selectors import budgets_effective
 from apps.tenants.models import ApiKey, Tenant
 
 #: A test identity's key name is this and the user's username.
-TEST_IDENTITY_PREFIX = "console:"
+TEST_IDENTITY_PREFIX = CONSOLE_KEY_PREFIX
 #: The budget scope of test identities (only the plan's caps apply: no budget can be stored for it).
 TEST_IDENTITY_SCOPE = "console"
 #: Test identities' key ids lie below this: never an API key's (positive) nor an access token's
@@ -90,13 +89,6 @@ class TryResult:
     def error(self) -> Mapping[str, Any] | None:
         found = (self.response or {}).get("error")
         return found if isinstance(found, Mapping) else None
-
-
-def usable_api_key_list(*, tenant: Tenant) -> QuerySet[ApiKey]:
-    """The tenant's keys that may call now (neither revoked nor expired), by name."""
-    return (ApiKey.objects.filter(tenant=tenant, revoked_at__isnull=True)
-            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
-            .select_related("team").order_by("name", "pk"))
 
 
 def tool_try_hosts_list(*, tenant: Tenant, backend_id: int, upstream_name: str) -> list[TryHost]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: Key names starting with this are the console's test identities (`console:<username>`, the tool
+#: tester's own caller): no API key may take one, so access rules naming one mean only that user.
+CONSOLE_KEY_PREFIX = "console:"
 
 @dataclass(frozen=True, slots=True)
 class Limit:

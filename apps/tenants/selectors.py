@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
 
 from apps.tenants.access import Access, tenant_list_for
 from apps.tenants.keys import key_hash
@@ -27,6 +28,16 @@ def team_list(*, tenant: Tenant) -> QuerySet[Team]:
 def api_key_list(*, tenant: Tenant) -> QuerySet[ApiKey]:
     """All the tenant's keys, revoked and expired ones included."""
     return ApiKey.objects.filter(tenant=tenant).select_related("team").order_by("name")
+
+
+def api_key_usable() -> Q:
+    """Keys that may call now: neither revoked nor expired (for a filter, or an `Exists` subquery)."""
+    return Q(revoked_at__isnull=True) & (Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+
+
+def api_key_usable_list(*, tenant: Tenant) -> QuerySet[ApiKey]:
+    """The tenant's keys that may call now, by name."""
+    return ApiKey.objects.filter(api_key_usable(), tenant=tenant).select_related("team").order_by("name", "pk")
 
 
 def api_key_get_by_secret(*, secret: str) -> ApiKey | None:

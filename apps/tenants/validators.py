@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from django.core.exceptions import ValidationError
 
 from apps.common.url_guard import url_address_validate
+from apps.kernel.identity import CONSOLE_KEY_PREFIX
 from apps.kernel.problems import FieldProblem
 from apps.tenants.keys import key_secret_problem
 from apps.tenants.models import ApiKey, Tenant, TokenIssuer, slug_validator
@@ -102,6 +103,9 @@ def api_key_check(fields: ApiKeyFields) -> list[FieldProblem]:
     """What is wrong with a key as `fields` describe it (empty: nothing). Scopes are a set: one
     given twice is kept once."""
     problems = _name_problems("name", fields.name, KEY_NAME_MAX_LENGTH)
+    if isinstance(fields.name, str) and fields.name.startswith(CONSOLE_KEY_PREFIX):
+        problems.append(FieldProblem("name", f"key names starting with {CONSOLE_KEY_PREFIX!r} are the console's test "
+                                             "identities; choose another name"))
     scopes = fields.scopes
     if isinstance(scopes, (str, bytes)) or not isinstance(scopes, Sequence):
         problems.append(FieldProblem("scopes", "scopes must be a list of scopes"))

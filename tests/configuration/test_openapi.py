@@ -176,6 +176,10 @@ def test_a_spec_removing_most_tools_is_held_until_applied_again_with_allow_remov
     version = SpecVersion.objects.get(pk=held.spec_versions[0])
     assert version.status == SpecVersion.Status.HELD and backend.active_spec.number == 1
     assert Tool.objects.filter(backend=backend).count() == 13
+    # The same file again without the flag: still held, and said again (not a silent success).
+    with django_capture_on_commit_callbacks(execute=True):
+        again = config_apply(document=DOCUMENT, prune=False, base_dir=folder)
+    assert again.spec_versions == (version.pk,) and SpecVersion.objects.filter(backend=backend).count() == 2
     # The same file again, now allowed (the flag of the command): the held version is published.
     with django_capture_on_commit_callbacks(execute=True):
         allowed = config_apply(document=DOCUMENT, prune=False, base_dir=folder, allow_removals=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -352,3 +353,18 @@ def test_every_user_manages_their_own_tokens(client: Client, django_user_model: 
     token.refresh_from_db()
     theirs.refresh_from_db()
     assert token.revoked_at is not None and theirs.revoked_at is None
+
+
+def test_a_secret_whose_page_is_never_opened_is_forgotten(
+    client: Client, tenant: Tenant, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from apps.console import shown_once
+
+    client.force_login(admin)
+    posted = client.post("/console/t/acme/keys/new/", {"name": "ci", "scopes": ""})
+    later = time.time() + shown_once.SHOWN_ONCE_SECONDS + 1
+    monkeypatch.setattr(shown_once.time, "time", lambda: later)
+    page = client.get(posted["Location"]).content.decode()
+    assert "was shown once" in page and "mgw_" not in page
+    session = SessionStore(session_key=client.cookies[settings.SESSION_COOKIE_NAME].value)
+    assert session.load().get("console:shown-once") == {}  # nothing of it is left in the session

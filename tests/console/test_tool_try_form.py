@@ -106,6 +106,7 @@ def test_filled_fields_become_typed_arguments_and_empty_optional_ones_are_not_se
     ({"city": "Oslo", "days": "2", "ratio": "inf"}, "ratio", "finite"),
     ({"city": "Oslo", "days": "2", "tags": "[1,"}, "tags", "not JSON"),
     ({"city": "Oslo", "days": "2", "tags": '{"a": 1}'}, "tags", "JSON array"),
+    ({"city": "Oslo", "days": "2", "tags": "[" * 100_000 + "]" * 100_000}, "tags", "nested too deeply"),
     ({"city": "Oslo", "days": "2", "units": '"kelvin"'}, "units", "valid choice"),
 ])
 def test_a_value_of_the_wrong_type_is_refused_with_its_field_named(values: dict[str, str], field: str, words: str) -> None:

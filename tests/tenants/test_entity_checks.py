@@ -64,6 +64,9 @@ def test_the_checks_pass_good_values_and_name_each_wrong_field() -> None:
                                        expires_at=datetime(2030, 1, 1)))  # noqa: DTZ001 - the point
     assert [p.field for p in wrong] == ["name", "scopes", "secret", "expires_at"]
     assert api_key_check(ApiKeyFields(name="ci", expires_at=datetime(2030, 1, 1, tzinfo=UTC))) == []
+    # The console's test identities are `console:<username>`: no key may pass for one.
+    assert [p.message for p in api_key_check(ApiKeyFields(name="console:alice"))] == [
+        "key names starting with 'console:' are the console's test identities; choose another name"]
     assert plan_check(PlanFields(name="gold", daily=0, monthly=None)) == []
     wrong = plan_check(PlanFields(name="Gold", daily=True, monthly=-1, limits_editable="no"))
     assert [p.field for p in wrong] == ["name", "daily", "monthly", "limits_editable"]

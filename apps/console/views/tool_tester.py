@@ -30,9 +30,9 @@ from apps.gateway.tool_tester import (
     TryResult,
     tool_call_try,
     tool_try_hosts_list,
-    usable_api_key_list,
 )
 from apps.tenants.models import Tenant
+from apps.tenants.selectors import api_key_usable_list
 
 #: Characters of a request body the page shows.
 MAX_BODY_CHARS = 64 * 1024
@@ -82,7 +82,7 @@ def _prepare(request: HttpRequest, tenant: Tenant, find: Finder, object_id: int)
     if tool is None:
         raise Http404(f"no tool with id {object_id}")
     hosts = tool_try_hosts_list(tenant=tenant, backend_id=tool.backend.pk, upstream_name=tool.name)
-    keys = {str(key.pk): key for key in usable_api_key_list(tenant=tenant)}
+    keys = {str(key.pk): key for key in api_key_usable_list(tenant=tenant)}
     username = request.user.get_username()
     callers = [(ME, f"me: my test identity ({TEST_IDENTITY_PREFIX}{username})"),
                *((pk, f"key {key.name}" + (f" (team {key.team.slug})" if key.team else "")) for pk, key in keys.items())]
