@@ -19,7 +19,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from apps.catalog.models import VirtualHost
+from apps.catalog.models import EgressIdentity, VirtualHost
 from apps.catalog.openapi.outgoing import Exchange, exchanges
 from apps.catalog.selectors import virtual_host_naming_get
 from apps.gateway.pipeline.ports import StoreUnavailable
@@ -117,13 +117,20 @@ def console_principal(*, tenant: Tenant, username: str, user_id: int) -> Princip
     )
 
 
-def _key_refusal(key: ApiKey, tenant: Tenant) -> str | None:
+def _key_refusal(key: ApiKey, tenant: Tenant, *, backend_id: int, user_id: int) -> str | None:
     if key.tenant_id != tenant.pk:
         return "That key belongs to another tenant."
     if key.revoked_at is not None:
         return f"The key {key.name!r} is revoked: it cannot call."
     if key.expires_at is not None and key.expires_at <= timezone.now():
         return f"The key {key.name!r} has expired: it cannot call."
+    # A key with its own secret for the backend (one per caller: a person's token) sends that secret:
+    # only the key's owner may try tools with it.
+    if key.owner_id != user_id and EgressIdentity.objects.filter(
+        credential__backend_id=backend_id, subject_kind=EgressIdentity.Subject.KEY, subject_name=key.name,
+    ).exists():
+        return (f"The key {key.name!r} has its own credential for this backend: only its owner may try tools "
+                "with it. Try as yourself, or as another key.")
     return None
 
 
@@ -145,7 +152,8 @@ async def tool_call_try(
     loop of the gateway that serves MCP clients in this process (an async view's). TryRefused when
     the call cannot be made: the host, the mount or the tool is not served (as the gateway sees the
     configuration now), or the key may not call."""
-    if key is not None and (refusal := _key_refusal(key, tenant)) is not None:
+    if key is not None and (refusal := await sync_to_async(_key_refusal)(
+            key, tenant, backend_id=backend_id, user_id=user_id)) is not None:
         raise TryRefused(refusal)
     instance = gateway()
     try:

@@ -118,3 +118,22 @@ async def test_a_revoked_key_or_one_the_gateway_no_longer_knows_cannot_call(worl
     with pytest.raises(TryRefused, match="'agent' is revoked: it cannot call"):
         await _try(world, key=await database_sync_to_async(lambda: type(key).objects.get(pk=key.pk))())
     assert world["server"].calls == [] and world["audit"].entries == []
+
+
+async def test_a_key_with_its_own_credential_for_the_backend_is_its_owners_to_try(world: dict) -> None:
+    from apps.catalog.credentials import IdentitySecret, egress_credential_set
+    from tests.factories import backend_factory
+
+    def personal() -> int:
+        backend = backend_factory(tenant=world["tenant"])
+        egress_credential_set(backend=backend, kind="bearer", source="per_identity",
+                              identities=[IdentitySecret("key", "agent", "alice-personal-token")])
+        return backend.pk
+
+    backend_id = await database_sync_to_async(personal)()
+    snapshot = world["snapshot"]
+    snapshot.host = replace(snapshot.host, mounts=MappingProxyType(
+        {**snapshot.host.mounts, "calc": replace(snapshot.host.mounts["calc"], id=backend_id)}), naming=None)
+    with pytest.raises(TryRefused, match="has its own credential for this backend: only its owner"):
+        await _try(world, backend_id=backend_id, user_id=(world["key"].owner_id or 0) + 1000)  # not its owner
+    assert world["server"].calls == [] and world["audit"].entries == []
