@@ -58,6 +58,7 @@ from apps.catalog.curation import tool_rules_add  # noqa: E402
 from apps.catalog.models import Backend, Tool, VirtualHost  # noqa: E402
 from apps.catalog.services import backend_create, virtual_host_create  # noqa: E402
 from apps.catalog.specs import spec_upload  # noqa: E402
+from apps.gateway.exposure import exposed_tools_forget  # noqa: E402
 from apps.kernel.curation import ToolRuleSpec  # noqa: E402
 from apps.tenants.models import ApiKey, Tenant  # noqa: E402
 from apps.tenants.services import api_key_issue, membership_set, team_create, tenant_create  # noqa: E402
@@ -180,6 +181,7 @@ def pages(tenant: Tenant) -> dict[str, str]:
         f"virtual host ({every.mounts.count()} mounts)": reverse("console:vhost-detail",
                                                                kwargs={**t, "vhost_id": every.pk}),
         "its tools, first page": every_tools,
+        "its tools, first page, right after a configuration change": every_tools + "?cold=1",
         "its tools, page 200": every_tools + "?page=200",
         "its tools, search 'vpc'": every_tools + "?q=vpc",
         "its tools, hidden": every_tools + "?state=hidden",
@@ -202,6 +204,8 @@ def measure(client: Client, urls: dict[str, str], repeat: int) -> dict[str, tupl
     with override_settings(DEBUG=True):  # to count queries
         for _ in range(repeat):
             for label, url in urls.items():
+                if url.endswith("cold=1"):
+                    exposed_tools_forget()  # as a configuration change makes every instance do
                 reset_queries()
                 started = time.perf_counter()
                 response = client.get(url)
