@@ -48,6 +48,7 @@ def test_an_admin_curates_a_hosts_tools(transactional_db: None, gateway_url: str
     tools.get_by_label("Show", exact=True).select_option("hidden")
     expect(page.locator("#exposed-tools tbody tr")).to_have_count(1)
     expect(page.locator("#exposed-tools tbody tr").first).to_contain_text("hidden by the rule exclude name 'echo' of demo")
+    page.evaluate("window.scrollBy(0, document.getElementById('curation-heading').getBoundingClientRect().top - 16)")
     docs_screenshot(page, "console-virtual-host-curation")
 
     # Serve it again.
