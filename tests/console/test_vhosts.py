@@ -162,3 +162,38 @@ def test_every_form_needs_the_csrf_token(admin_user: Any) -> None:
 def test_anonymous_visitors_go_to_the_login(client: Client) -> None:
     host = virtual_host_factory()
     assert client.get(f"{_base(host.tenant)}{host.pk}/")["Location"].startswith("/console/login/")
+
+
+def test_a_hosts_tools_are_paged_and_searched_on_the_server(
+    admin_client: Client, django_capture_on_commit_callbacks: Any,
+) -> None:
+    import json
+    import re
+
+    from apps.catalog.specs import spec_upload
+    from tests.factories import openapi_backend_factory
+
+    tenant = tenant_factory()
+    api = openapi_backend_factory(tenant=tenant)
+    paths = {f"/r{i}": {"get": {"operationId": f"op{i:03}", "summary": f"Operation {i}.",
+                                "responses": {"200": {"description": "ok"}}}} for i in range(120)}
+    paths["/vpcs"] = {"get": {"operationId": "describeVpcs", "summary": "List them.", "responses": {"200": {"description": "ok"}}}}
+    paths["/other"] = {"get": {"operationId": "acceptTransfer", "summary": "Accept a VPC transfer.",
+                               "responses": {"200": {"description": "ok"}}}}
+    document = {"openapi": "3.0.3", "info": {"title": "Many", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}],
+                "paths": paths}
+    with django_capture_on_commit_callbacks(execute=True):
+        spec_upload(backend=api, document=json.dumps(document).encode(), filename="many.json")
+    host = virtual_host_factory(tenant=tenant, mounts={"api": api})
+    url = f"{_base(tenant)}{host.pk}/tools/"
+
+    def names(page: str) -> list[str]:
+        return re.findall(r"<td><code>([^<]+)</code></td>\s*<td><code>api</code>", page)
+
+    second = admin_client.get(url, {"page": 2}).content.decode()
+    assert names(second) == [f"op{i:03}" for i in range(48, 98)]  # by name: acceptTransfer, describeVpcs first
+    assert "Page 2 of 3 (122 in all)" in second
+    past = admin_client.get(url, {"page": 99}).content.decode()  # past the end: the last page
+    assert "Page 3 of 3" in past and names(past)[-1] == "op119"
+    # A search ranks a match in the name before one in the description only.
+    assert names(admin_client.get(url, {"q": "vpc"}).content.decode()) == ["describeVpcs", "acceptTransfer"]

@@ -32,7 +32,7 @@ from apps.catalog.curation import (
 from apps.catalog.models import ToolRule, VirtualHost
 from apps.catalog.services import ToolTarget, tool_alias_set
 from apps.console.access import console_view
-from apps.gateway.exposure import STATES, virtual_host_exposed_tools
+from apps.gateway.exposure import STATES, ExposedTools, virtual_host_exposed_tools
 from apps.kernel.curation import PATTERN_MAX_LENGTH, ToolRuleSpec
 from apps.tenants.models import Tenant
 
@@ -76,6 +76,24 @@ def _back(tenant: Tenant, virtual_host: VirtualHost, listing: dict[str, str]) ->
     return redirect(f"{url}{'?' + query if query else ''}#tools-heading")
 
 
+class _OnePage:
+    """One page of a host's tools, as Django's Paginator takes a list: counted in full, sliced to it."""
+
+    def __init__(self, exposed: ExposedTools) -> None:
+        self._exposed = exposed
+
+    def count(self) -> int:
+        return self._exposed.count
+
+    def __getitem__(self, _: slice) -> list[Any]:
+        return self._exposed.tools
+
+
+def _page_of_tools(virtual_host: VirtualHost, listing: dict[str, str], number: int) -> ExposedTools:
+    return virtual_host_exposed_tools(virtual_host=virtual_host, search=listing["q"], state=listing["state"],
+                                      map_key=listing["key"], offset=(number - 1) * PAGE_SIZE, limit=PAGE_SIZE)
+
+
 @require_GET
 @console_view()
 def vhost_tools(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpResponse:
@@ -83,9 +101,12 @@ def vhost_tools(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpResp
     all), `key` (one map key), `page`."""
     virtual_host = vhost_or_404(tenant, vhost_id)
     listing = _listing(request)
-    exposed = virtual_host_exposed_tools(virtual_host=virtual_host, search=listing["q"], state=listing["state"],
-                                         map_key=listing["key"])
-    page = Paginator(exposed.tools, PAGE_SIZE).get_page(listing["page"])
+    number = int(listing["page"]) if listing["page"].isdigit() and int(listing["page"]) > 0 else 1
+    exposed = _page_of_tools(virtual_host, listing, number)
+    last = max(1, -(-exposed.count // PAGE_SIZE))
+    if number > last:  # past the end: the last page, as the console's other lists do
+        number, exposed = last, _page_of_tools(virtual_host, listing, last)
+    page = Paginator(_OnePage(exposed), PAGE_SIZE).page(number)
     return render(request, "console/vhosts/_exposed.html", {
         "vhost": virtual_host, "exposed": exposed, "page_obj": page, "listing": listing,
         "states": STATES, "bulk_max": BULK_MAX,
