@@ -5,6 +5,7 @@ dropped names, the host's curation), plus the host's tool_search when it has one
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -12,14 +13,12 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from operator import itemgetter
 
-import redis
 from django.db.models.functions import Left
 
 from apps.catalog.curation import rule_describe
-from apps.catalog.models import Backend, Tool, VirtualHost
+from apps.catalog.models import Backend, Tool, ToolAlias, ToolOverride, ToolRule, VirtualHost
 from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective, virtual_host_naming_get
 from apps.catalog.tool_selectors import tool_match_rank, tool_search_words
-from apps.common.config_version import CONFIG_VERSION_KEY
 from apps.common.redis import redis_client
 from apps.gateway.tool_lists import mcp_tools_fetch
 
@@ -104,9 +103,8 @@ class _Listing:
     hidden: list[_Row]  # by map key and name
     dropped: list[DroppedTool]
     unavailable: dict[str, str]
-    tool_search: str
     expires: float
-    version: bytes | None
+    inputs: str  # `_inputs`'s digest of what it was made of
     #: id(row) -> its names and description in lower case, for a search's first pass (made by the first search)
     text: dict[int, str] = field(default_factory=dict)
 
@@ -119,6 +117,7 @@ _Row = tuple[str, str, str, str, str, bool, str]
 #: Listings kept by this process, newest last: a search as one types re-reads none of 20,000 tools.
 _LISTINGS: OrderedDict[int, _Listing] = OrderedDict()
 _LISTED_TOOLS_MAX = 100_000  # tools kept over all hosts
+_STILL_SECONDS = 3600  # a listing of OpenAPI backends only: kept while its inputs stay the same
 
 
 def virtual_host_exposed_tools(
@@ -128,9 +127,14 @@ def virtual_host_exposed_tools(
     """The tools `virtual_host` serves now (`state` served), hides (hidden) or both (all), as the
     gateway names them (see module docstring), perhaps of one `map_key`; with a `search`, only those
     whose names or description hold every word, most relevant first (`tool_match_rank`); then
-    `limit` of them from `offset`. A host's listing is worked out once per configuration version
-    and at most every LIST_CACHE_SECONDS (what MCP servers list changes without one)."""
-    listing = _listing(virtual_host)
+    `limit` of them from `offset`. A host's listing is worked out again only when what it is made
+    of changes (`_inputs`), and at most every LIST_CACHE_SECONDS when it mounts an MCP server
+    (whose list changes without that)."""
+    listing, backend_ids = _listing(virtual_host)
+    mode = tool_search_mode_effective(  # (not kept with the listing: the index's size moves it)
+        mode=virtual_host.tool_search, backend_ids=backend_ids,
+        indexed=indexed_tool_counts_get(tenant_id=virtual_host.tenant_id) if virtual_host.tool_search == VirtualHost.ToolSearch.AUTO else {},
+    )
     served = [row for row in listing.served if row[1] == map_key] if map_key else listing.served
     hidden = [row for row in listing.hidden if row[1] == map_key] if map_key else listing.hidden
     chosen = {"served": served, "hidden": hidden, "all": served + hidden}[state if state in STATES else "served"]
@@ -148,7 +152,7 @@ def virtual_host_exposed_tools(
     return ExposedTools(
         tools=[ExposedTool(*row) for row in chosen[offset : None if limit is None else offset + limit]],
         dropped=[d for d in listing.dropped if not map_key or d.map_key == map_key], unavailable=unavailable,
-        tool_search=listing.tool_search, count=len(chosen), served=len(served), hidden=len(hidden),
+        tool_search=virtual_host.tool_search_name if mode != VirtualHost.ToolSearch.OFF else "", count=len(chosen), served=len(served), hidden=len(hidden),
     )
 
 
@@ -157,34 +161,41 @@ def exposed_tools_forget() -> None:
     _LISTINGS.clear()
 
 
-def _version() -> bytes | None:
-    try:
-        return redis_client().get(CONFIG_VERSION_KEY)
-    except (redis.RedisError, OSError):
-        return None
+def _inputs(virtual_host: VirtualHost) -> tuple[str, bool, list[int]]:
+    """A digest of everything a host's listing is made of as stored — its mounts (with each backend's
+    active spec and last change), aliases, rules and descriptions — and whether it mounts an MCP
+    server (whose list changes without any of them), and the backends' ids. Four small queries: a
+    change to another host or tenant leaves the listing as it is."""
+    mounts = list(virtual_host.mounts.order_by("map_key").values_list(
+        "map_key", "backend_id", "backend__kind", "backend__active_spec_id", "backend__updated_at"))
+    parts = (
+        mounts,
+        list(ToolAlias.objects.filter(virtual_host=virtual_host).order_by("alias").values_list("alias", "map_key", "upstream_name")),
+        list(ToolRule.objects.filter(virtual_host=virtual_host).order_by("pk").values_list("action", "match", "pattern", "map_key")),
+        list(ToolOverride.objects.filter(virtual_host=virtual_host).order_by("pk").values_list(
+            "map_key", "upstream_name", "description")),
+    )
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=16).hexdigest()
+    return digest, any(kind == Backend.Kind.MCP for _, _, kind, _, _ in mounts), [m[1] for m in mounts]
 
 
-def _listing(virtual_host: VirtualHost) -> _Listing:
-    version = _version()
+def _listing(virtual_host: VirtualHost) -> tuple[_Listing, list[int]]:
+    inputs, live, backend_ids = _inputs(virtual_host)
     kept = _LISTINGS.get(virtual_host.pk)
-    if kept is not None and version is not None and kept.version == version and kept.expires > time.monotonic():
+    if kept is not None and kept.inputs == inputs and kept.expires > time.monotonic():
         _LISTINGS.move_to_end(virtual_host.pk)
-        return kept
-    listing = _listing_build(virtual_host, version)
+        return kept, backend_ids
+    listing = _listing_build(virtual_host, inputs, live)
     _LISTINGS[virtual_host.pk] = listing
     while sum(len(k.served) + len(k.hidden) for k in _LISTINGS.values()) > _LISTED_TOOLS_MAX and len(_LISTINGS) > 1:
         _LISTINGS.popitem(last=False)
-    return listing
+    return listing, backend_ids
 
 
-def _listing_build(virtual_host: VirtualHost, version: bytes | None) -> _Listing:
+def _listing_build(virtual_host: VirtualHost, inputs: str, live: bool) -> _Listing:
     mounts = {m.map_key: m.backend for m in virtual_host.mounts.select_related("backend")}
     naming = virtual_host_naming_get(virtual_host=virtual_host)
     curation = naming.curation
-    mode = tool_search_mode_effective(
-        mode=virtual_host.tool_search, backend_ids=(b.pk for b in mounts.values()),
-        indexed=indexed_tool_counts_get(tenant_id=virtual_host.tenant_id) if virtual_host.tool_search == VirtualHost.ToolSearch.AUTO else {},
-    )
     dropped: list[DroppedTool] = []
     unavailable: dict[str, str] = {}
     served: list[_Row] = []
@@ -217,6 +228,6 @@ def _listing_build(virtual_host: VirtualHost, version: bytes | None) -> _Listing
     hidden.sort(key=itemgetter(1, 3))
     return _Listing(
         served=served, hidden=hidden, dropped=dropped, unavailable=unavailable,
-        tool_search=virtual_host.tool_search_name if mode != VirtualHost.ToolSearch.OFF else "",
-        expires=time.monotonic() + (LIST_CACHE_SECONDS if not unavailable else 0), version=version,
+        # An OpenAPI backend's tools change only with its active spec (in `inputs`); an MCP server's any time.
+        expires=time.monotonic() + (0 if unavailable else LIST_CACHE_SECONDS if live else _STILL_SECONDS), inputs=inputs,
     )

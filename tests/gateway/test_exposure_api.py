@@ -3,6 +3,8 @@ an MCP backend's tools asked of the real demo backend."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.test import Client
 
@@ -54,3 +56,26 @@ def test_exposed_tools_are_curated_searched_and_paged(admin_client: Client, demo
         t["name"] for t in served["tools"]][1:3]
     for bad in ({"state": "gone"}, {"limit": 0}, {"limit": "x"}, {"offset": -1}):
         assert admin_client.get(url, bad).status_code == 400, bad
+
+
+def test_a_hosts_listing_is_worked_out_again_only_when_what_it_is_made_of_changes(
+    django_capture_on_commit_callbacks: Any, django_assert_max_num_queries: Any,
+) -> None:
+    from apps.catalog.curation import tools_hide
+    from apps.catalog.specs import spec_upload
+    from apps.gateway.exposure import virtual_host_exposed_tools
+    from tests.backends.specs import as_json, service_spec
+    from tests.factories import openapi_backend_factory
+
+    tenant = tenant_factory()
+    api = openapi_backend_factory(tenant=tenant)
+    with django_capture_on_commit_callbacks(execute=True):
+        spec_upload(backend=api, document=as_json(service_spec()), filename="s.json")
+    host = virtual_host_factory(tenant=tenant, mounts={"api": api})
+    first = virtual_host_exposed_tools(virtual_host=host)
+    virtual_host_factory()  # another tenant's change
+    with django_assert_max_num_queries(5):  # what the listing is made of, and the tool_search mode: no tool rows
+        assert virtual_host_exposed_tools(virtual_host=host) == first
+    tools_hide(virtual_host=host, tools=[("api", first.tools[0].upstream_name)])
+    after = virtual_host_exposed_tools(virtual_host=host)
+    assert after.served == first.served - 1 and after.hidden == 1
