@@ -181,7 +181,7 @@ def pages(tenant: Tenant) -> dict[str, str]:
         f"virtual host ({every.mounts.count()} mounts)": reverse("console:vhost-detail",
                                                                kwargs={**t, "vhost_id": every.pk}),
         "its tools, first page": every_tools,
-        "its tools, first page, right after a configuration change": every_tools + "?cold=1",
+        "its tools, first page, right after a change of its curation": every_tools + "?cold=1",
         "its tools, page 200": every_tools + "?page=200",
         "its tools, search 'vpc'": every_tools + "?q=vpc",
         "its tools, hidden": every_tools + "?state=hidden",
@@ -205,7 +205,7 @@ def measure(client: Client, urls: dict[str, str], repeat: int) -> dict[str, tupl
         for _ in range(repeat):
             for label, url in urls.items():
                 if url.endswith("cold=1"):
-                    exposed_tools_forget()  # as a configuration change makes every instance do
+                    exposed_tools_forget()  # as a change of the host makes every instance do
                 reset_queries()
                 started = time.perf_counter()
                 response = client.get(url)

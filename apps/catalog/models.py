@@ -1,3 +1,4 @@
+from django.contrib.postgres.indexes import GinIndex
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Value
@@ -359,6 +360,8 @@ class Tool(models.Model):
     class Meta:
         ordering = ["backend", "name"]
         constraints = [models.UniqueConstraint(fields=["spec_version", "name"], name="tool_unique_name_per_spec")]
+        # A host's curation by tag asks for the tools carrying a tag (`tags @> '["x"]'`) when snapshots load.
+        indexes = [GinIndex(fields=["tags"], opclasses=["jsonb_path_ops"], name="tool_tags")]
 
     def __str__(self) -> str:
         return f"{self.backend}:{self.name}"

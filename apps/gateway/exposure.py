@@ -85,13 +85,29 @@ def backend_tools_describe(*, backend: Backend) -> list[tuple[str, str]]:
     return tools
 
 
-def _catalog_tools(backend_ids: list[int]) -> dict[int, list[tuple[str, str]]]:
-    """The OpenAPI backends' compiled tools as `backend_tools_describe` gives them, in one query."""
-    found: dict[int, list[tuple[str, str]]] = {}
-    rows = Tool.objects.filter(backend_id__in=backend_ids).order_by("backend_id", "name").annotate(
-        summary=Left("description", SUMMARY_CHARS)).values_list("backend_id", "name", "summary")
-    for backend_id, name, summary in rows:
-        found.setdefault(backend_id, []).append((name, summary))
+#: The tools of spec versions this process has read, by version id, least recently used first: a
+#: version's tools never change, so a host's listing worked out again reads only new versions.
+_SPEC_TOOLS: OrderedDict[int, list[tuple[str, str]]] = OrderedDict()
+_SPEC_TOOLS_MAX = 60_000  # tools kept over all versions (each ~0.3 KiB)
+
+
+def _catalog_tools(spec_version_ids: list[int]) -> dict[int, list[tuple[str, str]]]:
+    """The tools of these spec versions (OpenAPI backends' active ones) as `backend_tools_describe`
+    gives them, by version id; those not kept read in one query."""
+    found = {version: _SPEC_TOOLS[version] for version in spec_version_ids if version in _SPEC_TOOLS}
+    for version in found:
+        _SPEC_TOOLS.move_to_end(version)
+    missing = [version for version in spec_version_ids if version not in found]
+    if missing:
+        read: dict[int, list[tuple[str, str]]] = {version: [] for version in missing}
+        rows = Tool.objects.filter(spec_version_id__in=missing).order_by("spec_version_id", "name").annotate(
+            summary=Left("description", SUMMARY_CHARS)).values_list("spec_version_id", "name", "summary")
+        for version, name, summary in rows:
+            read[version].append((name, summary))
+        found.update(read)
+        _SPEC_TOOLS.update(read)
+        while sum(map(len, _SPEC_TOOLS.values())) > _SPEC_TOOLS_MAX and len(_SPEC_TOOLS) > 1:
+            _SPEC_TOOLS.popitem(last=False)
     return found
 
 
@@ -157,7 +173,8 @@ def virtual_host_exposed_tools(
 
 
 def exposed_tools_forget() -> None:
-    """Drop this process's listings (the next request of each host works its listing out again)."""
+    """Drop this process's listings (the next request of each host works its listing out again; the
+    tools of spec versions it has read stay: they never change)."""
     _LISTINGS.clear()
 
 
@@ -200,10 +217,11 @@ def _listing_build(virtual_host: VirtualHost, inputs: str, live: bool) -> _Listi
     unavailable: dict[str, str] = {}
     served: list[_Row] = []
     hidden: list[_Row] = []
-    catalog = _catalog_tools([backend.pk for backend in mounts.values() if backend.kind == Backend.Kind.OPENAPI])
+    catalog = _catalog_tools([backend.active_spec_id for backend in mounts.values()
+                              if backend.kind == Backend.Kind.OPENAPI and backend.active_spec_id is not None])
     for key, backend in sorted(mounts.items()):
         try:
-            tools = catalog.get(backend.pk, []) if backend.kind == Backend.Kind.OPENAPI else (
+            tools = catalog.get(backend.active_spec_id or 0, []) if backend.kind == Backend.Kind.OPENAPI else (
                 backend_tools_describe(backend=backend))
         except Exception as exc:  # noqa: BLE001 - unreachable, refusing, malformed: say so, show the rest
             log.info("tools of backend %s not listed for the preview: %s", backend.name, exc)
