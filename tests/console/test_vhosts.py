@@ -4,6 +4,7 @@ the tool names a host serves (named by the gateway's own naming contract, agains
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 import pytest
@@ -168,7 +169,6 @@ def test_a_hosts_tools_are_paged_and_searched_on_the_server(
     admin_client: Client, django_capture_on_commit_callbacks: Any,
 ) -> None:
     import json
-    import re
 
     from apps.catalog.specs import spec_upload
     from tests.factories import openapi_backend_factory
@@ -197,3 +197,19 @@ def test_a_hosts_tools_are_paged_and_searched_on_the_server(
     assert "Page 3 of 3" in past and names(past)[-1] == "op119"
     # A search ranks a match in the name before one in the description only.
     assert names(admin_client.get(url, {"q": "vpc"}).content.decode()) == ["describeVpcs", "acceptTransfer"]
+
+
+def test_the_alias_and_rule_forms_pick_tools_as_one_types(admin_client: Client, demo_backend_url: str) -> None:
+    tenant = tenant_factory()
+    demo = backend_factory(tenant=tenant, name="demo", urls=[demo_backend_url])
+    host = virtual_host_factory(tenant=tenant, mounts={"d": demo, "e": demo})
+    page = admin_client.get(f"{_base(tenant)}{host.pk}/").content.decode()
+    options = f"{_base(tenant)}{host.pk}/tools/options/"
+    for field, listed in (("alias_upstream_name", "alias-tool-options"), ("rule_pattern", "rule-tool-options")):
+        tag = re.search(rf'<input[^>]*id="{field}"[^>]*>', page)
+        assert tag is not None and f'list="{listed}"' in tag.group(0) and f'hx-get="{options}?list={listed}"' in tag.group(0)
+        assert f'<datalist id="{listed}"></datalist>' in page
+    # What the pickers get: the host's tools matching what was typed, of the chosen map key.
+    picked = admin_client.get(options, {"list": "rule-tool-options", "pattern": "ech", "map_key": "e"}).content.decode()
+    assert '<datalist id="rule-tool-options">' in picked
+    assert re.findall(r'<option value="([^"]+)">([^<]+)</option>', picked) == [("echo", "e: e-echo")]

@@ -53,6 +53,13 @@ class ToolRuleForm(forms.Form):
     def __init__(self, *args: Any, virtual_host: VirtualHost, **kwargs: Any) -> None:
         super().__init__(*args, auto_id="rule_%s", **kwargs)
         self.fields["map_key"].choices = [("", "every backend"), *((m.map_key, m.map_key) for m in virtual_host.mounts.all())]
+        # A picker for names: typing asks the host for its tools (a glob or tag is typed as it is).
+        options = reverse("console:vhost-tool-options", kwargs={"tenant": virtual_host.tenant.slug, "vhost_id": virtual_host.pk})
+        self.fields["pattern"].widget.attrs.update({
+            "list": "rule-tool-options", "autocomplete": "off", "hx-get": f"{options}?list=rule-tool-options",
+            "hx-trigger": "input changed delay:200ms", "hx-target": "#rule-tool-options", "hx-swap": "outerHTML",
+            "hx-include": "#rule_map_key",
+        })
 
 
 def vhost_or_404(tenant: Tenant, virtual_host_id: int) -> VirtualHost:
@@ -117,9 +124,10 @@ def vhost_tools(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpResp
 @console_view()
 def vhost_tool_options(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpResponse:
     """Options for a tool picker (a `<datalist>`): the host's tools, served or hidden, that match what
-    was typed (`q`, or the alias form's `upstream_name`), perhaps of one map key (`key` or `map_key`)."""
+    was typed (`q`, the alias form's `upstream_name` or the rule form's `pattern`), perhaps of one map
+    key (`key` or `map_key`)."""
     virtual_host = vhost_or_404(tenant, vhost_id)
-    typed = request.GET.get("q", request.GET.get("upstream_name", ""))[:200]
+    typed = request.GET.get("q", request.GET.get("upstream_name", request.GET.get("pattern", "")))[:200]
     key = request.GET.get("key", request.GET.get("map_key", ""))[:32]
     found = virtual_host_exposed_tools(virtual_host=virtual_host, search=typed, state="all", map_key=key,
                                        limit=OPTIONS_MAX)
