@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from apps.catalog import selectors
 from apps.catalog.api_vhosts import VirtualHostsAPIView, description_data, rule_data, serializer_refused
 from apps.catalog.curation import (
+    TOOLS_AT_ONCE_MAX,
     tool_override_delete,
     tool_override_set,
     tool_rule_delete,
@@ -45,7 +46,7 @@ class HostToolSerializer(serializers.Serializer):
 
 
 class ToolsSerializer(serializers.Serializer):
-    tools = HostToolSerializer(many=True, allow_empty=False)
+    tools = HostToolSerializer(many=True, allow_empty=False, max_length=TOOLS_AT_ONCE_MAX)
 
 
 class ShowResultSerializer(serializers.Serializer):

@@ -140,9 +140,12 @@ class VirtualHostsAPIView(TenantAPIView):
             raise Http404(f"no virtual host with id {virtual_host_id}")
         return found
 
-    def backend(self, backend_id: int) -> Backend | None:
-        """The tenant's backend with that id (another tenant's looks absent)."""
-        return Backend.objects.filter(tenant=self.tenant, pk=backend_id).first()
+    def backend(self, backend_id: int) -> Backend:
+        """The tenant's backend with that id; ValidationError for any other id (another tenant's looks absent)."""
+        backend = Backend.objects.filter(tenant=self.tenant, pk=backend_id).first()
+        if backend is None:
+            raise ValidationError({"backend": f"no backend with id {backend_id} in this tenant"})
+        return backend
 
     def anonymous_key(self, key_id: int | None) -> ApiKey | None:
         """The tenant's key with that id; ValidationError for any other id (another tenant's looks absent)."""
@@ -229,11 +232,8 @@ class MountListView(VirtualHostsAPIView):
         given = MountSerializer(data=request.data)
         if not given.is_valid():
             return serializer_refused(given)
-        backend = self.backend(given.validated_data["backend"])
-        if backend is None:
-            return problem(f"backend: no backend with id {given.validated_data['backend']} in this tenant")
         try:
-            mount = mount_add(virtual_host=virtual_host, map_key=given.validated_data["map_key"], backend=backend)
+            mount = mount_add(virtual_host=virtual_host, map_key=given.validated_data["map_key"], backend=self.backend(given.validated_data["backend"]))
         except ValidationError as exc:
             return refused(exc)
         return Response(_mount(mount), status=status.HTTP_201_CREATED)
@@ -254,11 +254,8 @@ class MountDetailView(VirtualHostsAPIView):
         given = MountBackendSerializer(data=request.data)
         if not given.is_valid():
             return serializer_refused(given)
-        backend = self.backend(given.validated_data["backend"])
-        if backend is None:
-            return problem(f"backend: no backend with id {given.validated_data['backend']} in this tenant")
         try:
-            mount = mount_set(virtual_host=virtual_host, map_key=map_key, backend=backend)
+            mount = mount_set(virtual_host=virtual_host, map_key=map_key, backend=self.backend(given.validated_data["backend"]))
         except ValidationError as exc:
             return refused(exc)
         return Response(_mount(mount))

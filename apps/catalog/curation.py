@@ -21,6 +21,8 @@ from apps.kernel.curation import RULES_MAX, ToolRuleSpec, description_check, too
 from apps.kernel.problems import FieldProblem
 
 Target = tuple[str, str]  # (map key, tool name at the backend)
+#: Tools one hide or show names (a page's worth, and then some).
+TOOLS_AT_ONCE_MAX = 500
 
 
 def _map_keys(virtual_host: VirtualHost) -> set[str]:
@@ -28,6 +30,8 @@ def _map_keys(virtual_host: VirtualHost) -> set[str]:
 
 
 def _refuse_unmounted(virtual_host: VirtualHost, targets: Sequence[Target]) -> None:
+    if len(targets) > TOOLS_AT_ONCE_MAX:
+        raise ValidationError({"tools": f"name at most {TOOLS_AT_ONCE_MAX} tools at once"})
     mounted = _map_keys(virtual_host)
     problems_refuse([FieldProblem("map_key", f"map key {key!r} is not mounted on this virtual host")
                      for key in sorted({key for key, _ in targets} - mounted)])

@@ -89,6 +89,9 @@ def test_hide_and_show_in_bulk(admin_client: Client) -> None:
     refused = _post(admin_client, f"{base}/tools/hide", {"tools": [{"map_key": "zz", "tool": "echo"}]})
     assert refused.status_code == 400 and "'zz' is not mounted" in refused.json()["detail"]
     assert _post(admin_client, f"{base}/tools/hide", {"tools": []}).status_code == 400
+    many = [{"map_key": "a", "tool": f"t{i}"} for i in range(501)]
+    assert _post(admin_client, f"{base}/tools/hide", {"tools": many}).status_code == 400
+    assert not ToolRule.objects.filter(virtual_host=host, pattern="t0").exists()
 
 
 def test_descriptions_are_set_and_removed(admin_client: Client) -> None:

@@ -237,7 +237,7 @@ def _tool_costs_confirm(request: HttpRequest, tenant: Tenant, host: VirtualHost,
     """The question before tool costs are deleted: the same form again, with `confirmed=yes`."""
     kept = [(name, value) for name, values in request.POST.lists() if name != "csrfmiddlewaretoken"
             for value in values]
-    return render(request, "console/policies/tool_costs_confirm.html", {
+    return render(request, "console/keys/confirm.html", {
         "title": f"Delete {len(removed)} tool cost entr{'ies' if len(removed) != 1 else 'y'} of {host.slug}?",
         "what": [*(f"{entry['tools']}: {entry['cost']} unit{'s' if entry['cost'] != 1 else ''} per call"
                    for entry in removed),

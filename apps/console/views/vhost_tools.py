@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.catalog import selectors
 from apps.catalog.curation import (
+    TOOLS_AT_ONCE_MAX,
     rule_describe,
     tool_override_delete,
     tool_override_set,
@@ -39,8 +40,6 @@ from apps.tenants.models import Tenant
 PAGE_SIZE = 50
 #: Tools a picker offers as the operator types.
 OPTIONS_MAX = 20
-#: Tools one bulk action takes (a page's worth, and then some).
-BULK_MAX = 500
 
 
 class ToolRuleForm(forms.Form):
@@ -116,7 +115,7 @@ def vhost_tools(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpResp
     page = Paginator(_OnePage(exposed), PAGE_SIZE).page(number)
     return render(request, "console/vhosts/_exposed.html", {
         "vhost": virtual_host, "exposed": exposed, "page_obj": page, "listing": listing,
-        "states": STATES, "bulk_max": BULK_MAX,
+        "states": STATES,
     })
 
 
@@ -138,7 +137,7 @@ def vhost_tool_options(request: HttpRequest, tenant: Tenant, vhost_id: int) -> H
 def _picked(request: HttpRequest) -> list[tuple[str, str]]:
     """The tools a bulk form ticked, each `map-key:name` (a map key holds no `:`)."""
     picked = []
-    for value in request.POST.getlist("tool")[:BULK_MAX]:
+    for value in request.POST.getlist("tool")[:TOOLS_AT_ONCE_MAX]:
         key, colon, name = value.partition(":")
         if colon and key and name:
             picked.append((key, name))
