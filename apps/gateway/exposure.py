@@ -10,8 +10,10 @@ import json
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import Any
 
 from django.db.models.functions import Left
 
@@ -21,6 +23,7 @@ from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_eff
 from apps.catalog.tool_selectors import tool_match_rank, tool_search_words
 from apps.common.redis import redis_client
 from apps.gateway.tool_lists import mcp_tools_fetch
+from apps.kernel.names import Naming
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +128,26 @@ class _Listing:
     text: dict[int, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Part:
+    """One mount's share of a host's listing: kept while what names its tools stays the same, so a
+    change that touches one mount (hiding or describing one of its tools) names only its tools again."""
+
+    served: list[_Row]  # by exposed name
+    hidden: list[_Row]  # by name
+    dropped: list[DroppedTool]
+    expires: float
+    inputs: str  # `_Inputs.parts`'s digest for its map key
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    digest: str  # of everything the listing is made of
+    live: bool  # it mounts an MCP server (whose list changes without any stored change)
+    mounts: list[tuple[str, int, str, str, int | None, Any]]  # key, backend id, name, kind, active spec, changed
+    parts: dict[str, str]  # map key -> a digest of what names its tools
+
+
 #: An ExposedTool's fields as a tuple: 20,000 of them are made in a tenth of the time; only a page's
 #: rows become ExposedTools.
 _Row = tuple[str, str, str, str, str, bool, str]
@@ -132,7 +155,9 @@ _Row = tuple[str, str, str, str, str, bool, str]
 
 #: Listings kept by this process, newest last: a search as one types re-reads none of 20,000 tools.
 _LISTINGS: OrderedDict[int, _Listing] = OrderedDict()
-_LISTED_TOOLS_MAX = 100_000  # tools kept over all hosts
+#: Their parts by (host id, map key), newest last.
+_PARTS: OrderedDict[tuple[int, str], _Part] = OrderedDict()
+_LISTED_TOOLS_MAX = 100_000  # tools kept over all hosts (listings and parts each)
 _STILL_SECONDS = 3600  # a listing of OpenAPI backends only: kept while its inputs stay the same
 
 
@@ -176,76 +201,122 @@ def exposed_tools_forget() -> None:
     """Drop this process's listings (the next request of each host works its listing out again; the
     tools of spec versions it has read stay: they never change)."""
     _LISTINGS.clear()
+    _PARTS.clear()
 
 
-def _inputs(virtual_host: VirtualHost) -> tuple[str, bool, list[int]]:
-    """A digest of everything a host's listing is made of as stored — its mounts (with each backend's
-    active spec and last change), aliases, rules and descriptions — and whether it mounts an MCP
-    server (whose list changes without any of them), and the backends' ids. Four small queries: a
-    change to another host or tenant leaves the listing as it is."""
+def _inputs(virtual_host: VirtualHost) -> _Inputs:
+    """What a host's listing is made of as stored — its mounts (with each backend's active spec and
+    last change), aliases, rules and descriptions — digested whole and per map key (a mount's own
+    row, rules and descriptions, and what every mount's names depend on: the map keys, the aliases,
+    the rules of every backend). Four small queries: a change to another host or tenant leaves the
+    listing as it is; a change to one mount's curation leaves the other mounts' parts."""
     mounts = list(virtual_host.mounts.order_by("map_key").values_list(
-        "map_key", "backend_id", "backend__kind", "backend__active_spec_id", "backend__updated_at"))
-    parts = (
-        mounts,
-        list(ToolAlias.objects.filter(virtual_host=virtual_host).order_by("alias").values_list("alias", "map_key", "upstream_name")),
-        list(ToolRule.objects.filter(virtual_host=virtual_host).order_by("pk").values_list("action", "match", "pattern", "map_key")),
-        list(ToolOverride.objects.filter(virtual_host=virtual_host).order_by("pk").values_list(
-            "map_key", "upstream_name", "description")),
+        "map_key", "backend_id", "backend__name", "backend__kind", "backend__active_spec_id", "backend__updated_at"))
+    aliases = list(ToolAlias.objects.filter(virtual_host=virtual_host).order_by("alias").values_list(
+        "alias", "map_key", "upstream_name"))
+    rules = list(ToolRule.objects.filter(virtual_host=virtual_host).order_by("pk").values_list(
+        "action", "match", "pattern", "map_key"))
+    overrides = list(ToolOverride.objects.filter(virtual_host=virtual_host).order_by("pk").values_list(
+        "map_key", "upstream_name", "description"))
+    shared = _digest(repr(([m[0] for m in mounts], aliases, [r for r in rules if not r[3]])))
+    own: dict[str, list[Any]] = {m[0]: [m] for m in mounts}
+    for rule in rules:
+        if rule[3] in own:
+            own[rule[3]].append(rule)
+    for override in overrides:
+        if override[0] in own:
+            own[override[0]].append(override)
+    parts = {key: _digest(f"{shared}{mine!r}") for key, mine in own.items()}
+    return _Inputs(
+        digest=_digest(f"{shared}{sorted(parts.items())!r}"), live=any(m[3] == Backend.Kind.MCP for m in mounts),
+        mounts=mounts, parts=parts,
     )
-    digest = hashlib.blake2b(repr(parts).encode(), digest_size=16).hexdigest()
-    return digest, any(kind == Backend.Kind.MCP for _, _, kind, _, _ in mounts), [m[1] for m in mounts]
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def _listing(virtual_host: VirtualHost) -> tuple[_Listing, list[int]]:
-    inputs, live, backend_ids = _inputs(virtual_host)
+    inputs = _inputs(virtual_host)
+    backend_ids = [m[1] for m in inputs.mounts]
     kept = _LISTINGS.get(virtual_host.pk)
-    if kept is not None and kept.inputs == inputs and kept.expires > time.monotonic():
+    if kept is not None and kept.inputs == inputs.digest and kept.expires > time.monotonic():
         _LISTINGS.move_to_end(virtual_host.pk)
         return kept, backend_ids
-    listing = _listing_build(virtual_host, inputs, live)
+    listing = _listing_build(virtual_host, inputs)
     _LISTINGS[virtual_host.pk] = listing
-    while sum(len(k.served) + len(k.hidden) for k in _LISTINGS.values()) > _LISTED_TOOLS_MAX and len(_LISTINGS) > 1:
-        _LISTINGS.popitem(last=False)
+    _keep_at_most(_LISTINGS, lambda kept: len(kept.served) + len(kept.hidden))
     return listing, backend_ids
 
 
-def _listing_build(virtual_host: VirtualHost, inputs: str, live: bool) -> _Listing:
-    mounts = {m.map_key: m.backend for m in virtual_host.mounts.select_related("backend")}
-    naming = virtual_host_naming_get(virtual_host=virtual_host)
-    curation = naming.curation
-    dropped: list[DroppedTool] = []
+def _keep_at_most(kept: OrderedDict[Any, Any], size: Callable[[Any], int]) -> None:
+    """Drop the least recently used entries until they hold at most _LISTED_TOOLS_MAX tools (but one)."""
+    while sum(map(size, kept.values())) > _LISTED_TOOLS_MAX and len(kept) > 1:
+        kept.popitem(last=False)
+
+
+def _listing_build(virtual_host: VirtualHost, inputs: _Inputs) -> _Listing:
+    """The listing from its parts: those kept with the same inputs as they are, the others named again."""
+    now = time.monotonic()
+    parts: dict[str, _Part] = {}
+    stale = []
+    for mount in inputs.mounts:
+        part = _PARTS.get((virtual_host.pk, mount[0]))
+        if part is not None and part.inputs == inputs.parts[mount[0]] and part.expires > now:
+            _PARTS.move_to_end((virtual_host.pk, mount[0]))
+            parts[mount[0]] = part
+        else:
+            stale.append(mount)
     unavailable: dict[str, str] = {}
+    if stale:
+        naming = virtual_host_naming_get(virtual_host=virtual_host)
+        catalog = _catalog_tools([m[4] for m in stale if m[3] == Backend.Kind.OPENAPI and m[4] is not None])
+        servers = {b.pk: b for b in Backend.objects.filter(pk__in=[m[1] for m in stale if m[3] == Backend.Kind.MCP])}
+        for key, backend_id, name, kind, spec_id, _ in stale:
+            try:
+                tools = catalog.get(spec_id or 0, []) if kind == Backend.Kind.OPENAPI else (
+                    backend_tools_describe(backend=servers[backend_id]))
+            except Exception as exc:  # noqa: BLE001 - unreachable, refusing, malformed: say so, show the rest
+                log.info("tools of backend %s not listed for the preview: %s", name, exc)
+                unavailable[key] = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                continue
+            # An OpenAPI backend's tools change only with its active spec (in the inputs); an MCP server's any time.
+            expires = now + (LIST_CACHE_SECONDS if kind == Backend.Kind.MCP else _STILL_SECONDS)
+            parts[key] = _PARTS[(virtual_host.pk, key)] = _part_build(naming, key, name, tools, inputs.parts[key], expires)
+        _keep_at_most(_PARTS, lambda kept: len(kept.served) + len(kept.hidden))
+    ordered = [parts[key] for key in sorted(parts)]
+    served = [row for part in ordered for row in part.served]
+    served.sort(key=itemgetter(0))  # (runs already in order: little to do)
+    return _Listing(
+        served=served, hidden=[row for part in ordered for row in part.hidden],
+        dropped=[tool for part in ordered for tool in part.dropped], unavailable=unavailable,
+        expires=0 if unavailable else min((part.expires for part in ordered), default=now + _STILL_SECONDS),
+        inputs=inputs.digest,
+    )
+
+
+def _part_build(naming: Naming, key: str, backend: str, tools: list[tuple[str, str]], inputs: str, expires: float) -> _Part:
+    """One mount's tools named by the host's naming contract, judged by its curation."""
+    curation = naming.curation
+    shown = curation.shown(key) if curation is not None else None
     served: list[_Row] = []
     hidden: list[_Row] = []
-    catalog = _catalog_tools([backend.active_spec_id for backend in mounts.values()
-                              if backend.kind == Backend.Kind.OPENAPI and backend.active_spec_id is not None])
-    for key, backend in sorted(mounts.items()):
-        try:
-            tools = catalog.get(backend.active_spec_id or 0, []) if backend.kind == Backend.Kind.OPENAPI else (
-                backend_tools_describe(backend=backend))
-        except Exception as exc:  # noqa: BLE001 - unreachable, refusing, malformed: say so, show the rest
-            log.info("tools of backend %s not listed for the preview: %s", backend.name, exc)
-            unavailable[key] = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            continue
-        unnamed = []
-        for name, summary in tools:
-            names = naming.tool_names(key, name)
-            if names:
-                described = curation.description(key, name) if curation is not None else None
-                text = (summary if described is None else described)[:SUMMARY_CHARS]
-                served.extend((exposed, key, backend.name, name, text, described is not None, "") for exposed in names)
-            elif curation is not None and not curation.shows(key, name):
-                rule = curation.hidden_by(key, name)
-                why = f"hidden by the rule {rule_describe(rule)}" if rule else "left out by the include rules"
-                hidden.append(("", key, backend.name, name, summary, False, why))
-            else:
-                unnamed.append({"name": name})
-        if unnamed:  # the naming contract says why each is left out
-            dropped.extend(DroppedTool(d.map_key, d.name, d.reason) for d in naming.expose_tools(key, unnamed)[1])
+    unnamed = []
+    for (name, summary), names in zip(tools, naming.tool_names_all(key, [name for name, _ in tools]), strict=True):
+        if names:
+            described = curation.description(key, name) if curation is not None else None
+            text = (summary if described is None else described)[:SUMMARY_CHARS]
+            for exposed in names:
+                served.append((exposed, key, backend, name, text, described is not None, ""))
+        elif shown is not None and curation is not None and not shown(name):
+            rule = curation.hidden_by(key, name)
+            why = f"hidden by the rule {rule_describe(rule)}" if rule else "left out by the include rules"
+            hidden.append(("", key, backend, name, summary, False, why))
+        else:
+            unnamed.append({"name": name})
+    # The naming contract says why each unnamed one is left out.
+    dropped = [DroppedTool(d.map_key, d.name, d.reason) for d in naming.expose_tools(key, unnamed)[1]] if unnamed else []
     served.sort(key=itemgetter(0))
-    hidden.sort(key=itemgetter(1, 3))
-    return _Listing(
-        served=served, hidden=hidden, dropped=dropped, unavailable=unavailable,
-        # An OpenAPI backend's tools change only with its active spec (in `inputs`); an MCP server's any time.
-        expires=time.monotonic() + (0 if unavailable else LIST_CACHE_SECONDS if live else _STILL_SECONDS), inputs=inputs,
-    )
+    hidden.sort(key=itemgetter(3))
+    return _Part(served=served, hidden=hidden, dropped=dropped, expires=expires, inputs=inputs)

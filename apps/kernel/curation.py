@@ -18,7 +18,7 @@ catalog then), so `Curation.shows` depends on the configuration only, like the n
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from apps.kernel.globs import glob_problem, globs_compile
@@ -141,10 +141,22 @@ class Curation:
         tags = tags or {}
         include: dict[str, _Rules | None] = {}
         exclude: dict[str, _Rules | None] = {}
+        everywhere = [r for r in rules if not r.map_key]
+        own: dict[str, list[ToolRuleSpec]] = {}
+        for rule in rules:
+            if rule.map_key:
+                own.setdefault(rule.map_key, []).append(rule)
+        # Keys with the same rules and none by tag share them compiled (a glob compiled once, not per key).
+        shared: dict[tuple[ToolRuleSpec, ...], _Rules | None] = {}
         for key in keys:
-            applying = [r for r in rules if r.map_key in ("", key)]
-            include[key] = _compiled([r for r in applying if r.action == "include"], tags.get(key, {}))
-            exclude[key] = _compiled([r for r in applying if r.action == "exclude"], tags.get(key, {}))
+            for action, compiled in (("include", include), ("exclude", exclude)):
+                applying = tuple(r for r in (*everywhere, *own.get(key, ())) if r.action == action)
+                if any(r.match == "tag" for r in applying):
+                    compiled[key] = _compiled(list(applying), tags.get(key, {}))
+                else:
+                    if applying not in shared:
+                        shared[applying] = _compiled(list(applying), {})
+                    compiled[key] = shared[applying]
         return cls(include, exclude, len(keys) > 1, described, rules, tags)
 
     def shows(self, map_key: str, name: str) -> bool:
@@ -153,12 +165,23 @@ class Curation:
         known = self._memo.get(target)
         if known is not None:
             return known
-        default = f"{map_key}-{name}" if self._prefixed else name
-        include, exclude = self._include.get(map_key), self._exclude.get(map_key)
-        shown = (include is None or include.matches(name, default)) and (exclude is None or not exclude.matches(name, default))
+        shown = self.shown(map_key)(name)
         if len(self._memo) < _MEMO_MAX:
             self._memo[target] = shown
         return shown
+
+    def shown(self, map_key: str) -> Callable[[str], bool]:
+        """`shows` for the tools of one backend, as a function of the name (unmemoised: for judging a
+        whole listing at once)."""
+        include, exclude = self._include.get(map_key), self._exclude.get(map_key)
+        prefix = f"{map_key}-" if self._prefixed else ""
+
+        def judge(name: str) -> bool:
+            default = prefix + name
+            return (include is None or include.matches(name, default)) and (
+                exclude is None or not exclude.matches(name, default))
+
+        return judge
 
     def description(self, map_key: str, name: str) -> str | None:
         """The description the host shows for the tool instead of the backend's, if it has one."""

@@ -61,6 +61,7 @@ segment and (tools on multi-backend hosts) one regex match. Names the gateway an
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -145,8 +146,8 @@ class Naming:
         names: dict[Target, list[str]] = {}
         for alias, target in sorted(routes.items()):
             names.setdefault(target, []).append(alias)
-        lowered = [key.lower() for key in keys]
-        prefixes = {key: uri_prefix(key, lowered.count(key.lower()) > 1) for key in keys}
+        lowered = Counter(key.lower() for key in keys)
+        prefixes = {key: uri_prefix(key, lowered[key.lower()] > 1) for key in keys}
         uri_routes = {prefix.lower(): key for key, prefix in prefixes.items()}
         return cls(
             single_key=keys[0] if len(keys) == 1 else None,
@@ -219,6 +220,30 @@ class Naming:
             return aliased
         exposed = self._default_name(map_key, name)
         return (exposed,) if map_key in self.keys and self.route_tool(exposed) == (map_key, name) else ()
+
+    def tool_names_all(self, map_key: str, names: Sequence[str]) -> list[tuple[str, ...]]:
+        """`tool_names` of each of one backend's tools `names`, in order, worked out in bulk for a
+        whole listing: the route back (rules 3–4) is decided once for the map key, not per name."""
+        dashed = f"{map_key}-"
+        if map_key not in self.keys or self.single_key is None and any(  # a longer key may take some names
+                key.startswith(dashed) for key, _, _ in self.deeper_keys.get(map_key.partition("-")[0], ())):
+            return [self.tool_names(map_key, name) for name in names]
+        shown = self.curation.shown(map_key) if self.curation is not None else None
+        aliases, routes, hidden = self.alias_names, self.alias_routes, self.hidden_aliases
+        prefix, checked = ("", False) if self.single_key is not None else (dashed, True)
+        found: list[tuple[str, ...]] = []
+        for name in names:
+            aliased = aliases.get((map_key, name)) if aliases else None
+            if aliased is not None:
+                found.append(aliased)
+                continue
+            exposed = prefix + name
+            if (exposed in routes or exposed in hidden or checked and (not name or _is_tool_name(exposed) is None)
+                    or shown is not None and not shown(name)):
+                found.append(())
+            else:
+                found.append((exposed,))
+        return found
 
     def serves_tool(self, map_key: str, name: str) -> bool:
         """Whether the host's curation lets the tool be served at all (rule 7)."""

@@ -79,3 +79,45 @@ def test_a_hosts_listing_is_worked_out_again_only_when_what_it_is_made_of_change
     tools_hide(virtual_host=host, tools=[("api", first.tools[0].upstream_name)])
     after = virtual_host_exposed_tools(virtual_host=host)
     assert after.served == first.served - 1 and after.hidden == 1
+
+
+def test_a_change_to_one_mount_names_only_that_mounts_tools_again(
+    demo_backend_url: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from apps.catalog.curation import tool_override_set, tool_rules_add, tools_hide, tools_show
+    from apps.catalog.services import tool_alias_set
+    from apps.gateway.exposure import exposed_tools_forget, virtual_host_exposed_tools
+    from apps.kernel.curation import ToolRuleSpec
+    from apps.kernel.names import Naming
+
+    tenant = tenant_factory()
+    demo = backend_factory(tenant=tenant, urls=[demo_backend_url])
+    host = virtual_host_factory(tenant=tenant, mounts={"x": demo, "y": demo, "z": demo})
+    named: list[str] = []
+    bulk = Naming.tool_names_all
+    monkeypatch.setattr(Naming, "tool_names_all", lambda self, key, names: named.append(key) or bulk(self, key, names))
+
+    def listed() -> list[tuple[str, str, str, str]]:
+        tools = virtual_host_exposed_tools(virtual_host=host, state="all").tools
+        return [(t.name, t.map_key, t.upstream_name, t.description + t.hidden) for t in tools]
+
+    def fresh() -> list[tuple[str, str, str, str]]:
+        exposed_tools_forget()
+        return listed()
+
+    assert listed() == fresh() and sorted(named) == ["x", "x", "y", "y", "z", "z"]
+    edits = [
+        (lambda: tools_hide(virtual_host=host, tools=[("y", "echo")]), ["y"]),
+        (lambda: tool_override_set(virtual_host=host, map_key="z", upstream_name="add", description="Sum."), ["z"]),
+        (lambda: tools_show(virtual_host=host, tools=[("y", "echo")]), ["y"]),
+        # What every mount's names depend on: every backend's rules, aliases.
+        (lambda: tool_rules_add(virtual_host=host, rules=[ToolRuleSpec("exclude", "glob", "e*", "")]), ["x", "y", "z"]),
+        (lambda: tool_alias_set(virtual_host=host, alias="sum", target=ToolTarget("x", "add")), ["x", "y", "z"]),
+    ]
+    for edit, renamed in edits:
+        before = listed()
+        edit()
+        named.clear()
+        after = listed()
+        assert sorted(named) == renamed and after != before
+        assert after == fresh()
