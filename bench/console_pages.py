@@ -54,7 +54,7 @@ from django.test import Client  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
-from apps.catalog.curation import tool_rules_add  # noqa: E402
+from apps.catalog.curation import tool_rules_add, tools_hide, tools_show  # noqa: E402
 from apps.catalog.models import Backend, Tool, VirtualHost  # noqa: E402
 from apps.catalog.services import backend_create, virtual_host_create  # noqa: E402
 from apps.catalog.specs import spec_upload  # noqa: E402
@@ -177,13 +177,16 @@ def pages(tenant: Tenant) -> dict[str, str]:
         "tool detail (prerequisite graph)": reverse("console:tool-detail", kwargs={**t, "tool_id": tool.pk}),
         "backends list": reverse("console:backend-list", kwargs=t),
         "OpenAPI spec page (ec2)": reverse("console:backend-spec", kwargs={**t, "backend_id": backend.pk}),
+        "virtual hosts list": reverse("console:vhost-list", kwargs=t),
         "virtual host (5 mounts)": reverse("console:vhost-detail", kwargs={**t, "vhost_id": host.pk}),
         f"virtual host ({every.mounts.count()} mounts)": reverse("console:vhost-detail",
                                                                kwargs={**t, "vhost_id": every.pk}),
         "its tools, first page": every_tools,
-        "its tools, first page, right after a change of its curation": every_tools + "?cold=1",
+        "its tools, first page, right after one of its tools is hidden or shown": every_tools + "?changed=1",
+        "its tools, first page, in a new process (or after a change to every mount)": every_tools + "?cold=1",
         "its tools, page 200": every_tools + "?page=200",
         "its tools, search 'vpc'": every_tools + "?q=vpc",
+        "its tools, search 'vpc', in a new process": every_tools + "?q=vpc&cold=1",
         "its tools, hidden": every_tools + "?state=hidden",
         "its tool picker, 'describe'": reverse("console:vhost-tool-options", kwargs={**t, "vhost_id": every.pk})
         + "?q=describe",
@@ -198,6 +201,17 @@ def pages(tenant: Tenant) -> dict[str, str]:
     }
 
 
+def _hide_or_show(host: VirtualHost) -> None:
+    """Hide one tool of the host's first mount, or show it again when it is hidden."""
+    mount = host.mounts.order_by("map_key").select_related("backend").first()
+    assert mount is not None
+    tool = (mount.map_key, Tool.objects.filter(backend=mount.backend).order_by("name").values_list("name", flat=True)[0])
+    if host.tool_rules.filter(action="exclude", match="name", pattern=tool[1], map_key=tool[0]).exists():
+        tools_show(virtual_host=host, tools=[tool])
+    else:
+        tools_hide(virtual_host=host, tools=[tool])
+
+
 def measure(client: Client, urls: dict[str, str], repeat: int) -> dict[str, tuple[list[float], int]]:
     times: dict[str, list[float]] = {label: [] for label in urls}
     queries: dict[str, int] = {}
@@ -205,7 +219,9 @@ def measure(client: Client, urls: dict[str, str], repeat: int) -> dict[str, tupl
         for _ in range(repeat):
             for label, url in urls.items():
                 if url.endswith("cold=1"):
-                    exposed_tools_forget()  # as a change of the host makes every instance do
+                    exposed_tools_forget()  # as a new process, or a change of what names every mount
+                elif url.endswith("changed=1"):
+                    _hide_or_show(VirtualHost.objects.get(tenant__slug=TENANT, slug="everything"))
                 reset_queries()
                 started = time.perf_counter()
                 response = client.get(url)

@@ -178,9 +178,35 @@ def backend_security_schemes(*, backend: Backend) -> list[dict[str, str]]:
 
 # --- Virtual hosts (the API and the console) -------------------------------------------------------
 
-def virtual_host_get(*, tenant: Tenant, virtual_host_id: int) -> VirtualHost | None:
-    """The tenant's virtual host with that id, mounts (with backends) and aliases prefetched; None if there is none."""
+def virtual_host_get(*, tenant: Tenant, virtual_host_id: int, prefetched: bool = True) -> VirtualHost | None:
+    """The tenant's virtual host with that id, mounts (with backends), aliases and curation
+    prefetched (not when `prefetched` is False: for a page that reads them a page at a time); None
+    if there is none."""
+    if not prefetched:
+        found = VirtualHost.objects.filter(tenant=tenant, pk=virtual_host_id).select_related("anonymous_key", "tenant")
+        return found.first()
     return virtual_host_list(tenant=tenant).filter(pk=virtual_host_id).first()
+
+
+def mount_list(*, virtual_host: VirtualHost, search: str = "") -> QuerySet[VirtualHostBackend]:
+    """The host's mounts by map key, with their backends; with `search`, those whose map key or
+    backend name holds it (any case)."""
+    mounts = virtual_host.mounts.select_related("backend").order_by("map_key")
+    if search:
+        mounts = mounts.filter(Q(map_key__icontains=search) | Q(backend__name__icontains=search))
+    return mounts
+
+
+def mount_keys_list(*, virtual_host: VirtualHost) -> list[str]:
+    return list(virtual_host.mounts.order_by("map_key").values_list("map_key", flat=True))
+
+
+def tool_alias_list(*, virtual_host: VirtualHost) -> QuerySet[ToolAlias]:
+    return virtual_host.tool_aliases.order_by("alias")
+
+
+def tool_rule_list(*, virtual_host: VirtualHost) -> QuerySet[ToolRule]:
+    return virtual_host.tool_rules.order_by("pk")
 
 
 def mount_get(*, virtual_host: VirtualHost, mount_id: int) -> VirtualHostBackend | None:

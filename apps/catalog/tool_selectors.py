@@ -18,7 +18,7 @@ from django.db.models.functions import Left
 
 from apps.catalog.models import Backend, Tool
 from apps.retrieval.models import IndexedTool
-from apps.retrieval.text import identifier_words, name_words
+from apps.retrieval.text import identifier_words
 from apps.tenants.models import Tenant
 
 #: The text a catalog tool is searched by: its name as written and split into words, and its
@@ -56,25 +56,39 @@ def tool_search_words(search: str) -> list[str]:
     return list(dict.fromkeys(word.lower() for word in words))[:MAX_SEARCH_WORDS]
 
 
-def tool_match_rank(words: Sequence[str], names: Sequence[str], description: str) -> tuple[int, int, str] | None:
+class ToolText:
+    """What a search matches a tool by: the words of its names (`first`, the name it ranks by, split
+    into `first_words` words) and of its description (split when a search first needs them). A
+    listing keeps one per tool, so a search as one types splits each text once."""
+
+    __slots__ = ("first", "first_words", "names", "_description", "_text")
+
+    def __init__(self, first: str, first_words: int, names: frozenset[str], description: str) -> None:
+        self.first = first
+        self.first_words = first_words
+        self.names = names
+        self._description = description
+        self._text: frozenset[str] | None = None
+
+    def text(self) -> frozenset[str]:
+        if self._text is None:
+            self._text = frozenset(w.lower() for token in _WORD.findall(self._description) for w in identifier_words(token))
+        return self._text
+
+
+def tool_match_rank(words: Sequence[str], tool: ToolText) -> tuple[int, int, str] | None:
     """How well a tool matches the search `words` (from `tool_search_words`), lower first; None when
-    it does not (every word must start a word of one of its `names` or of its description). A tool
+    it does not (every word must start a word of one of its names or of its description). A tool
     whose names hold more of the words comes first, then the one with the fewer name words (the more
     specific), then by name: a search for `vpc` puts `DescribeVpcs` before a tool that only mentions
     VPCs in its description. `tool_list` ranks its rows the same way in SQL."""
-    in_names = {word for name in names if name for word in name_words(name)}
-    in_text: set[str] | None = None  # the description's words, split only when a word is not in a name
     hits = 0
     for word in words:
-        if any(found.startswith(word) for found in in_names):
+        if any(found.startswith(word) for found in tool.names):
             hits += 1
-            continue
-        if in_text is None:
-            in_text = {w.lower() for token in _WORD.findall(description) for w in identifier_words(token)}
-        if not any(found.startswith(word) for found in in_text):
+        elif not any(found.startswith(word) for found in tool.text()):
             return None
-    first = next((name for name in names if name), "")
-    return (-hits, len(name_words(first)), first)
+    return (-hits, tool.first_words, tool.first)
 
 
 def _tsquery(words: Sequence[str], weights: str = "") -> str:

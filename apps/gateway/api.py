@@ -72,7 +72,7 @@ class BackendHealthView(TenantAPIView):
 
 
 def _virtual_host(tenant: Tenant, virtual_host_id: int) -> VirtualHost:
-    found = virtual_host_get(tenant=tenant, virtual_host_id=virtual_host_id)
+    found = virtual_host_get(tenant=tenant, virtual_host_id=virtual_host_id, prefetched=False)
     if found is None:
         raise Http404(f"no virtual host with id {virtual_host_id}")
     return found

@@ -20,10 +20,11 @@ from django.db.models.functions import Left
 from apps.catalog.curation import rule_describe
 from apps.catalog.models import Backend, Tool, ToolAlias, ToolOverride, ToolRule, VirtualHost
 from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective, virtual_host_naming_get
-from apps.catalog.tool_selectors import tool_match_rank, tool_search_words
+from apps.catalog.tool_selectors import ToolText, tool_match_rank, tool_search_words
 from apps.common.redis import redis_client
 from apps.gateway.tool_lists import mcp_tools_fetch
 from apps.kernel.names import Naming
+from apps.retrieval.text import name_words
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class ExposedTools:
     count: int = 0
     served: int = 0  # tools the host serves (before search and paging)
     hidden: int = 0  # tools its curation hides
+    map_keys: tuple[str, ...] = ()  # the host's, in order: what `map_key` may name
 
 
 #: The states a listing may be narrowed to.
@@ -124,7 +126,8 @@ class _Listing:
     unavailable: dict[str, str]
     expires: float
     inputs: str  # `_inputs`'s digest of what it was made of
-    #: id(row) -> its names and description in lower case, for a search's first pass (made by the first search)
+    parts: dict[str, _Part]  # by map key
+    #: id(row) -> its names and description in lower case, for a search's first pass (its parts' texts)
     text: dict[int, str] = field(default_factory=dict)
 
 
@@ -138,13 +141,21 @@ class _Part:
     dropped: list[DroppedTool]
     expires: float
     inputs: str  # `_Inputs.parts`'s digest for its map key
+    #: id(row) -> its names and description in lower case, for a search's first pass, and its words,
+    #: for ranking: made as searches first need them, kept with the part (not lost with the listing)
+    text: dict[int, str] = field(default_factory=dict)
+    words: dict[int, ToolText] = field(default_factory=dict)
+
+
+#: A mount as `_inputs` reads it: map key, backend id, name, kind, active spec version id, last change.
+_Mount = tuple[str, int, str, str, int | None, Any]
 
 
 @dataclass(frozen=True)
 class _Inputs:
     digest: str  # of everything the listing is made of
     live: bool  # it mounts an MCP server (whose list changes without any stored change)
-    mounts: list[tuple[str, int, str, str, int | None, Any]]  # key, backend id, name, kind, active spec, changed
+    mounts: list[_Mount]
     parts: dict[str, str]  # map key -> a digest of what names its tools
 
 
@@ -171,9 +182,9 @@ def virtual_host_exposed_tools(
     `limit` of them from `offset`. A host's listing is worked out again only when what it is made
     of changes (`_inputs`), and at most every LIST_CACHE_SECONDS when it mounts an MCP server
     (whose list changes without that)."""
-    listing, backend_ids = _listing(virtual_host)
+    listing, mounts = _listing(virtual_host)
     mode = tool_search_mode_effective(  # (not kept with the listing: the index's size moves it)
-        mode=virtual_host.tool_search, backend_ids=backend_ids,
+        mode=virtual_host.tool_search, backend_ids=[m[1] for m in mounts],
         indexed=indexed_tool_counts_get(tenant_id=virtual_host.tenant_id) if virtual_host.tool_search == VirtualHost.ToolSearch.AUTO else {},
     )
     served = [row for row in listing.served if row[1] == map_key] if map_key else listing.served
@@ -181,20 +192,56 @@ def virtual_host_exposed_tools(
     chosen = {"served": served, "hidden": hidden, "all": served + hidden}[state if state in STATES else "served"]
     words = tool_search_words(search)
     if words:  # most relevant first; the sort is stable, so ties keep the order above
-        text = listing.text
-        if not text:
-            text.update((id(row), f"{row[0]} {row[3]} {row[4]}".lower()) for row in (*listing.served, *listing.hidden))
-        ranked = [(rank, row) for row in chosen if all(word in text[id(row)] for word in words)
-                  and (rank := tool_match_rank(words, (row[0], row[3]), row[4])) is not None]
-        chosen = [row for _, row in sorted(ranked, key=lambda pair: pair[0])]
+        chosen = _ranked(listing, chosen, words)
     elif search.strip():  # nothing searchable in it (only punctuation): nothing matches
         chosen = []
     unavailable = {k: v for k, v in listing.unavailable.items() if not map_key or k == map_key}
     return ExposedTools(
         tools=[ExposedTool(*row) for row in chosen[offset : None if limit is None else offset + limit]],
         dropped=[d for d in listing.dropped if not map_key or d.map_key == map_key], unavailable=unavailable,
-        tool_search=virtual_host.tool_search_name if mode != VirtualHost.ToolSearch.OFF else "", count=len(chosen), served=len(served), hidden=len(hidden),
+        tool_search=virtual_host.tool_search_name if mode != VirtualHost.ToolSearch.OFF else "", count=len(chosen),
+        served=len(served), hidden=len(hidden), map_keys=tuple(m[0] for m in mounts),
     )
+
+
+def _ranked(listing: _Listing, rows: list[_Row], words: list[str]) -> list[_Row]:
+    """The rows whose names or description hold every word, most relevant first (`tool_match_rank`)."""
+    text = listing.text
+    if not text:  # the first search of this listing: its parts' texts (each part's made once)
+        for part in listing.parts.values():
+            if not part.text:
+                part.text.update((id(row), f"{row[0]} {row[3]} {row[4]}".lower()) for row in (*part.served, *part.hidden))
+            text.update(part.text)
+    if len(words) == 1:
+        candidates = [row for row in rows if words[0] in text[id(row)]]
+    else:
+        candidates = [row for row in rows if all(word in text[id(row)] for word in words)]
+    ranked = []
+    key_words: dict[str, tuple[str, ...]] = {}
+    for row in candidates:
+        kept = listing.parts[row[1]].words
+        searchable = kept.get(id(row))
+        if searchable is None:
+            searchable = kept[id(row)] = _tool_text(row, key_words)
+        rank = tool_match_rank(words, searchable)
+        if rank is not None:
+            ranked.append((rank, row))
+    ranked.sort(key=itemgetter(0))
+    return [row for _, row in ranked]
+
+
+def _tool_text(row: _Row, key_words: dict[str, tuple[str, ...]]) -> ToolText:
+    exposed, key, _, name, description = row[:5]
+    own = name_words(name)
+    if not exposed or exposed == name:
+        return ToolText(name, len(own), frozenset(own), description)
+    if exposed == f"{key}-{name}":  # the usual prefixed name: its words are the key's, then the name's
+        if key not in key_words:
+            key_words[key] = name_words(key)
+        words = key_words[key] + own
+    else:  # an alias
+        words = name_words(exposed)
+    return ToolText(exposed, len(words), frozenset((*words, *own)), description)
 
 
 def exposed_tools_forget() -> None:
@@ -237,17 +284,16 @@ def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def _listing(virtual_host: VirtualHost) -> tuple[_Listing, list[int]]:
+def _listing(virtual_host: VirtualHost) -> tuple[_Listing, list[_Mount]]:
     inputs = _inputs(virtual_host)
-    backend_ids = [m[1] for m in inputs.mounts]
     kept = _LISTINGS.get(virtual_host.pk)
     if kept is not None and kept.inputs == inputs.digest and kept.expires > time.monotonic():
         _LISTINGS.move_to_end(virtual_host.pk)
-        return kept, backend_ids
+        return kept, inputs.mounts
     listing = _listing_build(virtual_host, inputs)
     _LISTINGS[virtual_host.pk] = listing
     _keep_at_most(_LISTINGS, lambda kept: len(kept.served) + len(kept.hidden))
-    return listing, backend_ids
+    return listing, inputs.mounts
 
 
 def _keep_at_most(kept: OrderedDict[Any, Any], size: Callable[[Any], int]) -> None:
@@ -289,7 +335,7 @@ def _listing_build(virtual_host: VirtualHost, inputs: _Inputs) -> _Listing:
     served = [row for part in ordered for row in part.served]
     served.sort(key=itemgetter(0))  # (runs already in order: little to do)
     return _Listing(
-        served=served, hidden=[row for part in ordered for row in part.hidden],
+        served=served, hidden=[row for part in ordered for row in part.hidden], parts=parts,
         dropped=[tool for part in ordered for tool in part.dropped], unavailable=unavailable,
         expires=0 if unavailable else min((part.expires for part in ordered), default=now + _STILL_SECONDS),
         inputs=inputs.digest,

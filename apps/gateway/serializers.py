@@ -80,3 +80,4 @@ class ExposedToolsSerializer(serializers.Serializer):
     count = serializers.IntegerField(help_text="How many tools matched the state and search, before paging.")
     served = serializers.IntegerField(help_text="How many tools the host serves.")
     hidden = serializers.IntegerField(help_text="How many tools its curation hides.")
+    map_keys = serializers.ListField(child=serializers.CharField(), help_text="The host's map keys: what `map_key` may name.")

@@ -193,9 +193,11 @@ class Curation:
         default = f"{map_key}-{name}" if self._prefixed else name
         for number, rule in enumerate(self._rules):
             if rule.action == "exclude" and rule.map_key in ("", map_key):
-                alone = self._alone.get((number, map_key))
-                if alone is None:  # compiled once per rule and map key: a tag rule reads every tool's tags
-                    alone = self._alone[(number, map_key)] = _compiled([rule], self._tags.get(map_key, {}))
+                # Compiled once per rule (per rule and map key by tag: it reads that backend's tools' tags).
+                slot = (number, map_key if rule.match == "tag" else "")
+                alone = self._alone.get(slot)
+                if alone is None:
+                    alone = self._alone[slot] = _compiled([rule], self._tags.get(map_key, {}) if rule.match == "tag" else {})
                 if alone is not None and alone.matches(name, default):
                     return rule
         return None

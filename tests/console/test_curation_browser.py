@@ -95,3 +95,42 @@ def test_an_admin_curates_a_hosts_tools(transactional_db: None, gateway_url: str
     assert host.mounts.exists()
     page.get_by_role("link", name="Cancel").click()
     assert host.mounts.exists()
+
+
+def test_a_host_with_many_mounts_is_paged_searched_and_mounted_by_typing(
+    transactional_db: None, gateway_url: str, page: Page,
+) -> None:
+    tenant = factories.tenant_factory()
+    backends = [factories.backend_factory(tenant=tenant, name=f"svc-{i:03}") for i in range(70)]
+    host = factories.virtual_host_factory(tenant=tenant, slug="big", mounts={f"k{i:03}": b for i, b in enumerate(backends[:60])})
+    console_login(page, gateway_url, superuser_factory())
+    page.goto(f"{gateway_url}/console/t/{tenant.slug}/virtual-hosts/{host.pk}/")
+    mounts = page.get_by_role("region", name="Mounted backends")
+    expect(mounts.locator("tbody tr")).to_have_count(50)
+    mounts.get_by_role("link", name="Next").click()
+    expect(mounts.locator("tbody tr")).to_have_count(10)
+    expect(mounts).to_contain_text("Page 2 of 2 (60 in all)")
+
+    # Find one mount among many, and unmount it (after confirming).
+    mounts.get_by_label("Find a mount").fill("svc-042")
+    mounts.get_by_role("button", name="Find").click()
+    expect(mounts.locator("tbody tr")).to_have_count(1)
+    mounts.get_by_role("link", name="Unmount k042").click()
+    page.get_by_role("button", name="Unmount").click()
+    expect(page.get_by_role("status")).to_contain_text("Unmounted k042")
+    assert not host.mounts.filter(map_key="k042").exists()
+
+    # Seventy backends: the Backend field is a box that offers them as one types.
+    form = page.get_by_role("form", name="Mount a backend")
+    box = form.get_by_label("Backend")
+    expect(box).to_have_attribute("list", "mount_backend-choices")
+    expect(page.locator("#mount_backend-choices option")).to_have_count(70)
+    form.get_by_label("Map key").fill("extra")
+    box.fill("svc-no-such")
+    form.get_by_role("button", name="Mount").click()
+    expect(page.get_by_role("alert")).to_contain_text("Select a valid choice")
+    form = page.get_by_role("form", name="Mount a backend")
+    form.get_by_label("Backend").fill("svc-065")
+    form.get_by_role("button", name="Mount").click()
+    expect(page.get_by_role("status")).to_contain_text("Mounted svc-065 under extra")
+    assert host.mounts.get(map_key="extra").backend.name == "svc-065"

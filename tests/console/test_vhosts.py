@@ -78,7 +78,7 @@ def test_mounts_and_aliases_add_and_remove(admin_client: Client) -> None:
     one, two = backend_factory(tenant=tenant, name="one"), backend_factory(tenant=tenant, name="two")
     host = virtual_host_factory(tenant=tenant, mounts={"a": one})
     page = f"{_base(tenant)}{host.pk}/"
-    assert admin_client.post(page + "mounts/", {"map_key": "b", "backend": two.pk})["Location"] == page
+    assert admin_client.post(page + "mounts/", {"map_key": "b", "backend": two.name})["Location"] == page
     assert admin_client.post(page + "aliases/", {"alias": "Find", "map_key": "b", "upstream_name": "search"}).status_code == 302
     alias = ToolAlias.objects.get(virtual_host=host, alias="Find")
     assert (alias.map_key, alias.upstream_name) == ("b", "search")
@@ -95,7 +95,7 @@ def test_mounts_and_aliases_add_and_remove(admin_client: Client) -> None:
 def test_mounting_another_tenants_backend_is_refused(admin_client: Client) -> None:
     host = virtual_host_factory()
     foreign = backend_factory()
-    response = admin_client.post(f"{_base(host.tenant)}{host.pk}/mounts/", {"map_key": "x", "backend": foreign.pk})
+    response = admin_client.post(f"{_base(host.tenant)}{host.pk}/mounts/", {"map_key": "x", "backend": foreign.name})
     assert response.status_code == 400 and "Select a valid choice" in response.content.decode()
     assert not host.mounts.filter(map_key="x").exists()
 
@@ -213,3 +213,55 @@ def test_the_alias_and_rule_forms_pick_tools_as_one_types(admin_client: Client, 
     picked = admin_client.get(options, {"list": "rule-tool-options", "pattern": "ech", "map_key": "e"}).content.decode()
     assert '<datalist id="rule-tool-options">' in picked
     assert re.findall(r'<option value="([^"]+)">([^<]+)</option>', picked) == [("echo", "e: e-echo")]
+
+
+def test_a_host_with_many_mounts_pages_each_list_and_picks_from_many_by_typing(
+    admin_client: Client, django_assert_max_num_queries: Any,
+) -> None:
+    from apps.catalog.curation import tool_rules_add
+    from apps.kernel.curation import ToolRuleSpec
+
+    tenant = tenant_factory()
+    backends = [backend_factory(tenant=tenant, name=f"svc-{i:03}") for i in range(120)]
+    host = virtual_host_factory(tenant=tenant, mounts={f"k{i:03}": b for i, b in enumerate(backends)},
+                                tool_aliases={f"alias-{i:03}": ToolTarget(f"k{i:03}", "t") for i in range(60)})
+    tool_rules_add(virtual_host=host, rules=[ToolRuleSpec("exclude", "name", f"t{i}", "") for i in range(55)])
+    page_url = f"{_base(tenant)}{host.pk}/"
+    with django_assert_max_num_queries(20):  # not one per mount
+        page = admin_client.get(page_url, {"aliases_page": 2, "q": "vpc"}).content.decode()
+    mounts = re.findall(r"<td><code>(k\d+)</code></td>\s*<td>svc-", page)
+    assert mounts == [f"k{i:03}" for i in range(50)] and "Page 1 of 3 (120 in all)" in page
+    aliases = re.findall(r"<td><code>(alias-\d+)</code></td>", page)
+    assert aliases == ["alias-050", "alias-051", "alias-052", "alias-053", "alias-054", "alias-055", "alias-056",
+                       "alias-057", "alias-058", "alias-059"]
+    assert "Page 2 of 2 (60 in all)" in page and "Page 1 of 2 (55 in all)" in page
+    # A list's pager keeps the page's other parameters, and the tools fragment gets only its own.
+    assert html.escape("?aliases_page=2&q=vpc&mounts_page=2#mounts-heading") in page
+    assert f'hx-get="{_base(tenant)}{host.pk}/tools/?q=vpc"' in page
+    # Past FEW_CHOICES, a select becomes a text box offering the choices as one types.
+    backend_box = re.search(r'<input type="text" name="backend"[^>]*>', page)
+    assert backend_box is not None and 'list="mount_backend-choices"' in backend_box.group(0)
+    assert '<option value="svc-007">svc-007 (MCP server)</option>' in page
+    rule_key = re.search(r'<input type="text" name="map_key"[^>]*id="rule_map_key"[^>]*>', page)
+    assert rule_key is not None and 'placeholder="every backend"' in rule_key.group(0)  # its empty choice
+    assert '<option value="">' not in page.split('id="rule_map_key"')[1].split("</datalist>")[0]
+    # The mounts can be searched by map key or backend name.
+    found = admin_client.get(page_url, {"mounts_q": "SVC-11"}).content.decode()
+    assert re.findall(r"<td><code>(k\d+)</code></td>\s*<td>svc-", found) == [f"k{i}" for i in range(110, 120)]
+    nothing = admin_client.get(page_url, {"mounts_q": "nope"}).content.decode()
+    assert "No mount’s map key or backend holds “nope”." in html.unescape(nothing).replace("'", "’")
+    # What is typed is sent and checked like a choice.
+    extra = backend_factory(tenant=tenant, name="extra")
+    assert admin_client.post(page_url + "mounts/", {"map_key": "more", "backend": "extra"}).status_code == 302
+    assert host.mounts.get(map_key="more").backend == extra
+    refused = admin_client.post(page_url + "mounts/", {"map_key": "other", "backend": "svc-999"})
+    assert refused.status_code == 400 and "Select a valid choice" in refused.content.decode()
+    assert 'value="svc-999"' in refused.content.decode()  # what was typed stays in the box
+
+
+def test_a_host_with_few_mounts_keeps_plain_selects(admin_client: Client) -> None:
+    tenant = tenant_factory()
+    host = virtual_host_factory(tenant=tenant, mounts={"a": backend_factory(tenant=tenant, name="one")})
+    page = admin_client.get(f"{_base(tenant)}{host.pk}/").content.decode()
+    assert '<select name="backend"' in page and '<select name="map_key" id="alias_map_key"' in page
+    assert "Find a mount" not in page and 'class="pager"' not in page

@@ -33,6 +33,7 @@ from apps.catalog.curation import (
 from apps.catalog.models import ToolRule, VirtualHost
 from apps.catalog.services import ToolTarget, tool_alias_set
 from apps.console.access import console_view
+from apps.console.widgets import ManyChoices
 from apps.gateway.exposure import STATES, ExposedTools, virtual_host_exposed_tools
 from apps.kernel.curation import PATTERN_MAX_LENGTH, ToolRuleSpec
 from apps.tenants.models import Tenant
@@ -47,11 +48,11 @@ class ToolRuleForm(forms.Form):
     match = forms.ChoiceField(label="Match by", choices=ToolRule.Match.choices)
     pattern = forms.CharField(label="Name, glob or tag", max_length=PATTERN_MAX_LENGTH, strip=False,
                               help_text="Globs: *, ? and [...]; tags: an OpenAPI operation's tags.")
-    map_key = forms.ChoiceField(label="Of", choices=(), required=False)
+    map_key = forms.ChoiceField(label="Of", choices=(), required=False, widget=ManyChoices)
 
     def __init__(self, *args: Any, virtual_host: VirtualHost, **kwargs: Any) -> None:
         super().__init__(*args, auto_id="rule_%s", **kwargs)
-        self.fields["map_key"].choices = [("", "every backend"), *((m.map_key, m.map_key) for m in virtual_host.mounts.all())]
+        self.fields["map_key"].choices = [("", "every backend"), *((key, key) for key in selectors.mount_keys_list(virtual_host=virtual_host))]
         # A picker for names: typing asks the host for its tools (a glob or tag is typed as it is).
         options = reverse("console:vhost-tool-options", kwargs={"tenant": virtual_host.tenant.slug, "vhost_id": virtual_host.pk})
         self.fields["pattern"].widget.attrs.update({
@@ -62,7 +63,7 @@ class ToolRuleForm(forms.Form):
 
 
 def vhost_or_404(tenant: Tenant, virtual_host_id: int) -> VirtualHost:
-    virtual_host = selectors.virtual_host_get(tenant=tenant, virtual_host_id=virtual_host_id)
+    virtual_host = selectors.virtual_host_get(tenant=tenant, virtual_host_id=virtual_host_id, prefetched=False)
     if virtual_host is None:
         raise Http404(f"no virtual host with id {virtual_host_id}")
     return virtual_host

@@ -29,9 +29,10 @@ from apps.catalog.services import (
     virtual_host_settings_set,
 )
 from apps.console.access import console_view
-from apps.console.paging import page_of
+from apps.console.paging import page_of, query_without
 from apps.console.refusals import refusal_show
 from apps.console.views.vhost_tools import ToolRuleForm, vhost_or_404
+from apps.console.widgets import ManyChoices
 from apps.tenants.models import ApiKey, Tenant
 
 
@@ -59,7 +60,8 @@ class MountForm(forms.Form):
         label="Map key", max_length=32,
         help_text="Prefixes the backend's tool names when the host mounts several backends.",
     )
-    backend = forms.ModelChoiceField(label="Backend", queryset=Backend.objects.none())
+    backend = forms.ModelChoiceField(label="Backend", queryset=Backend.objects.none(), to_field_name="name",
+                                     widget=ManyChoices)
 
     def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
         super().__init__(*args, auto_id="mount_%s", **kwargs)  # ids distinct from the alias form's on one page
@@ -69,7 +71,7 @@ class MountForm(forms.Form):
 
 class AliasForm(forms.Form):
     alias = forms.CharField(label="Alias", max_length=128, help_text="The tool name clients see, exactly as written.")
-    map_key = forms.ChoiceField(label="Map key", choices=())
+    map_key = forms.ChoiceField(label="Map key", choices=(), widget=ManyChoices)
     upstream_name = forms.CharField(
         label="Tool (its name at the backend)", max_length=128,
         # A picker: typing asks the host for its tools (vhost_tool_options) and offers them.
@@ -78,7 +80,7 @@ class AliasForm(forms.Form):
 
     def __init__(self, *args: Any, virtual_host: VirtualHost, **kwargs: Any) -> None:
         super().__init__(*args, auto_id="alias_%s", **kwargs)
-        self.fields["map_key"].choices = [(m.map_key, m.map_key) for m in virtual_host.mounts.all()]
+        self.fields["map_key"].choices = [(key, key) for key in selectors.mount_keys_list(virtual_host=virtual_host)]
         options = reverse("console:vhost-tool-options", kwargs={"tenant": virtual_host.tenant.slug, "vhost_id": virtual_host.pk})
         self.fields["upstream_name"].widget.attrs.update({
             "hx-get": f"{options}?list=alias-tool-options", "hx-trigger": "input changed delay:200ms",
@@ -93,13 +95,26 @@ def _detail_page(
     request: HttpRequest, tenant: Tenant, virtual_host: VirtualHost, *, mount_form: MountForm | None = None,
     alias_form: AliasForm | None = None, error: str = "",
 ) -> HttpResponse:
+    # A host may mount hundreds of backends and hold hundreds of aliases and rules: each list is paged
+    # on its own (`?mounts_page=`, …), and the mounts can be searched.
+    mounts_search = request.GET.get("mounts_q", "")[:100]
+    lists = {
+        "mounts": (selectors.mount_list(virtual_host=virtual_host, search=mounts_search), "mounts_page"),
+        "aliases": (selectors.tool_alias_list(virtual_host=virtual_host), "aliases_page"),
+        "rules": (selectors.tool_rule_list(virtual_host=virtual_host), "rules_page"),
+    }
+    pages = {name: page_of(request, rows, param=param) for name, (rows, param) in lists.items()}
     context = {
         "vhost": virtual_host,
+        **pages,
+        **{f"{name}_keep": query_without(request, param) for name, (_, param) in lists.items()},
+        "mounts_search": mounts_search,
+        "mounted": mounts_search or pages["mounts"].paginator.count > 0,
         "mount_form": mount_form or MountForm(tenant=tenant),
         "alias_form": alias_form or AliasForm(virtual_host=virtual_host),
         "rule_form": ToolRuleForm(virtual_host=virtual_host),
-        # The tools fragment is asked for with the filters the page was opened with.
-        "tools_query": request.GET.urlencode(),
+        # The tools fragment is asked for with the filters the page was opened with (the tools' own).
+        "tools_query": query_without(request, "mounts_q", *(param for _, param in lists.values())),
         "error": error,
     }
     refused = bool(error or context["mount_form"].errors or context["alias_form"].errors)
