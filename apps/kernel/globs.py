@@ -4,6 +4,7 @@ costs and a host's tool curation write them."""
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Sequence
 
@@ -27,4 +28,9 @@ def glob_problem(pattern: str) -> str | None:
 
 def globs_compile(patterns: Sequence[str]) -> re.Pattern[str]:
     """One regular expression matching a whole name that any of `patterns` matches."""
+    return _compiled(tuple(patterns))
+
+
+@functools.lru_cache(maxsize=1024)  # a host's rules are compiled for each of its map keys alike
+def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))

@@ -225,9 +225,11 @@ class Naming:
         """`tool_names` of each of one backend's tools `names`, in order, worked out in bulk for a
         whole listing: the route back (rules 3–4) is decided once for the map key, not per name."""
         dashed = f"{map_key}-"
-        if map_key not in self.keys or self.single_key is None and any(  # a longer key may take some names
-                key.startswith(dashed) for key, _, _ in self.deeper_keys.get(map_key.partition("-")[0], ())):
+        if map_key not in self.keys:
             return [self.tool_names(map_key, name) for name in names]
+        # A longer key `{map_key}-{tail}` may take the names that start with its tail: those are named one by one.
+        tails = () if self.single_key is not None else tuple(
+            key[len(dashed):] for key, _, _ in self.deeper_keys.get(map_key.partition("-")[0], ()) if key.startswith(dashed))
         shown = self.curation.shown(map_key) if self.curation is not None else None
         aliases, routes, hidden = self.alias_names, self.alias_routes, self.hidden_aliases
         prefix, checked = ("", False) if self.single_key is not None else (dashed, True)
@@ -236,6 +238,9 @@ class Naming:
             aliased = aliases.get((map_key, name)) if aliases else None
             if aliased is not None:
                 found.append(aliased)
+                continue
+            if tails and name.startswith(tails):
+                found.append(self.tool_names(map_key, name))
                 continue
             exposed = prefix + name
             if (exposed in routes or exposed in hidden or checked and (not name or _is_tool_name(exposed) is None)
