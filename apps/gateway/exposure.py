@@ -10,19 +10,20 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
 from django.db.models.functions import Left
 
-from apps.catalog.curation import rule_describe
+from apps.catalog.curation import rule_describe, tool_rules_add
 from apps.catalog.models import Backend, Tool, ToolAlias, ToolOverride, ToolRule, VirtualHost
 from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective, virtual_host_naming_get
 from apps.catalog.tool_selectors import ToolText, tool_match_rank, tool_search_words
 from apps.common.redis import redis_client
 from apps.gateway.tool_lists import mcp_tools_fetch
+from apps.kernel.curation import ToolRuleSpec
 from apps.kernel.names import Naming
 from apps.retrieval.text import name_words
 
@@ -366,3 +367,53 @@ def _part_build(naming: Naming, key: str, backend: str, tools: list[tuple[str, s
     served.sort(key=itemgetter(0))
     hidden.sort(key=itemgetter(3))
     return _Part(served=served, hidden=hidden, dropped=dropped, expires=expires, inputs=inputs)
+
+
+@dataclass(frozen=True)
+class RuleEffect:
+    """What adding curation rules did to the tools a host serves (of the rules' `map_key`, or all)."""
+
+    served_before: int
+    served_after: int
+    map_key: str  # empty: the whole host
+    known: bool  # False when some backend's tools could not be listed: the counts leave them out
+
+    @property
+    def warning(self) -> str:
+        """Why the operator should look again (empty when the change is what a rule usually does)."""
+        of = f" of {self.map_key}" if self.map_key else ""
+        if not self.known:
+            return ""
+        if self.served_after == self.served_before:
+            return "it changes nothing now: it matches no tool it would hide or serve (a typo, or tools to come)"
+        if self.served_after == 0:
+            return f"no tool{of} is served now"
+        return ""
+
+    def describe(self) -> str:
+        of = f" of {self.map_key}" if self.map_key else ""
+        if not self.known:
+            return "some backend's tools could not be listed, so what it changes is not known"
+        change = self.served_before - self.served_after
+        if change > 0:
+            said = f"{change:,} of the {self.served_before:,} served tools{of} are hidden now"
+        elif change < 0:
+            said = f"{-change:,} more tools{of} are served now"
+        else:
+            return self.warning
+        return f"{said}; {self.warning}" if self.warning else said
+
+
+def tool_rules_add_measured(*, virtual_host: VirtualHost, rules: Sequence[ToolRuleSpec]) -> tuple[list[ToolRule], RuleEffect]:
+    """`tool_rules_add`, and how many tools the host served before and after, of the rules' one map
+    key (when they all name the same) or in all: an include rule with a typo hides every tool of its
+    backend, an exclude rule with one hides nothing, and neither is an error the rule's own check sees."""
+    keys = {rule.map_key for rule in rules}
+    map_key = keys.pop() if len(keys) == 1 else ""
+    before = virtual_host_exposed_tools(virtual_host=virtual_host, map_key=map_key, limit=0)
+    added = tool_rules_add(virtual_host=virtual_host, rules=rules)
+    after = virtual_host_exposed_tools(virtual_host=virtual_host, map_key=map_key, limit=0)
+    return added, RuleEffect(
+        served_before=before.served, served_after=after.served, map_key=map_key,
+        known=not before.unavailable and not after.unavailable,
+    )

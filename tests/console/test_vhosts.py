@@ -265,3 +265,30 @@ def test_a_host_with_few_mounts_keeps_plain_selects(admin_client: Client) -> Non
     page = admin_client.get(f"{_base(tenant)}{host.pk}/").content.decode()
     assert '<select name="backend"' in page and '<select name="map_key" id="alias_map_key"' in page
     assert "Find a mount" not in page and 'class="pager"' not in page
+
+
+def test_adding_a_rule_says_what_it_did_and_warns_when_it_does_nothing_or_everything(
+    admin_client: Client, demo_backend_url: str,
+) -> None:
+    from apps.gateway.exposure import virtual_host_exposed_tools
+
+    tenant = tenant_factory()
+    demo = backend_factory(tenant=tenant, name="demo", urls=[demo_backend_url])
+    host = virtual_host_factory(tenant=tenant, mounts={"d": demo, "e": demo})
+    served = virtual_host_exposed_tools(virtual_host=host, map_key="d").served
+    url = f"{_base(tenant)}{host.pk}/tool-rules/"
+
+    def added(rule: dict[str, str]) -> tuple[str, str]:
+        page = admin_client.post(url, rule, follow=True).content.decode()
+        found = re.search(r'<li class="message ([a-z]+)"[^>]*>(.*?)</li>', page, re.S)
+        assert found is not None, page
+        return found.group(1), html.unescape(re.sub(r"<[^>]+>", "", found.group(2)))
+
+    kind, said = added({"action": "exclude", "match": "name", "pattern": "echo", "map_key": "d"})
+    assert kind == "success" and said == f"Rule added: exclude name 'echo' of d: 1 of the {served} served tools of d are hidden now."
+    kind, said = added({"action": "exclude", "match": "glob", "pattern": "no-such-*", "map_key": ""})
+    assert kind == "warning" and "it changes nothing now: it matches no tool it would hide or serve" in said
+    # An include rule with a typo leaves a backend with nothing to serve.
+    kind, said = added({"action": "include", "match": "name", "pattern": "ad", "map_key": "e"})
+    assert (kind, said) == ("warning", f"Warning: Rule added: include name 'ad' of e: {served} of the {served} served tools of e "
+                                       "are hidden now; no tool of e is served now.")

@@ -26,7 +26,6 @@ from apps.catalog.curation import (
     tool_override_delete,
     tool_override_set,
     tool_rule_delete,
-    tool_rules_add,
     tools_hide,
     tools_show,
 )
@@ -34,7 +33,7 @@ from apps.catalog.models import ToolRule, VirtualHost
 from apps.catalog.services import ToolTarget, tool_alias_set
 from apps.console.access import console_view
 from apps.console.widgets import ManyChoices
-from apps.gateway.exposure import STATES, ExposedTools, virtual_host_exposed_tools
+from apps.gateway.exposure import STATES, ExposedTools, tool_rules_add_measured, virtual_host_exposed_tools
 from apps.kernel.curation import PATTERN_MAX_LENGTH, ToolRuleSpec
 from apps.tenants.models import Tenant
 
@@ -181,12 +180,13 @@ def tool_rule_add(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpRe
         return _back(tenant, virtual_host, _listing(request))
     data = form.cleaned_data
     try:
-        [rule] = tool_rules_add(virtual_host=virtual_host, rules=[
+        [rule], effect = tool_rules_add_measured(virtual_host=virtual_host, rules=[
             ToolRuleSpec(data["action"], data["match"], data["pattern"], data["map_key"])])
     except ValidationError as exc:
         messages.error(request, "The rule was refused: " + "; ".join(exc.messages))
     else:
-        messages.success(request, f"Rule added: {rule_describe(rule)}.")
+        said = f"Rule added: {rule_describe(rule)}: {effect.describe()}."
+        (messages.warning if effect.warning else messages.success)(request, said)
     return _back(tenant, virtual_host, _listing(request))
 
 
