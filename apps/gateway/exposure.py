@@ -127,9 +127,11 @@ class _Listing:
     unavailable: dict[str, str]
     expires: float
     inputs: str  # `_inputs`'s digest of what it was made of
-    parts: dict[str, _Part]  # by map key
-    #: id(row) -> its names and description in lower case, for a search's first pass (its parts' texts)
-    text: dict[int, str] = field(default_factory=dict)
+    #: row -> its names and description in lower case, for a search's first pass, and its words, for
+    #: ranking: made as searches first need them, and carried over to the host's next listing for the
+    #: rows it has alike (most of them, after any change), so no search after a change splits them again
+    text: dict[_Row, str] = field(default_factory=dict)
+    words: dict[_Row, ToolText] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -142,10 +144,6 @@ class _Part:
     dropped: list[DroppedTool]
     expires: float
     inputs: str  # `_Inputs.parts`'s digest for its map key
-    #: id(row) -> its names and description in lower case, for a search's first pass, and its words,
-    #: for ranking: made as searches first need them, kept with the part (not lost with the listing)
-    text: dict[int, str] = field(default_factory=dict)
-    words: dict[int, ToolText] = field(default_factory=dict)
 
 
 #: A mount as `_inputs` reads it: map key, backend id, name, kind, active spec version id, last change.
@@ -208,22 +206,21 @@ def virtual_host_exposed_tools(
 def _ranked(listing: _Listing, rows: list[_Row], words: list[str]) -> list[_Row]:
     """The rows whose names or description hold every word, most relevant first (`tool_match_rank`)."""
     text = listing.text
-    if not text:  # the first search of this listing: its parts' texts (each part's made once)
-        for part in listing.parts.values():
-            if not part.text:
-                part.text.update((id(row), f"{row[0]} {row[3]} {row[4]}".lower()) for row in (*part.served, *part.hidden))
-            text.update(part.text)
+    if len(text) < len(listing.served) + len(listing.hidden):  # its first search: the rows not carried over
+        for row in (*listing.served, *listing.hidden):
+            if row not in text:
+                text[row] = f"{row[0]} {row[3]} {row[4]}".lower()
     if len(words) == 1:
-        candidates = [row for row in rows if words[0] in text[id(row)]]
+        candidates = [row for row in rows if words[0] in text[row]]
     else:
-        candidates = [row for row in rows if all(word in text[id(row)] for word in words)]
+        candidates = [row for row in rows if all(word in text[row] for word in words)]
     ranked = []
+    kept = listing.words
     key_words: dict[str, tuple[str, ...]] = {}
     for row in candidates:
-        kept = listing.parts[row[1]].words
-        searchable = kept.get(id(row))
+        searchable = kept.get(row)
         if searchable is None:
-            searchable = kept[id(row)] = _tool_text(row, key_words)
+            searchable = kept[row] = _tool_text(row, key_words)
         rank = tool_match_rank(words, searchable)
         if rank is not None:
             ranked.append((rank, row))
@@ -291,7 +288,7 @@ def _listing(virtual_host: VirtualHost) -> tuple[_Listing, list[_Mount]]:
     if kept is not None and kept.inputs == inputs.digest and kept.expires > time.monotonic():
         _LISTINGS.move_to_end(virtual_host.pk)
         return kept, inputs.mounts
-    listing = _listing_build(virtual_host, inputs)
+    listing = _listing_build(virtual_host, inputs, kept)
     _LISTINGS[virtual_host.pk] = listing
     _keep_at_most(_LISTINGS, lambda kept: len(kept.served) + len(kept.hidden))
     return listing, inputs.mounts
@@ -303,8 +300,9 @@ def _keep_at_most(kept: OrderedDict[Any, Any], size: Callable[[Any], int]) -> No
         kept.popitem(last=False)
 
 
-def _listing_build(virtual_host: VirtualHost, inputs: _Inputs) -> _Listing:
-    """The listing from its parts: those kept with the same inputs as they are, the others named again."""
+def _listing_build(virtual_host: VirtualHost, inputs: _Inputs, before: _Listing | None) -> _Listing:
+    """The listing from its parts: those kept with the same inputs as they are, the others named
+    again; with what the listing `before` it had made for searches, for the rows alike."""
     now = time.monotonic()
     parts: dict[str, _Part] = {}
     stale = []
@@ -335,8 +333,14 @@ def _listing_build(virtual_host: VirtualHost, inputs: _Inputs) -> _Listing:
     ordered = [parts[key] for key in sorted(parts)]
     served = [row for part in ordered for row in part.served]
     served.sort(key=itemgetter(0))  # (runs already in order: little to do)
+    hidden = [row for part in ordered for row in part.hidden]
+    text: dict[_Row, str] = {}
+    words: dict[_Row, ToolText] = {}
+    if before is not None and before.text:
+        text = {row: found for row in (*served, *hidden) if (found := before.text.get(row)) is not None}
+        words = {row: found for row in before.words if row in text and (found := before.words[row]) is not None}
     return _Listing(
-        served=served, hidden=[row for part in ordered for row in part.hidden], parts=parts,
+        served=served, hidden=hidden, text=text, words=words,
         dropped=[tool for part in ordered for tool in part.dropped], unavailable=unavailable,
         expires=0 if unavailable else min((part.expires for part in ordered), default=now + _STILL_SECONDS),
         inputs=inputs.digest,

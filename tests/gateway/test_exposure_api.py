@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from apps.catalog.services import ToolTarget
+from apps.catalog.services import ToolTarget, tool_alias_set
 from apps.tenants.models import Tenant
 from tests.factories import backend_factory, tenant_factory, virtual_host_factory
 
@@ -121,3 +121,24 @@ def test_a_change_to_one_mount_names_only_that_mounts_tools_again(
         after = listed()
         assert sorted(named) == renamed and after != before
         assert after == fresh()
+
+
+def test_a_search_after_a_change_finds_what_the_change_made(demo_backend_url: str) -> None:
+    from apps.catalog.curation import tool_override_set, tool_rules_add
+    from apps.gateway.exposure import virtual_host_exposed_tools
+    from apps.kernel.curation import ToolRuleSpec
+
+    tenant = tenant_factory()
+    demo = backend_factory(tenant=tenant, urls=[demo_backend_url])
+    host = virtual_host_factory(tenant=tenant, mounts={"x": demo, "y": demo})
+
+    def found(search: str) -> list[str]:
+        return [t.name for t in virtual_host_exposed_tools(virtual_host=host, search=search).tools]
+
+    assert found("echo") == ["x-echo", "y-echo"] and found("zebra") == []  # the words are made here...
+    tool_override_set(virtual_host=host, map_key="y", upstream_name="echo", description="Repeat what a zebra says.")
+    assert found("zebra") == ["y-echo"]  # ...and a changed tool is searched by its new text
+    tool_rules_add(virtual_host=host, rules=[ToolRuleSpec("exclude", "name", "echo", "x")])
+    assert found("echo") == ["y-echo"] and found("zebra") == ["y-echo"]
+    tool_alias_set(virtual_host=host, alias="say", target=ToolTarget("y", "echo"))  # a change to every mount
+    assert found("zebra") == ["say"] and found("say") == ["say"]
