@@ -172,7 +172,7 @@ def test_the_credential_section_shows_none_the_schemes_state_and_a_write_only_fo
     html = admin_client.get(_page(backend)).content.decode()
     assert 'id="credential-heading"' in html and "none: requests go to the backend without credentials" in html
     assert "no version is served yet" in html
-    assert f'action="{_credential(backend)}"' in html and f'action="{_remove(backend)}"' not in html
+    assert f'action="{_credential(backend)}"' in html and f'href="{_remove(backend)}"' not in html
     assert '<option value="" selected>as the spec&#x27;s security scheme says</option>' in html
     assert 'type="password" name="secret" autocomplete="new-password"' in html
 
@@ -182,8 +182,14 @@ def test_the_credential_section_shows_none_the_schemes_state_and_a_write_only_fo
     html = admin_client.get(_page(backend)).content.decode()
     assert "API key in header X-API-Key (from the spec&#x27;s scheme &#x27;apiKey&#x27;), set" in html
     assert "<code>apiKey</code>: API key in header X-API-Key" in html
-    assert f'action="{_remove(backend)}"' in html and "Remove credential" in html
+    assert f'href="{_remove(backend)}"' in html and "Remove credential" in html
     assert SECRET not in html and EgressCredential.objects.get(backend=backend).secret not in html
+    # Removing asks first: the secret cannot be put back from here.
+    asked = admin_client.get(_remove(backend)).content.decode()
+    assert "Remove the credential of" in asked and "paste it again" in asked
+    assert EgressCredential.objects.filter(backend=backend).exists()
+    assert admin_client.post(_remove(backend)).status_code == 302
+    assert not EgressCredential.objects.filter(backend=backend).exists()
 
 
 @pytest.mark.django_db
@@ -259,7 +265,7 @@ def test_removing_the_credential(admin_client: Client) -> None:
 def test_credential_urls_take_only_post_from_staff(admin_client: Client, client: Client, django_user_model: Any) -> None:
     backend = openapi_backend_factory()
     assert admin_client.get(_credential(backend)).status_code == 405
-    assert admin_client.get(_remove(backend)).status_code == 405
+    assert admin_client.put(_remove(backend)).status_code == 405  # (GET asks to confirm, with a credential)
     assert client.post(_credential(backend), {"kind": "bearer", "secret": SECRET}).status_code == 302  # to login
     user = django_user_model.objects.create_user(username="someone", password="pw")
     client.force_login(user)

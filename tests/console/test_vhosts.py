@@ -87,6 +87,9 @@ def test_mounts_and_aliases_add_and_remove(admin_client: Client) -> None:
     assert refused.status_code == 400 and "map key 'b' is the target of aliases Find" in html.unescape(refused.content.decode())
     bad = admin_client.post(page + "aliases/", {"alias": "x", "map_key": "nope", "upstream_name": "y"})
     assert bad.status_code == 400
+    asked = admin_client.get(f"{page}aliases/{alias.pk}/remove/").content.decode()
+    assert "Remove the alias Find from" in asked and "unknown-tool error" in asked
+    assert ToolAlias.objects.filter(pk=alias.pk).exists()  # asking removes nothing
     assert admin_client.post(f"{page}aliases/{alias.pk}/remove/").status_code == 302
     assert admin_client.post(f"{page}mounts/{mount_b.pk}/remove/").status_code == 302
     assert list(host.mounts.values_list("map_key", flat=True)) == ["a"]

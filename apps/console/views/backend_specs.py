@@ -17,7 +17,7 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import path
+from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.catalog import selectors
@@ -239,12 +239,23 @@ def credential_set(request: HttpRequest, tenant: Tenant, backend_id: int) -> Htt
     return _spec_page(request, backend, credential_form=form)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @console_view()
 def credential_remove(request: HttpRequest, tenant: Tenant, backend_id: int) -> HttpResponse:
+    """GET asks for confirmation (the secret cannot be shown again, so it cannot be put back from
+    here); POST removes it."""
     backend = backend_or_404(tenant, backend_id)
     if selectors.egress_credential_state(backend=backend) is None:
         messages.info(request, "There was no credential to remove.")
+    elif request.method == "GET":
+        return render(request, "console/keys/confirm.html", {
+            "title": f"Remove the credential of {backend.name}?",
+            "what": [f"Requests to {backend.name}'s API go without a credential from then on: calls its API "
+                     "refuses fail until a credential is saved again.",
+                     "The secret is not kept anywhere: to put it back, paste it again."],
+            "action": "Remove credential",
+            "back_url": reverse("console:backend-spec", kwargs={"tenant": tenant.slug, "backend_id": backend.pk}),
+        })
     else:
         egress_credential_clear(backend=backend)
         messages.success(request, "Credential removed: requests to the backend now go without one.")

@@ -250,13 +250,23 @@ def alias_add(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpRespon
     return _detail_page(request, tenant, virtual_host, alias_form=form)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @console_view()
 def alias_remove(request: HttpRequest, tenant: Tenant, vhost_id: int, alias_id: int) -> HttpResponse:
+    """GET asks for confirmation (clients calling the alias break); POST removes it."""
     virtual_host = _vhost_or_404(tenant, vhost_id)
     tool_alias = selectors.tool_alias_get(virtual_host=virtual_host, alias_id=alias_id)
     if tool_alias is None:
         raise Http404(f"no alias with id {alias_id}")
+    if request.method == "GET":
+        return render(request, "console/keys/confirm.html", {
+            "title": f"Remove the alias {tool_alias.alias} from {virtual_host.slug}?",
+            "what": [f"Clients calling {tool_alias.alias} get an unknown-tool error from then on.",
+                     f"The tool ({tool_alias.map_key}: {tool_alias.upstream_name}) is listed under its default name "
+                     "again, unless another alias names it."],
+            "action": "Remove alias",
+            "back_url": reverse("console:vhost-detail", kwargs={"tenant": tenant.slug, "vhost_id": virtual_host.pk}),
+        })
     tool_alias_delete(tool_alias=tool_alias)
     messages.success(request, f"Alias {tool_alias.alias} removed.")
     return redirect("console:vhost-detail", tenant=tenant.slug, vhost_id=virtual_host.pk)
