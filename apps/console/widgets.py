@@ -26,10 +26,15 @@ class ManyChoices(forms.Select):
         final = self.build_attrs(self.attrs, attrs)
         list_id = f"{final.get('id') or name}-choices"
         given = self.format_value(value)
-        placeholder = next((label for v, label in choices if v == ""), "")
+        # An optional field's empty choice says what leaving the box empty means; a required one's
+        # ("---------") says nothing.
+        empty = next((label for v, label in choices if v == ""), "")
+        final.update(type="text", list=list_id, autocomplete="off",
+                     placeholder=empty if empty and not self.is_required else "type to choose")
+        if self.is_required:
+            final["required"] = True  # (a select with an empty first choice leaves it to the field)
         return format_html(
-            '<input type="text" name="{}" value="{}" list="{}" autocomplete="off" placeholder="{}"{}>'
-            '<datalist id="{}">{}</datalist>',
-            name, given[0] if given else "", list_id, placeholder, flatatt(final), list_id,
+            '<input name="{}" value="{}"{}><datalist id="{}">{}</datalist>',
+            name, given[0] if given else "", flatatt(final), list_id,
             format_html_join("", '<option value="{}">{}</option>', ((v, label) for v, label in choices if v != "")),
         )

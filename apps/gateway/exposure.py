@@ -8,9 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -94,15 +95,19 @@ def backend_tools_describe(*, backend: Backend) -> list[tuple[str, str]]:
 #: The tools of spec versions this process has read, by version id, least recently used first: a
 #: version's tools never change, so a host's listing worked out again reads only new versions.
 _SPEC_TOOLS: OrderedDict[int, list[tuple[str, str]]] = OrderedDict()
+#: Held while this module's kept listings, parts and spec tools are read or changed (requests run in
+#: threads); never while a listing is worked out, so two hosts' listings are made side by side.
+_KEPT_LOCK = threading.Lock()
 _SPEC_TOOLS_MAX = 60_000  # tools kept over all versions (each ~0.3 KiB)
 
 
 def _catalog_tools(spec_version_ids: list[int]) -> dict[int, list[tuple[str, str]]]:
     """The tools of these spec versions (OpenAPI backends' active ones) as `backend_tools_describe`
     gives them, by version id; those not kept read in one query."""
-    found = {version: _SPEC_TOOLS[version] for version in spec_version_ids if version in _SPEC_TOOLS}
-    for version in found:
-        _SPEC_TOOLS.move_to_end(version)
+    with _KEPT_LOCK:
+        found = {version: kept for version in spec_version_ids if (kept := _SPEC_TOOLS.get(version)) is not None}
+        for version in found:
+            _SPEC_TOOLS.move_to_end(version)
     missing = [version for version in spec_version_ids if version not in found]
     if missing:
         read: dict[int, list[tuple[str, str]]] = {version: [] for version in missing}
@@ -111,9 +116,10 @@ def _catalog_tools(spec_version_ids: list[int]) -> dict[int, list[tuple[str, str
         for version, name, summary in rows:
             read[version].append((name, summary))
         found.update(read)
-        _SPEC_TOOLS.update(read)
-        while sum(map(len, _SPEC_TOOLS.values())) > _SPEC_TOOLS_MAX and len(_SPEC_TOOLS) > 1:
-            _SPEC_TOOLS.popitem(last=False)
+        with _KEPT_LOCK:
+            _SPEC_TOOLS.update(read)
+            while sum(map(len, _SPEC_TOOLS.values())) > _SPEC_TOOLS_MAX and len(_SPEC_TOOLS) > 1:
+                _SPEC_TOOLS.popitem(last=False)
     return found
 
 
@@ -245,8 +251,9 @@ def _tool_text(row: _Row, key_words: dict[str, tuple[str, ...]]) -> ToolText:
 def exposed_tools_forget() -> None:
     """Drop this process's listings (the next request of each host works its listing out again; the
     tools of spec versions it has read stay: they never change)."""
-    _LISTINGS.clear()
-    _PARTS.clear()
+    with _KEPT_LOCK:
+        _LISTINGS.clear()
+        _PARTS.clear()
 
 
 def _inputs(virtual_host: VirtualHost) -> _Inputs:
@@ -284,19 +291,22 @@ def _digest(text: str) -> str:
 
 def _listing(virtual_host: VirtualHost) -> tuple[_Listing, list[_Mount]]:
     inputs = _inputs(virtual_host)
-    kept = _LISTINGS.get(virtual_host.pk)
-    if kept is not None and kept.inputs == inputs.digest and kept.expires > time.monotonic():
-        _LISTINGS.move_to_end(virtual_host.pk)
-        return kept, inputs.mounts
+    with _KEPT_LOCK:
+        kept = _LISTINGS.get(virtual_host.pk)
+        if kept is not None and kept.inputs == inputs.digest and kept.expires > time.monotonic():
+            _LISTINGS.move_to_end(virtual_host.pk)
+            return kept, inputs.mounts
     listing = _listing_build(virtual_host, inputs, kept)
-    _LISTINGS[virtual_host.pk] = listing
-    _keep_at_most(_LISTINGS, lambda kept: len(kept.served) + len(kept.hidden))
+    with _KEPT_LOCK:
+        _LISTINGS[virtual_host.pk] = listing
+        _keep_at_most(_LISTINGS)
     return listing, inputs.mounts
 
 
-def _keep_at_most(kept: OrderedDict[Any, Any], size: Callable[[Any], int]) -> None:
-    """Drop the least recently used entries until they hold at most _LISTED_TOOLS_MAX tools (but one)."""
-    while sum(map(size, kept.values())) > _LISTED_TOOLS_MAX and len(kept) > 1:
+def _keep_at_most(kept: OrderedDict[Any, _Listing] | OrderedDict[Any, _Part]) -> None:
+    """Drop the least recently used entries until they hold at most _LISTED_TOOLS_MAX tools (but one).
+    Called with _KEPT_LOCK held."""
+    while sum(len(entry.served) + len(entry.hidden) for entry in kept.values()) > _LISTED_TOOLS_MAX and len(kept) > 1:
         kept.popitem(last=False)
 
 
@@ -306,13 +316,14 @@ def _listing_build(virtual_host: VirtualHost, inputs: _Inputs, before: _Listing 
     now = time.monotonic()
     parts: dict[str, _Part] = {}
     stale = []
-    for mount in inputs.mounts:
-        part = _PARTS.get((virtual_host.pk, mount[0]))
-        if part is not None and part.inputs == inputs.parts[mount[0]] and part.expires > now:
-            _PARTS.move_to_end((virtual_host.pk, mount[0]))
-            parts[mount[0]] = part
-        else:
-            stale.append(mount)
+    with _KEPT_LOCK:
+        for mount in inputs.mounts:
+            part = _PARTS.get((virtual_host.pk, mount[0]))
+            if part is not None and part.inputs == inputs.parts[mount[0]] and part.expires > now:
+                _PARTS.move_to_end((virtual_host.pk, mount[0]))
+                parts[mount[0]] = part
+            else:
+                stale.append(mount)
     unavailable: dict[str, str] = {}
     if stale:
         naming = virtual_host_naming_get(virtual_host=virtual_host)
@@ -328,8 +339,11 @@ def _listing_build(virtual_host: VirtualHost, inputs: _Inputs, before: _Listing 
                 continue
             # An OpenAPI backend's tools change only with its active spec (in the inputs); an MCP server's any time.
             expires = now + (LIST_CACHE_SECONDS if kind == Backend.Kind.MCP else _STILL_SECONDS)
-            parts[key] = _PARTS[(virtual_host.pk, key)] = _part_build(naming, key, name, tools, inputs.parts[key], expires)
-        _keep_at_most(_PARTS, lambda kept: len(kept.served) + len(kept.hidden))
+            parts[key] = _part_build(naming, key, name, tools, inputs.parts[key], expires)
+            with _KEPT_LOCK:
+                _PARTS[(virtual_host.pk, key)] = parts[key]
+        with _KEPT_LOCK:
+            _keep_at_most(_PARTS)
     ordered = [parts[key] for key in sorted(parts)]
     served = [row for part in ordered for row in part.served]
     served.sort(key=itemgetter(0))  # (runs already in order: little to do)
@@ -337,8 +351,10 @@ def _listing_build(virtual_host: VirtualHost, inputs: _Inputs, before: _Listing 
     text: dict[_Row, str] = {}
     words: dict[_Row, ToolText] = {}
     if before is not None and before.text:
-        text = {row: found for row in (*served, *hidden) if (found := before.text.get(row)) is not None}
-        words = {row: found for row in before.words if row in text and (found := before.words[row]) is not None}
+        # Copied first (at once): a search of the listing before may be adding to them meanwhile.
+        said, split = before.text.copy(), before.words.copy()
+        text = {row: found for row in (*served, *hidden) if (found := said.get(row)) is not None}
+        words = {row: found for row, found in split.items() if row in text}
     return _Listing(
         served=served, hidden=hidden, text=text, words=words,
         dropped=[tool for part in ordered for tool in part.dropped], unavailable=unavailable,
@@ -414,6 +430,7 @@ def tool_rules_add_measured(*, virtual_host: VirtualHost, rules: Sequence[ToolRu
     backend, an exclude rule with one hides nothing, and neither is an error the rule's own check sees."""
     keys = {rule.map_key for rule in rules}
     map_key = keys.pop() if len(keys) == 1 else ""
+    # (Another change made between the two counts would be counted as this one's: a report, not a guard.)
     before = virtual_host_exposed_tools(virtual_host=virtual_host, map_key=map_key, limit=0)
     added = tool_rules_add(virtual_host=virtual_host, rules=rules)
     after = virtual_host_exposed_tools(virtual_host=virtual_host, map_key=map_key, limit=0)

@@ -31,6 +31,6 @@ def globs_compile(patterns: Sequence[str]) -> re.Pattern[str]:
     return _compiled(tuple(patterns))
 
 
-@functools.lru_cache(maxsize=1024)  # a host's rules are compiled for each of its map keys alike
+@functools.lru_cache(maxsize=256)  # a host's rules are compiled for each of its map keys alike
 def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))

@@ -429,7 +429,7 @@ class Naming:
         exposed = self._default_name(map_key, name)
         if tool and self.single_key is None and not TOOL_NAME.fullmatch(exposed):
             return f"{exposed!r} is not a valid MCP tool name ([A-Za-z0-9_.-]{{1,128}})"
-        if tool and exposed in self.alias_routes:
+        if tool and (exposed in self.alias_routes or exposed in self.hidden_aliases):
             return f"{exposed!r} is an alias of another tool"
         routed = self._split(exposed)
         return f"{exposed!r} routes to map key {routed[0]!r}" if routed else f"{exposed!r} does not route"

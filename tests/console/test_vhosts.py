@@ -242,11 +242,16 @@ def test_a_host_with_many_mounts_pages_each_list_and_picks_from_many_by_typing(
     assert html.escape("?aliases_page=2&q=vpc&mounts_page=2#mounts-heading") in page
     assert f'hx-get="{_base(tenant)}{host.pk}/tools/?q=vpc"' in page
     # Past FEW_CHOICES, a select becomes a text box offering the choices as one types.
-    backend_box = re.search(r'<input type="text" name="backend"[^>]*>', page)
+    backend_box = re.search(r'<input name="backend"[^>]*>', page)
     assert backend_box is not None and 'list="mount_backend-choices"' in backend_box.group(0)
+    assert 'type="text"' in backend_box.group(0) and " required" in backend_box.group(0)
+    assert 'placeholder="type to choose"' in backend_box.group(0)  # not the select's "---------"
     assert '<option value="svc-007">svc-007 (MCP server)</option>' in page
-    rule_key = re.search(r'<input type="text" name="map_key"[^>]*id="rule_map_key"[^>]*>', page)
+    rule_key = re.search(r'<input name="map_key"[^>]*id="rule_map_key"[^>]*>', page)
     assert rule_key is not None and 'placeholder="every backend"' in rule_key.group(0)  # its empty choice
+    assert " required" not in rule_key.group(0)
+    # Finding a mount keeps the page's other parameters.
+    assert '<input type="hidden" name="aliases_page" value="2">' in page and '<input type="hidden" name="q" value="vpc">' in page
     assert '<option value="">' not in page.split('id="rule_map_key"')[1].split("</datalist>")[0]
     # The mounts can be searched by map key or backend name.
     found = admin_client.get(page_url, {"mounts_q": "SVC-11"}).content.decode()

@@ -122,3 +122,13 @@ def test_an_alias_of_a_hidden_tool_never_falls_through_to_another_tool() -> None
                                                                          map_keys=["a", "b"]))
     assert multi.route_tool("b-y") is None and multi.route_tool("b-z") == ("b", "z")
     assert multi.tool_names("b", "y") == ()  # and b's `y` is not listed under the alias's name either
+
+
+def test_a_default_name_taken_by_an_alias_of_a_hidden_tool_says_so() -> None:
+    # The alias x-echo names y's add, which the host hides: x's echo stays unlisted (the alias never
+    # falls through), and the reason is the same whether or not y's tool is hidden.
+    aliases = {"x-echo": ("y", "add")}
+    for rules in ([], [ToolRuleSpec("exclude", "name", "add", "y")]):
+        naming = Naming.build(["x", "y"], aliases, Curation.build(rules, map_keys=["x", "y"]))
+        shown, dropped = naming.expose_tools("x", [{"name": "echo"}])
+        assert shown == [] and [d.reason for d in dropped] == ["'x-echo' is an alias of another tool"]

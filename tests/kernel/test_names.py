@@ -120,10 +120,13 @@ def test_naming_a_whole_backend_at_once_agrees_with_naming_each_tool() -> None:
         keys = rng.sample(["a", "a-b", "a-b-c", "ab", "b-a", "Q", "q-Q", "1x", "x_1"], rng.randint(1, 5))
         aliases = {rng.choice(["a-b-x", "Find", "a-t", "b-a-q", "x", "alias"]): (rng.choice(keys), rng.choice(names))
                    for _ in range(rng.randint(0, 3))}
-        rules = [ToolRuleSpec(rng.choice(["include", "exclude"]), rng.choice(["name", "glob"]),
-                              rng.choice(["x", "b*", "*-x", "a-*", "t"]), rng.choice(["", *keys]))
+        rules = [ToolRuleSpec(rng.choice(["include", "exclude"]), match := rng.choice(["name", "glob", "tag"]),
+                              rng.choice(["T", "U"] if match == "tag" else ["x", "b*", "*-x", "a-*", "t"]),
+                              rng.choice(["", *keys]))
                  for _ in range(rng.randint(0, 2))]
-        curation = Curation.build(rules, map_keys=keys, descriptions={(keys[0], "t"): "d"} if rng.random() < 0.3 else None)
+        tags = {key: {name: [rng.choice(["T", "U"])] for name in rng.sample(names, 4)} for key in keys}
+        curation = Curation.build(rules, map_keys=keys, tags=tags,
+                                  descriptions={(keys[0], "t"): "d"} if rng.random() < 0.3 else None)
         naming = Naming.build(keys, aliases, curation)
         for key in [*keys, "unmounted"]:
             assert naming.tool_names_all(key, names) == [naming.tool_names(key, n) for n in names], (keys, aliases, rules, key)

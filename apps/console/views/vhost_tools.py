@@ -49,9 +49,10 @@ class ToolRuleForm(forms.Form):
                               help_text="Globs: *, ? and [...]; tags: an OpenAPI operation's tags.")
     map_key = forms.ChoiceField(label="Of", choices=(), required=False, widget=ManyChoices)
 
-    def __init__(self, *args: Any, virtual_host: VirtualHost, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, virtual_host: VirtualHost, map_keys: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, auto_id="rule_%s", **kwargs)
-        self.fields["map_key"].choices = [("", "every backend"), *((key, key) for key in selectors.mount_keys_list(virtual_host=virtual_host))]
+        keys = selectors.mount_keys_list(virtual_host=virtual_host) if map_keys is None else map_keys
+        self.fields["map_key"].choices = [("", "every backend"), *((key, key) for key in keys)]
         # A picker for names: typing asks the host for its tools (a glob or tag is typed as it is).
         options = reverse("console:vhost-tool-options", kwargs={"tenant": virtual_host.tenant.slug, "vhost_id": virtual_host.pk})
         self.fields["pattern"].widget.attrs.update({

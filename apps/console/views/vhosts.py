@@ -78,9 +78,10 @@ class AliasForm(forms.Form):
         widget=forms.TextInput(attrs={"list": "alias-tool-options", "autocomplete": "off"}),
     )
 
-    def __init__(self, *args: Any, virtual_host: VirtualHost, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, virtual_host: VirtualHost, map_keys: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, auto_id="alias_%s", **kwargs)
-        self.fields["map_key"].choices = [(key, key) for key in selectors.mount_keys_list(virtual_host=virtual_host)]
+        keys = selectors.mount_keys_list(virtual_host=virtual_host) if map_keys is None else map_keys
+        self.fields["map_key"].choices = [(key, key) for key in keys]
         options = reverse("console:vhost-tool-options", kwargs={"tenant": virtual_host.tenant.slug, "vhost_id": virtual_host.pk})
         self.fields["upstream_name"].widget.attrs.update({
             "hx-get": f"{options}?list=alias-tool-options", "hx-trigger": "input changed delay:200ms",
@@ -104,15 +105,18 @@ def _detail_page(
         "rules": (selectors.tool_rule_list(virtual_host=virtual_host), "rules_page"),
     }
     pages = {name: page_of(request, rows, param=param) for name, (rows, param) in lists.items()}
+    map_keys = selectors.mount_keys_list(virtual_host=virtual_host)
     context = {
         "vhost": virtual_host,
         **pages,
         **{f"{name}_keep": query_without(request, param) for name, (_, param) in lists.items()},
         "mounts_search": mounts_search,
+        # What the mounts search keeps of the page's other parameters (the tools' filters, the other lists' pages).
+        "mounts_find_keep": [(k, v) for k, v in request.GET.items() if k not in ("mounts_q", "mounts_page")],
         "mounted": mounts_search or pages["mounts"].paginator.count > 0,
         "mount_form": mount_form or MountForm(tenant=tenant),
-        "alias_form": alias_form or AliasForm(virtual_host=virtual_host),
-        "rule_form": ToolRuleForm(virtual_host=virtual_host),
+        "alias_form": alias_form or AliasForm(virtual_host=virtual_host, map_keys=map_keys),
+        "rule_form": ToolRuleForm(virtual_host=virtual_host, map_keys=map_keys),
         # The tools fragment is asked for with the filters the page was opened with (the tools' own).
         "tools_query": query_without(request, "mounts_q", *(param for _, param in lists.values())),
         "error": error,
