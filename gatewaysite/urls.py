@@ -12,6 +12,7 @@ from apps.console.auth import ThrottledAdminAuthenticationForm
 from apps.console.urls import console_urls
 from apps.gateway.urls import api_urls as gateway_api_urls
 from apps.gateway.views import metrics, protected_resource_metadata
+from apps.oauth.urls import urlpatterns as oauth_urls
 from apps.policies.urls import api_urls as policies_api_urls
 from apps.retrieval.urls import api_urls as retrieval_api_urls
 from apps.tenants.urls import api_urls as tenants_api_urls
@@ -52,4 +53,5 @@ urlpatterns = [
         r"^\.well-known/oauth-protected-resource/mcp/(?P<tenant>[a-z0-9-]{1,64})/(?P<vhost>[a-z0-9-]{1,64})/?$",
         protected_resource_metadata,
     ),
+    path("", include(oauth_urls)),
 ]

@@ -16,14 +16,18 @@ from apps.catalog.selectors import virtual_host_list
 from apps.common.redis import redis_client
 from apps.gateway.prometheus import registry
 from apps.gateway.wiring import all_gateways
+from apps.oauth.selectors import authorization_server_get, issuer_url
 from apps.tenants.selectors import tenant_get, token_issuer_list
 
 
 def protected_resource_metadata(request: HttpRequest, tenant: str, vhost: str) -> JsonResponse:
-    """Which authorization servers issue access tokens for the MCP endpoint `/mcp/<tenant>/<vhost>`;
+    """Which authorization servers issue access tokens for the MCP endpoint `/mcp/<tenant>/<vhost>`:
+    the gateway's own for the tenant (first, when it is on) and the tenant's configured issuers;
     named in the endpoint's 401 challenge (`resource_metadata`). 404 when the tenant accepts none."""
     found = tenant_get(slug=tenant)
     issuers = list(token_issuer_list(tenant=found).values_list("issuer", flat=True)) if found else []
+    if found is not None and authorization_server_get(tenant=found) is not None:
+        issuers.insert(0, issuer_url(origin=request.build_absolute_uri("/").rstrip("/"), tenant=found))
     if not issuers or not virtual_host_list(tenant=found).filter(slug=vhost).exists():
         return JsonResponse({"error": "not_found", "error_description": "no protected resource here"}, status=404)
     return JsonResponse({

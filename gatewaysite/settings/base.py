@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "apps.retrieval",
     "apps.gateway",
     "apps.console",
+    "apps.oauth",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,50 @@
+"""Changing a tenant's authorization server and its clients (docs/identity.md, "Signing in people")."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from django.db import transaction
+
+from apps.common.secrets import secret_encrypt
+from apps.oauth.models import AuthorizationServer, OAuthClient
+from apps.tenants.models import Tenant
+
+
+def authorization_server_enable(*, tenant: Tenant) -> AuthorizationServer:
+    """Switch the tenant's authorization server on, making its signing key the first time."""
+    with transaction.atomic():
+        server = AuthorizationServer.objects.select_for_update().filter(tenant=tenant).first()
+        if server is None:
+            key = ec.generate_private_key(ec.SECP256R1())
+            pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()).decode()
+            return AuthorizationServer.objects.create(
+                tenant=tenant, signing_key=secret_encrypt(pem), key_id=secrets.token_urlsafe(12))
+        if not server.enabled:
+            server.enabled = True
+            server.save(update_fields=["enabled", "updated_at"])
+        return server
+
+
+def authorization_server_settings_set(
+    *, server: AuthorizationServer, enabled: bool, allow_metadata_documents: bool, allow_registration: bool,
+) -> AuthorizationServer:
+    server.enabled = enabled
+    server.allow_metadata_documents = allow_metadata_documents
+    server.allow_registration = allow_registration
+    server.save(update_fields=["enabled", "allow_metadata_documents", "allow_registration", "updated_at"])
+    return server
+
+
+def oauth_client_register(*, tenant: Tenant, client_id: str, metadata: Mapping[str, Any]) -> OAuthClient:
+    """Keep a client that registered itself (RFC 7591), with its checked metadata."""
+    return OAuthClient.objects.create(
+        tenant=tenant, client_id=client_id, kind=OAuthClient.Kind.REGISTERED,
+        client_name=str(metadata.get("client_name") or "")[:200], redirect_uris=list(metadata.get("redirect_uris") or []),
+        metadata=dict(metadata),
+    )

@@ -1,0 +1,11 @@
+"""Mounted at the site's root: the RFC 8414 well-known path, and the server under /oauth/<tenant>/."""
+
+from django.urls import path
+
+from apps.oauth import views
+
+urlpatterns = [
+    path(".well-known/oauth-authorization-server/oauth/<slug:tenant>", views.metadata, name="oauth-metadata"),
+    path("oauth/<slug:tenant>/jwks", views.key_set, name="oauth-jwks"),
+    path("oauth/<slug:tenant>/register", views.register, name="oauth-register"),
+]
