@@ -81,5 +81,23 @@ class TokenIssuerView:
     allow_private: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class OwnIssuerView:
+    """The tenant's own authorization server at the gateway (docs/identity.md, "Signing in people"):
+    its tokens' key, and the grants revoked within an access token's lifetime (their tokens are
+    refused at once). Its issuer and each token's audience are URLs at the origin a request came to."""
+
+    public_key: str  # PEM
+    revoked_grants: frozenset[str] = frozenset()
+
+    def issuer_for(self, *, origin: str, tenant: str, vhost: str) -> TokenIssuerView:
+        """As an issuer of tokens for the host `vhost`: `iss` is `<origin>/oauth/<tenant>`, `aud`
+        the host's MCP URL at that origin (RFC 8707: a token for one host is refused on another)."""
+        return TokenIssuerView(
+            issuer=f"{origin}/oauth/{tenant}", audience=f"{origin}/mcp/{tenant}/{vhost}", jwks_url="",
+            public_key=self.public_key, algorithms=("ES256",), team_claim="team", subject_claim="sub",
+        )
+
+
 class InvalidToken(Exception):
     """A bearer token that is not a valid access token for the tenant; the message says why."""

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import base64
+from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from django.utils import timezone
 
+from apps.catalog.models import VirtualHost
 from apps.common.secrets import secret_decrypt
-from apps.oauth.models import AuthorizationServer
+from apps.kernel.identity import OwnIssuerView
+from apps.oauth.models import AuthorizationServer, Grant
 from apps.tenants.models import Tenant
+
+#: How long an access token of a tenant's server is good for: revoking its grant refuses it at once.
+ACCESS_TOKEN_SECONDS = 600
 
 #: Under the gateway's origin, a tenant's authorization server (its issuer identifier).
 ISSUER_PATH = "/oauth/{tenant}"
@@ -66,3 +74,31 @@ def jwks(*, server: AuthorizationServer) -> dict[str, Any]:
 
     return {"keys": [{"kty": "EC", "crv": "P-256", "x": b64(numbers.x), "y": b64(numbers.y),
                       "kid": server.key_id, "use": "sig", "alg": "ES256"}]}
+
+
+def resource_host_get(*, tenant: Tenant, origin: str, resource: str) -> VirtualHost | None:
+    """The tenant's virtual host whose MCP URL at `origin` is `resource` (RFC 8707: the URL the
+    client connects to, `<origin>/mcp/<tenant>/<host>`); None when it names none."""
+    parts = urlsplit(resource)
+    if parts.query or parts.fragment or f"{parts.scheme}://{parts.netloc}".lower() != origin.lower():
+        return None
+    segments = parts.path.rstrip("/").split("/")
+    if len(segments) != 4 or segments[:3] != ["", "mcp", tenant.slug]:
+        return None
+    return VirtualHost.objects.filter(tenant=tenant, slug=segments[3]).first()
+
+
+def grant_list(*, tenant: Tenant, user: Any) -> list[Grant]:
+    """The person's grants at the tenant's server that still stand, newest first."""
+    return list(Grant.objects.filter(tenant=tenant, user=user, revoked_at__isnull=True).select_related("client"))
+
+
+def own_issuer_get(*, tenant: Tenant) -> OwnIssuerView | None:
+    """The tenant's server as the gateway verifies its tokens: its public key, and the grants
+    revoked within an access token's lifetime (older ones' tokens have expired)."""
+    server = authorization_server_get(tenant=tenant)
+    if server is None:
+        return None
+    since = timezone.now() - timedelta(seconds=ACCESS_TOKEN_SECONDS + 60)
+    revoked = Grant.objects.filter(tenant=tenant, revoked_at__gte=since).values_list("pk", flat=True)
+    return OwnIssuerView(public_key=public_key_pem(server=server), revoked_grants=frozenset(str(pk) for pk in revoked))

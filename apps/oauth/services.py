@@ -9,9 +9,11 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.db import transaction
+from django.utils import timezone
 
+from apps.common.config_version import config_version_bump
 from apps.common.secrets import secret_encrypt
-from apps.oauth.models import AuthorizationServer, OAuthClient
+from apps.oauth.models import AuthorizationServer, Grant, OAuthClient
 from apps.tenants.models import Tenant
 
 
@@ -23,11 +25,12 @@ def authorization_server_enable(*, tenant: Tenant) -> AuthorizationServer:
             key = ec.generate_private_key(ec.SECP256R1())
             pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption()).decode()
-            return AuthorizationServer.objects.create(
+            server = AuthorizationServer.objects.create(
                 tenant=tenant, signing_key=secret_encrypt(pem), key_id=secrets.token_urlsafe(12))
-        if not server.enabled:
+        elif not server.enabled:
             server.enabled = True
             server.save(update_fields=["enabled", "updated_at"])
+        config_version_bump(tenant_id=tenant.pk)  # the gateway takes its tokens from then on
         return server
 
 
@@ -38,7 +41,19 @@ def authorization_server_settings_set(
     server.allow_metadata_documents = allow_metadata_documents
     server.allow_registration = allow_registration
     server.save(update_fields=["enabled", "allow_metadata_documents", "allow_registration", "updated_at"])
+    config_version_bump(tenant_id=server.tenant_id)
     return server
+
+
+def grants_revoke(*, tenant: Tenant, grant_ids: list[int]) -> int:
+    """End these grants of the tenant's server: their refresh tokens are refused from now on, their
+    access tokens as soon as the gateway's configuration snapshot has the revocation (well under a
+    second). Returns how many were standing."""
+    ended = Grant.objects.filter(tenant=tenant, pk__in=grant_ids, revoked_at__isnull=True).update(
+        revoked_at=timezone.now())
+    if ended:
+        config_version_bump(tenant_id=tenant.pk)
+    return ended
 
 
 def oauth_client_register(*, tenant: Tenant, client_id: str, metadata: Mapping[str, Any]) -> OAuthClient:

@@ -8,4 +8,6 @@ urlpatterns = [
     path(".well-known/oauth-authorization-server/oauth/<slug:tenant>", views.metadata, name="oauth-metadata"),
     path("oauth/<slug:tenant>/jwks", views.key_set, name="oauth-jwks"),
     path("oauth/<slug:tenant>/register", views.register, name="oauth-register"),
+    path("oauth/<slug:tenant>/authorize", views.authorize, name="oauth-authorize"),
+    path("oauth/<slug:tenant>/token", views.token, name="oauth-token"),
 ]

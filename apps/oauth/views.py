@@ -1,18 +1,38 @@
 """The HTTP faces of a tenant's authorization server (docs/identity.md, "Signing in people"):
-its metadata (RFC 8414), key set and client registration (RFC 7591). Thin: each calls a selector
-or one service. MCP clients in browsers call them from other origins: answers carry CORS headers
-(no cookies are read, so any origin may)."""
+its metadata (RFC 8414), key set, client registration (RFC 7591), the consent page a person
+signs in through, and the token endpoint. Thin: each calls a selector or one service. MCP clients
+in browsers call the JSON ones from other origins: those answers carry CORS headers (they read no
+cookie, so any origin may); the consent page does not."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
+from authlib.common.urls import add_params_to_uri
+from authlib.oauth2 import OAuth2Error
+from authlib.oauth2.rfc6749 import InvalidRequestError
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
 
+from apps.oauth.flow import (
+    Context,
+    InvalidTargetError,
+    TenantServer,
+    authorization_respond,
+    authorize_check,
+    token_respond,
+)
 from apps.oauth.registration import client_register_response
-from apps.oauth.selectors import authorization_server_get, issuer_url, jwks, server_metadata
+from apps.oauth.selectors import authorization_server_get, issuer_url, jwks, resource_host_get, server_metadata
+from apps.tenants.access import access_get
 from apps.tenants.selectors import tenant_get
 
 REGISTRATION_BODY_MAX = 16 * 1024
@@ -89,3 +109,95 @@ def register(request: HttpRequest, tenant: str) -> HttpResponse:
         return _error(400, "invalid_client_metadata", "the body must be a JSON object of client metadata")
     issuer = issuer_url(origin=_origin(request), tenant=found)
     return client_register_response(request=request, tenant=found, metadata=server_metadata(server=server, issuer=issuer))
+
+
+def _context(request: HttpRequest, tenant: str) -> Context | None:
+    found, server = _server(tenant)
+    if found is None or server is None:
+        return None
+    return Context(tenant=found, server=server, issuer=issuer_url(origin=_origin(request), tenant=found))
+
+
+def _refusal_page(request: HttpRequest, status: int, title: str, reason: str) -> HttpResponse:
+    """An error shown to the person, not sent to the client: used until the client and its
+    redirect URI are known to match (redirecting before that would make this an open redirect)."""
+    return render(request, "oauth/refused.html", {"title": title, "reason": reason}, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+def authorize(request: HttpRequest, tenant: str) -> HttpResponse:
+    """`/oauth/<tenant>/authorize`: a person allows (or not) an MCP client to act for them on one of
+    the tenant's virtual hosts. GET checks the request and shows the consent page (after the
+    console's sign-in); POST (from that page, with its CSRF token) answers the client."""
+    context = _context(request, tenant)
+    if context is None:
+        return _refusal_page(request, 404, "No such authorization server", f"Tenant {tenant!r} signs no one in here.")
+    try:
+        grant = authorize_check(context=context, request=request)
+    except OAuth2Error as error:
+        if error.redirect_uri:  # the client and its redirect URI match: tell the client
+            return _client_error(context, error)
+        return _refusal_page(request, 400, "This sign-in request cannot be used",
+                             f"{error.error}: {error.description or 'the client or its redirect URI is not known here'}")
+    client = grant.request.client.row
+    redirect_uri = grant.redirect_uri
+    problem = _authorization_problem(request, context)
+    if problem is not None:
+        problem.redirect_uri, problem.state = redirect_uri, request.GET.get("state")
+        return _client_error(context, problem)
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path(), reverse("console:login"))
+    if not access_get(user=request.user).sees(context.tenant.pk):
+        return _refusal_page(request, 403, "Your account cannot sign in here",
+                             f"{request.user.get_username()} is not a member of {context.tenant.name}. "
+                             "Sign in with another account, or ask a tenant admin to add you.")
+    if request.method == "POST":
+        allowed = request.POST.get("decision") == "allow"
+        return authorization_respond(context=context, request=request, user=request.user if allowed else None)
+    host = resource_host_get(tenant=context.tenant, origin=_origin(request), resource=request.GET["resource"])
+    target = urlsplit(redirect_uri)
+    response = render(request, "oauth/consent.html", {
+        "tenant": context.tenant, "host": host, "resource": request.GET["resource"], "client": client,
+        "redirect_host": target.netloc or target.scheme,
+    })
+    # The form's answer redirects to the client: browsers hold a form's redirects to form-action too.
+    source = f"{target.scheme}://{target.netloc}" if target.scheme in ("http", "https") else f"{target.scheme}:"
+    policy = settings.GATEWAY_CONTENT_SECURITY_POLICY
+    if policy and "form-action" in policy:
+        response["Content-Security-Policy"] = re.sub(r"form-action [^;]*", f"form-action 'self' {source}", policy)
+    return response
+
+
+def _client_error(context: Context, error: OAuth2Error) -> HttpResponse:
+    """The error redirected to the client, with the server's `iss` (RFC 9207: on errors too)."""
+    response = TenantServer(context).handle_error_response(None, error)
+    if response.has_header("Location"):
+        response["Location"] = add_params_to_uri(response["Location"], {"iss": context.issuer})
+    return response
+
+
+def _authorization_problem(request: HttpRequest, context: Context) -> OAuth2Error | None:
+    """What Authlib does not check of an authorization request: PKCE with S256 (required here),
+    and the one virtual host it is for (RFC 8707 `resource`)."""
+    given = request.GET  # (the consent form posts back to the same URL, query and all)
+    if not given.get("code_challenge") or given.get("code_challenge_method") != "S256":
+        return InvalidRequestError(description="PKCE is required, with code_challenge_method S256")
+    resource = given.get("resource", "")
+    if not resource:
+        return InvalidTargetError(description=f"name the virtual host to sign in to as resource (RFC 8707), "
+                                              f"e.g. {_origin(request)}/mcp/{context.tenant.slug}/<host>")
+    if resource_host_get(tenant=context.tenant, origin=_origin(request), resource=resource) is None:
+        return InvalidTargetError(description=f"{resource[:200]} is not the URL of a virtual host of "
+                                              f"{context.tenant.slug} here")
+    return None
+
+
+@_cors("POST")
+def token(request: HttpRequest, tenant: str) -> HttpResponse:
+    """`POST /oauth/<tenant>/token`: a code (with its PKCE verifier) or a refresh token for tokens."""
+    if request.method != "POST":
+        return _error(405, "invalid_request", "POST a token request (application/x-www-form-urlencoded)")
+    context = _context(request, tenant)
+    if context is None:
+        return _error(404, "not_found", f"tenant {tenant!r} has no authorization server here")
+    return token_respond(context=context, request=request)

@@ -26,8 +26,9 @@ from apps.gateway.adapters.openapi_tool_server import OpenApiHttp, openapi_serve
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import StoreUnavailable
 from apps.gateway.pipeline.values import BackendView, ToolSearchConfig, VirtualHostView
-from apps.kernel.identity import Limit, Principal, TokenIssuerView
+from apps.kernel.identity import Limit, OwnIssuerView, Principal, TokenIssuerView
 from apps.kernel.singleflight import SingleFlight
+from apps.oauth.selectors import own_issuer_get
 from apps.policies.models import RateLimit
 from apps.policies.selectors import EffectiveBudgets, access_policy_compiled, budgets_effective, tool_costs_compiled
 from apps.tenants.keys import key_hash
@@ -59,6 +60,7 @@ class TenantSnapshot:
         *,
         tenant: tuple[int, str] = (0, ""),
         issuers: tuple[TokenIssuerView, ...] = (),
+        own_issuer: OwnIssuerView | None = None,
         teams: frozenset[str] = frozenset(),
         team_limits: dict[str, Limit] | None = None,
         budgets: EffectiveBudgets | None = None,
@@ -68,6 +70,7 @@ class TenantSnapshot:
         self._vhosts = vhosts
         self._tenant = tenant
         self.issuers = issuers
+        self.own_issuer = own_issuer
         self._teams = teams
         self._team_limits = team_limits or {}
         self._budgets = budgets
@@ -237,6 +240,7 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
         )
     return TenantSnapshot(
         keys, hashes, vhosts, tenant=(tenant.pk, tenant.slug), issuers=issuers,
+        own_issuer=own_issuer_get(tenant=tenant),
         teams=frozenset(Team.objects.filter(tenant=tenant).values_list("slug", flat=True)),
         team_limits={name: limit for (scope, name), limit in limits.items() if scope == "team"},
         budgets=budgets,

@@ -50,7 +50,7 @@ from apps.gateway.protocol.envelope import NAME_BEARING, encode_header_value, is
 from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidRequest
 from apps.gateway.protocol.jsonrpc import Message, dumps, error_message, loads, parse_body
 from apps.gateway.protocol.versions import META_PROTOCOL_VERSION, MODERN_VERSIONS
-from apps.kernel.identity import InvalidToken, Principal
+from apps.kernel.identity import InvalidToken, Principal, TokenIssuerView
 
 log = logging.getLogger(__name__)
 
@@ -320,9 +320,13 @@ class Gateway:
             principal = tenant.principal_for_credential(credential) if tenant is not None else None
             if principal is not None:
                 return principal
-            if tenant is not None and tenant.issuers and credential.count(".") == 2:
+            issuers = self._issuers(request, tenant)
+            if tenant is not None and issuers and credential.count(".") == 2:
                 try:
-                    issuer, claims = await self._tokens.verify(credential, tenant.issuers)
+                    issuer, claims = await self._tokens.verify(credential, issuers)
+                    own = tenant.own_issuer
+                    if own is not None and issuer == issuers[-1] and str(claims.get("gid")) in own.revoked_grants:
+                        raise InvalidToken("the token's grant was revoked")
                 except InvalidToken as exc:
                     raise HttpError(401, f"Unauthorized: {exc}", headers=self._challenge(request, tenant, True)) from None
                 return tenant.principal_for_token(issuer, claims)
@@ -333,20 +337,33 @@ class Gateway:
                 return principal
         raise HttpError(
             401, "Unauthorized: send an API key as 'Authorization: Bearer <key>' or 'X-API-Key'"
-            + (", or an access token of a trusted issuer" if tenant is not None and tenant.issuers else ""),
+            + (", or an access token of a trusted issuer" if self._issuers(request, tenant) else ""),
             headers=self._challenge(request, tenant, False),
         )
 
+    @staticmethod
+    def _origin(request: HttpRequest) -> str | None:
+        # Nothing of the request is used unchecked: the host as check_origin validated it, the
+        # scheme one of two (a proxy's X-Forwarded-Proto is free text).
+        host = request.headers.get("host", "").lower()
+        scheme = "https" if request.scheme == "https" else "http"
+        return f"{scheme}://{host}" if _HOST_SYNTAX.fullmatch(host) is not None else None
+
+    def _issuers(self, request: HttpRequest, tenant: TenantDirectory | None) -> tuple[TokenIssuerView, ...]:
+        """The issuers whose tokens this request may carry: the tenant's, then (last) the gateway's
+        own for this host at the origin the request came to."""
+        if tenant is None:
+            return ()
+        own, origin = tenant.own_issuer, self._origin(request)
+        if own is None or origin is None:
+            return tenant.issuers
+        return (*tenant.issuers, own.issuer_for(origin=origin, tenant=request.tenant, vhost=request.vhost))
+
     def _challenge(self, request: HttpRequest, tenant: TenantDirectory | None, invalid: bool) -> tuple[tuple[str, str], ...]:
         parts = ['Bearer realm="mcp-gateway"']
-        if tenant is not None and tenant.issuers:
-            # Nothing of the request goes into the header unchecked: the host as check_origin
-            # validated it, the scheme one of two (a proxy's X-Forwarded-Proto is free text).
-            host = request.headers.get("host", "")
-            scheme = "https" if request.scheme == "https" else "http"
-            if _HOST_SYNTAX.fullmatch(host.lower()) is not None:
-                url = f"{scheme}://{host.lower()}{PROTECTED_RESOURCE_PATH}/mcp/{request.tenant}/{request.vhost}"
-                parts.append(f'resource_metadata="{url}"')
+        origin = self._origin(request)
+        if tenant is not None and (tenant.issuers or tenant.own_issuer is not None) and origin is not None:
+            parts.append(f'resource_metadata="{origin}{PROTECTED_RESOURCE_PATH}/mcp/{request.tenant}/{request.vhost}"')
         if invalid:
             parts.append('error="invalid_token"')
         return (("www-authenticate", ", ".join(parts)),)

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, SessionState, VirtualHostView
 from apps.gateway.protocol.sse import SseEvent
 from apps.kernel.audit_entry import AuditEntry, TaskEnd
-from apps.kernel.identity import Budget, Limit, Principal, TokenIssuerView
+from apps.kernel.identity import Budget, Limit, OwnIssuerView, Principal, TokenIssuerView
 from apps.kernel.search_tool import Found
 
 
@@ -71,6 +71,10 @@ class TenantDirectory(Protocol):
     @property
     def issuers(self) -> tuple[TokenIssuerView, ...]:
         """Authorization servers whose JWT access tokens the tenant accepts."""
+
+    @property
+    def own_issuer(self) -> OwnIssuerView | None:
+        """The gateway's own authorization server for the tenant, when it is on."""
 
     def principal_for_token(self, issuer: TokenIssuerView, claims: Mapping[str, Any]) -> Principal:
         """The principal a verified token stands for (subject, team and scopes from its claims)."""

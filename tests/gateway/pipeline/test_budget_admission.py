@@ -32,6 +32,7 @@ VHOST = VirtualHostView(
 
 class Tenant:
     issuers = ()
+    own_issuer = None
 
     def virtual_host(self, slug: str) -> VirtualHostView | None:
         return VHOST if slug == "main" else None

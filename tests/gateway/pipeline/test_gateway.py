@@ -34,6 +34,7 @@ VHOST = VirtualHostView(1, "acme", "main", MappingProxyType({"demo": BACKEND}), 
 
 class Tenant:
     issuers = ()
+    own_issuer = None
 
     def virtual_host(self, slug: str) -> VirtualHostView | None:
         return VHOST if slug == "main" else None
