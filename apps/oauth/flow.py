@@ -29,6 +29,7 @@ from authlib.oauth2.rfc6749 import (
     TokenMixin,
 )
 from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
+from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc9207 import IssuerParameter
 from cryptography.hazmat.primitives import serialization
@@ -262,6 +263,40 @@ def _refresh_save(token: dict[str, Any], grant: Grant) -> None:
                                     expires_at=timezone.now() + timedelta(seconds=REFRESH_TOKEN_SECONDS))
 
 
+class _Grant(TokenMixin):
+    """A token being revoked, as the grant it stands on (revoking any token of a grant ends it)."""
+
+    def __init__(self, row: Grant) -> None:
+        self.row = row
+
+    def check_client(self, client: _Client) -> bool:
+        return self.row.client_id == client.row.pk
+
+
+class _Revocation(RevocationEndpoint):
+    CLIENT_AUTH_METHODS = ["none"]
+    server: TenantServer
+
+    def query_token(self, token_string: str, token_type_hint: str | None) -> _Grant | None:
+        tenant = self.server.context.tenant
+        row = RefreshToken.objects.select_related("grant").filter(token_hash=token_hash(token_string),
+                                                                   grant__tenant=tenant).first()
+        if row is not None:
+            return _Grant(row.grant)
+        try:  # an access token: ours only if its signature says so
+            key = serialization.load_pem_private_key(
+                secret_decrypt(self.server.context.server.signing_key).encode(), password=None).public_key()
+            claims = jwt.decode(token_string, key, algorithms=["ES256"], issuer=self.server.context.issuer,  # type: ignore[arg-type]
+                                options={"verify_aud": False, "verify_exp": False})
+        except jwt.PyJWTError:
+            return None  # RFC 7009 §2.2: an unknown token is answered as if revoked
+        found = Grant.objects.filter(tenant=tenant, pk=int(claims["gid"])).first() if str(claims.get("gid", "")).isdigit() else None
+        return _Grant(found) if found is not None else None
+
+    def revoke_token(self, token: _Grant, request: Any) -> None:
+        grants_revoke(tenant=self.server.context.tenant, grant_ids=[token.row.pk])
+
+
 class _Issuer(IssuerParameter):
     def __init__(self, issuer: str) -> None:
         self._issuer = issuer
@@ -283,6 +318,7 @@ class TenantServer(DjangoAuthorizationServer):
         self.context = context
         self.register_grant(_CodeGrant, [_CodeChallenge(required=True)])
         self.register_grant(_RefreshGrant)
+        self.register_endpoint(_Revocation)
         self.register_extension(lambda server: _Issuer(context.issuer)(server))
 
     def query_client(self, client_id: str) -> _Client | None:
@@ -313,3 +349,9 @@ def authorization_respond(*, context: Context, request: HttpRequest, user: Abstr
 
 def token_respond(*, context: Context, request: HttpRequest) -> HttpResponse:
     return TenantServer(context).create_token_response(request)
+
+
+def revocation_respond(*, context: Context, request: HttpRequest) -> HttpResponse:
+    """RFC 7009: revoking a refresh or access token of a grant ends the grant (200 also for a token
+    that is unknown or already revoked)."""
+    return TenantServer(context).create_endpoint_response(_Revocation.ENDPOINT_NAME, request)

@@ -10,4 +10,5 @@ urlpatterns = [
     path("oauth/<slug:tenant>/register", views.register, name="oauth-register"),
     path("oauth/<slug:tenant>/authorize", views.authorize, name="oauth-authorize"),
     path("oauth/<slug:tenant>/token", views.token, name="oauth-token"),
+    path("oauth/<slug:tenant>/revoke", views.revoke, name="oauth-revoke"),
 ]

@@ -28,6 +28,7 @@ from apps.oauth.flow import (
     TenantServer,
     authorization_respond,
     authorize_check,
+    revocation_respond,
     token_respond,
 )
 from apps.oauth.registration import client_register_response
@@ -98,7 +99,7 @@ def register(request: HttpRequest, tenant: str) -> HttpResponse:
         return _error(404, "not_found", f"tenant {tenant!r} has no authorization server here")
     if not server.allow_registration:
         return _error(403, "access_denied", "this authorization server takes no registrations: "
-                      "identify the client by the URL of its client metadata document")
+                      "ask the tenant's admins to allow them")
     if len(request.body) > REGISTRATION_BODY_MAX:
         return _error(413, "invalid_request", f"client metadata is at most {REGISTRATION_BODY_MAX} bytes")
     try:
@@ -201,3 +202,14 @@ def token(request: HttpRequest, tenant: str) -> HttpResponse:
     if context is None:
         return _error(404, "not_found", f"tenant {tenant!r} has no authorization server here")
     return token_respond(context=context, request=request)
+
+
+@_cors("POST")
+def revoke(request: HttpRequest, tenant: str) -> HttpResponse:
+    """`POST /oauth/<tenant>/revoke`: a client gives up a token (RFC 7009); the person's grant ends."""
+    if request.method != "POST":
+        return _error(405, "invalid_request", "POST token=<the token> (application/x-www-form-urlencoded)")
+    context = _context(request, tenant)
+    if context is None:
+        return _error(404, "not_found", f"tenant {tenant!r} has no authorization server here")
+    return revocation_respond(context=context, request=request)

@@ -203,3 +203,27 @@ def test_token_requests_get_specific_errors(flow: Flow) -> None:
     assert flow.http.get(f"/oauth/{flow.tenant.slug}/token").status_code == 405
     other = flow.http.post("/oauth/no-such/token", {"grant_type": "refresh_token", "refresh_token": "x"})
     assert other.status_code == 404
+
+
+@pytest.mark.parametrize("which", ["refresh_token", "access_token"])
+def test_a_client_revoking_either_token_ends_the_grant(flow: Flow, which: str) -> None:
+    tokens = flow.token(grant_type="authorization_code", code=flow.code(), redirect_uri=REDIRECT,
+                        code_verifier=flow.verifier).json()
+    revoke = f"/oauth/{flow.tenant.slug}/revoke"
+    answer = flow.http.post(revoke, {"client_id": flow.client_id, "token": tokens[which]})
+    assert answer.status_code == 200, answer.content
+    assert Grant.objects.get().revoked_at is not None
+    assert flow.token(grant_type="refresh_token", refresh_token=tokens["refresh_token"]).json()["error"] == "invalid_grant"
+    # An unknown token is answered as if revoked (RFC 7009 §2.2); a forged JWT changes nothing.
+    assert flow.http.post(revoke, {"client_id": flow.client_id, "token": "nothing"}).status_code == 200
+    assert flow.http.post(revoke, {"client_id": flow.client_id}).json()["error"] == "invalid_request"
+
+
+def test_another_client_cannot_revoke_a_clients_grant(flow: Flow) -> None:
+    tokens = flow.token(grant_type="authorization_code", code=flow.code(), redirect_uri=REDIRECT,
+                        code_verifier=flow.verifier).json()
+    other = flow.http.post(f"/oauth/{flow.tenant.slug}/register", {"redirect_uris": [REDIRECT]},
+                           content_type="application/json").json()["client_id"]
+    answer = flow.http.post(f"/oauth/{flow.tenant.slug}/revoke", {"client_id": other, "token": tokens["refresh_token"]})
+    assert answer.status_code == 400 and answer.json()["error"] == "invalid_grant"
+    assert Grant.objects.get().revoked_at is None
