@@ -18,6 +18,7 @@ TENANT_NAV: list[tuple[str, str]] = [
     ("Limits", "console:limit-list"),
     ("Audit log", "console:audit-list"),
     ("Sessions", "console:session-list"),
+    ("Signed-in apps", "console:grant-list"),
 ]
 
 PLATFORM_NAV: list[tuple[str, str]] = [

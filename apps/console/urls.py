@@ -12,6 +12,7 @@ from apps.console.views import (
     backends,
     connect,
     dashboard,
+    grants,
     home,
     keys,
     limits,
@@ -39,6 +40,7 @@ tenant_urls = [
     *vhosts.urls,
     *vhost_tools.urls,
     *connect.urls,
+    *grants.urls,
 ]
 
 platform_urls: list = [

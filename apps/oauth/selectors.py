@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.catalog.models import VirtualHost
@@ -89,9 +90,14 @@ def resource_host_get(*, tenant: Tenant, origin: str, resource: str) -> VirtualH
     return VirtualHost.objects.filter(tenant=tenant, slug=segments[3]).first()
 
 
-def grant_list(*, tenant: Tenant, user: Any) -> list[Grant]:
-    """The person's grants at the tenant's server that still stand, newest first."""
-    return list(Grant.objects.filter(tenant=tenant, user=user, revoked_at__isnull=True).select_related("client"))
+def grant_list(*, tenant: Tenant, user: Any = None) -> QuerySet[Grant]:
+    """The grants at the tenant's server that still stand (of `user` only, when given), newest first."""
+    grants = Grant.objects.filter(tenant=tenant, revoked_at__isnull=True).select_related("client", "user")
+    return (grants.filter(user=user) if user is not None else grants).order_by("-created_at", "-pk")
+
+
+def grant_get(*, tenant: Tenant, grant_id: int) -> Grant | None:
+    return Grant.objects.filter(tenant=tenant, pk=grant_id).select_related("client", "user").first()
 
 
 def own_issuer_get(*, tenant: Tenant) -> OwnIssuerView | None:

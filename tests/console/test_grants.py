@@ -1,0 +1,63 @@
+"""The console's signed-in apps: a person sees and signs out their own; tenant admins everyone's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from apps.oauth.models import Grant, OAuthClient
+from apps.oauth.services import authorization_server_enable
+from apps.tenants.services import membership_set
+from tests.factories import tenant_factory
+
+pytestmark = pytest.mark.django_db
+
+
+def _grant(tenant: Any, user: Any, name: str) -> Grant:
+    client = OAuthClient.objects.create(tenant=tenant, client_id=f"gwc_{name}", kind="registered", client_name=name,
+                                        redirect_uris=["https://a.example/cb"])
+    return Grant.objects.create(tenant=tenant, user=user, client=client, resource=f"http://127.0.0.1/mcp/{tenant.slug}/main")
+
+
+def test_people_see_and_sign_out_their_own_apps_and_admins_everyones(client: Client, django_user_model: Any) -> None:
+    tenant = tenant_factory()
+    authorization_server_enable(tenant=tenant)
+    alice = django_user_model.objects.create_user(username="alice", password="pw")
+    bob = django_user_model.objects.create_user(username="bob", password="pw")
+    admin = django_user_model.objects.create_user(username="carol", password="pw")
+    membership_set(tenant=tenant, user=alice, role="member")
+    membership_set(tenant=tenant, user=bob, role="member")
+    membership_set(tenant=tenant, user=admin, role="admin")
+    mine, theirs = _grant(tenant, alice, "Alice's agent"), _grant(tenant, bob, "Bob's agent")
+    url = f"/console/t/{tenant.slug}/signed-in-apps/"
+
+    client.force_login(alice)
+    page = client.get(url).content.decode()
+    assert "Alice&#x27;s agent" in page and "Bob&#x27;s agent" not in page
+    assert client.get(f"{url}{theirs.pk}/revoke/").status_code == 404
+    assert client.post(f"{url}{theirs.pk}/revoke/").status_code == 404
+    asked = client.get(f"{url}{mine.pk}/revoke/").content.decode()
+    assert "Sign Alice&#x27;s agent out of" in asked
+    assert Grant.objects.get(pk=mine.pk).revoked_at is None  # asking changes nothing
+    assert client.post(f"{url}{mine.pk}/revoke/")["Location"] == url
+    assert Grant.objects.get(pk=mine.pk).revoked_at is not None
+    assert "No app is signed in." in client.get(url).content.decode()
+
+    client.force_login(admin)
+    page = client.get(url).content.decode()
+    assert "Bob&#x27;s agent" in page and "<td>bob</td>" in page
+    assert client.post(f"{url}{theirs.pk}/revoke/").status_code == 302
+    assert Grant.objects.get(pk=theirs.pk).revoked_at is not None
+
+
+def test_another_tenants_people_cannot_see_them(client: Client, django_user_model: Any) -> None:
+    tenant, other = tenant_factory(), tenant_factory()
+    alice = django_user_model.objects.create_user(username="alice", password="pw")
+    membership_set(tenant=other, user=alice, role="admin")
+    grant = _grant(tenant, alice, "Agent")
+    client.force_login(alice)
+    assert client.get(f"/console/t/{tenant.slug}/signed-in-apps/").status_code == 404
+    assert client.post(f"/console/t/{other.slug}/signed-in-apps/{grant.pk}/revoke/").status_code == 404
+    assert Grant.objects.get(pk=grant.pk).revoked_at is None
