@@ -48,7 +48,8 @@ cat <<BANNER
   MCP endpoint   http://127.0.0.1:$PORT/mcp/demo/main   (the demo MCP server)
                  http://127.0.0.1:$PORT/mcp/demo/rest   (a REST pet store, from its OpenAPI spec)
   API key        $(cat var/demo-key)
-                 (send it as "Authorization: Bearer <key>")
+                 (send it as "Authorization: Bearer <key>"; or let a client that signs people in
+                 with OAuth — the SDKs' OAuth clients — sign in as the console's admin below)
   Console        http://127.0.0.1:$PORT/console/   user: admin   password: $(cat var/admin-password)
   Admin          http://127.0.0.1:$PORT/admin/
   Logs           var/log/

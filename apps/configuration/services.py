@@ -27,9 +27,10 @@ from apps.configuration.policies import policy_export
 from apps.configuration.reconcile import Reconciler
 from apps.configuration.reports import ApplyReport
 from apps.configuration.validation import config_parse
+from apps.oauth.services import authorization_server_enable
 from apps.retrieval.indexing import tool_index_queue
 from apps.tenants.keys import key_generate
-from apps.tenants.models import ApiKey
+from apps.tenants.models import ApiKey, Tenant
 from apps.tenants.selectors import api_key_list, team_list, tenant_list
 
 EXPORT_HEADER = (
@@ -191,7 +192,8 @@ def demo_seed(*, backend_url: str, key_file: Path, admin_password_file: Path) ->
     """Idempotently set up the demo: tenant `demo` (team `default`, key `demo-agent`), backend
     `demo` at `backend_url`, virtual host `main` mounting it as `demo`, the OpenAPI backend
     `petstore` (docs/examples/petstore.yaml, served by the demo server under `/rest`) on virtual
-    host `rest`, which lists `tool_search` too, and a superuser `admin`. The spec compiles, and its
+    host `rest`, which lists `tool_search` too, a superuser `admin`, and the tenant's authorization
+    server switched on (docs/identity.md, "Signing in people"). The spec compiles, and its
     tools are indexed, in the Celery worker.
 
     The key secret and the admin password live in the two files (mode 0600): read when the file
@@ -234,6 +236,9 @@ def demo_seed(*, backend_url: str, key_file: Path, admin_password_file: Path) ->
     with transaction.atomic():
         report = config_apply(document=yaml.safe_dump(document, sort_keys=False), prune=False)
         _superuser_ensure(username=DEMO_ADMIN_USERNAME, password=admin_password)
+        # Its hosts name the gateway's own authorization server: a client that signs people in
+        # (the SDKs' OAuth clients) reaches `main` with the console's admin account, no key needed.
+        authorization_server_enable(tenant=Tenant.objects.get(slug=DEMO_TENANT))
         # Indexed when its spec is published; queued again (nothing is embedded twice) so that a
         # demo database seeded before tool_search existed, or with indexing off, is searchable too.
         rest = Backend.objects.get(tenant__slug=DEMO_TENANT, name=DEMO_REST_BACKEND)

@@ -128,8 +128,13 @@ def test_seed_demo_is_idempotent_and_reuses_its_files(tmp_path: Path) -> None:
     assert rest.spec_versions.get().filename == "petstore.yaml"
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_superuser and admin.check_password(password)
+    from apps.oauth.models import AuthorizationServer
+
+    server = AuthorizationServer.objects.get(tenant__slug="demo")  # people sign in to its hosts
+    assert server.enabled
 
     assert "nothing to change" in _seed(tmp_path)
+    assert AuthorizationServer.objects.get(tenant__slug="demo").key_id == server.key_id  # the same key
     assert key_file.read_text().strip() == secret
     assert ApiKey.objects.get(pk=key.pk).secret_hash == key_hash(secret)
     assert get_user_model().objects.get(username="admin").check_password(password)
