@@ -77,7 +77,9 @@ def test_a_person_allows_the_client_and_it_gets_tokens_for_that_host(flow: Flow)
     assert "Allow <q>Agent</q> to use main?" in page and flow.resource in page and flow.tenant.name in page
     assert "127.0.0.1:43111" in page  # where the answer goes
     # The browser may follow the form's redirect to the client (CSP form-action holds redirects too).
-    assert "form-action 'self' http://127.0.0.1:43111;" in flow.http.get(url)["Content-Security-Policy"]
+    headers = flow.http.get(url)
+    assert "form-action 'self' http://127.0.0.1:43111;" in headers["Content-Security-Policy"]
+    assert "frame-ancestors 'none'" in headers["Content-Security-Policy"] and headers["X-Frame-Options"] == "DENY"
     code = flow.code()
     answer = flow.token(grant_type="authorization_code", code=code, redirect_uri=REDIRECT, code_verifier=flow.verifier,
                         resource=flow.resource)
