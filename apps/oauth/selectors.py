@@ -50,8 +50,7 @@ def server_metadata(*, server: AuthorizationServer, issuer: str) -> dict[str, An
         "token_endpoint_auth_methods_supported": ["none"],
         "revocation_endpoint_auth_methods_supported": ["none"],
         "authorization_response_iss_parameter_supported": True,  # RFC 9207
-        # Client ID Metadata Documents are not taken yet: clients register (RFC 7591) meanwhile.
-        "client_id_metadata_document_supported": False,
+        "client_id_metadata_document_supported": server.allow_metadata_documents,
     }
     if server.allow_registration:
         metadata["registration_endpoint"] = f"{issuer}/register"

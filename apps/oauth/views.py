@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from apps.oauth.client_documents import ClientDocumentRefused, client_document_get, is_document_url
 from apps.oauth.flow import (
     Context,
     InvalidTargetError,
@@ -133,6 +134,15 @@ def authorize(request: HttpRequest, tenant: str) -> HttpResponse:
     context = _context(request, tenant)
     if context is None:
         return _refusal_page(request, 404, "No such authorization server", f"Tenant {tenant!r} signs no one in here.")
+    client_id = request.GET.get("client_id", "")
+    if is_document_url(client_id):  # a client known by its metadata document: fetched (or kept) first
+        if not context.server.allow_metadata_documents:
+            return _refusal_page(request, 400, "This sign-in request cannot be used",
+                                 "This authorization server takes no client metadata documents.")
+        try:
+            client_document_get(tenant=context.tenant, url=client_id)
+        except ClientDocumentRefused as exc:
+            return _refusal_page(request, 400, "This sign-in request cannot be used", str(exc))
     try:
         grant = authorize_check(context=context, request=request)
     except OAuth2Error as error:

@@ -36,7 +36,7 @@ def test_the_metadata_is_where_mcp_clients_look_and_says_what_the_server_does(cl
     assert metadata.token_endpoint_auth_methods_supported == ["none"]
     body = response.json()
     assert body["authorization_response_iss_parameter_supported"] is True
-    assert body["client_id_metadata_document_supported"] is False  # (not taken yet: registration is)
+    assert body["client_id_metadata_document_supported"] is True
 
 
 def test_switched_off_or_unknown_it_is_not_found_and_without_registration_it_says_so(client: Client) -> None:
