@@ -40,7 +40,7 @@ from django.utils import timezone
 
 from apps.common.secrets import secret_decrypt
 from apps.oauth.models import AuthorizationCode, AuthorizationServer, Grant, OAuthClient, RefreshToken
-from apps.oauth.selectors import ACCESS_TOKEN_SECONDS
+from apps.oauth.selectors import ACCESS_TOKEN_SECONDS, resource_host_get, resource_url
 from apps.oauth.services import grants_revoke
 from apps.tenants.models import Tenant
 
@@ -65,6 +65,7 @@ class Context:
 
     tenant: Tenant
     server: AuthorizationServer
+    origin: str  # scheme://host[:port] the request came to
     issuer: str
 
 
@@ -153,10 +154,13 @@ def _tokens_issue(context: Context, grant: Grant, *, refresh: bool) -> dict[str,
     return token
 
 
-def _resource_check(request: Any, grant: Grant) -> None:
+def _resource_check(request: Any, context: Context, grant: Grant) -> None:
     asked = request.payload.data.get("resource")
-    if asked and asked.rstrip("/") != grant.resource.rstrip("/"):
-        raise InvalidTargetError(description=f"the grant is for {grant.resource}, not {asked}")
+    if not asked:
+        return
+    host = resource_host_get(tenant=context.tenant, origin=context.origin, resource=asked)
+    if host is None or resource_url(origin=context.origin, host=host) != grant.resource:
+        raise InvalidTargetError(description=f"the grant is for {grant.resource}, not {asked[:200]}")
 
 
 # --- grants --------------------------------------------------------------------------------------------
@@ -171,7 +175,11 @@ class _CodeGrant(AuthorizationCodeGrant):
 
     def save_authorization_code(self, code: str, request: Any) -> AuthorizationCode:
         client: _Client = request.client
-        resource: str = request.payload.data["resource"]  # checked by the authorize view first
+        context = self.server.context
+        host = resource_host_get(tenant=context.tenant, origin=context.origin, resource=request.payload.data["resource"])
+        if host is None:  # (checked by the authorize view first)
+            raise InvalidTargetError(description="the resource is not a virtual host of this tenant here")
+        resource = resource_url(origin=context.origin, host=host)
         with transaction.atomic():
             grant = Grant.objects.filter(tenant=self.server.context.tenant, user=request.user, client=client.row,
                                          resource=resource, revoked_at__isnull=True).first()
@@ -208,7 +216,7 @@ class _CodeGrant(AuthorizationCodeGrant):
 
     def validate_token_request(self) -> None:
         super().validate_token_request()
-        _resource_check(self.request, self.request.authorization_code.row.grant)
+        _resource_check(self.request, self.server.context, self.request.authorization_code.row.grant)
 
     def generate_token(self, user: Any = None, scope: Any = None, grant_type: Any = None, expires_in: Any = None,
                        include_refresh_token: bool = True) -> dict[str, Any]:
@@ -241,7 +249,7 @@ class _RefreshGrant(RefreshTokenGrant):
 
     def validate_token_request(self) -> None:
         super().validate_token_request()
-        _resource_check(self.request, self.request.refresh_token.row.grant)
+        _resource_check(self.request, self.server.context, self.request.refresh_token.row.grant)
 
     def generate_token(self, user: Any = None, scope: Any = None, grant_type: Any = None, expires_in: Any = None,
                        include_refresh_token: bool = True) -> dict[str, Any]:

@@ -79,14 +79,22 @@ def jwks(*, server: AuthorizationServer) -> dict[str, Any]:
 
 def resource_host_get(*, tenant: Tenant, origin: str, resource: str) -> VirtualHost | None:
     """The tenant's virtual host whose MCP URL at `origin` is `resource` (RFC 8707: the URL the
-    client connects to, `<origin>/mcp/<tenant>/<host>`); None when it names none."""
+    client connects to, `<origin>/mcp/<tenant>/<host>`, or spelled with `/mcp` at the end as the
+    Connect page gives it); None when it names none."""
     parts = urlsplit(resource)
     if parts.query or parts.fragment or f"{parts.scheme}://{parts.netloc}".lower() != origin.lower():
         return None
     segments = parts.path.rstrip("/").split("/")
+    if len(segments) == 5 and segments[4] == "mcp":
+        segments = segments[:4]
     if len(segments) != 4 or segments[:3] != ["", "mcp", tenant.slug]:
         return None
     return VirtualHost.objects.filter(tenant=tenant, slug=segments[3]).first()
+
+
+def resource_url(*, origin: str, host: VirtualHost) -> str:
+    """The one URL a host's tokens are for (their `aud`), however the client spelled it."""
+    return f"{origin}/mcp/{host.tenant.slug}/{host.slug}"
 
 
 def grant_list(*, tenant: Tenant, user: Any = None) -> QuerySet[Grant]:

@@ -117,7 +117,8 @@ def _context(request: HttpRequest, tenant: str) -> Context | None:
     found, server = _server(tenant)
     if found is None or server is None:
         return None
-    return Context(tenant=found, server=server, issuer=issuer_url(origin=_origin(request), tenant=found))
+    origin = _origin(request)
+    return Context(tenant=found, server=server, origin=origin, issuer=issuer_url(origin=origin, tenant=found))
 
 
 def _refusal_page(request: HttpRequest, status: int, title: str, reason: str) -> HttpResponse:

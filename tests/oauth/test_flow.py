@@ -96,6 +96,13 @@ def test_a_person_allows_the_client_and_it_gets_tokens_for_that_host(flow: Flow)
     assert (grant.resource, grant.client.client_id, claims["gid"]) == (flow.resource, flow.client_id, str(grant.pk))
 
 
+def test_the_host_url_spelled_with_mcp_at_the_end_gives_tokens_for_the_host(flow: Flow) -> None:
+    code = flow.code(resource=flow.resource + "/mcp")  # as the Connect page spells it
+    tokens = flow.token(grant_type="authorization_code", code=code, redirect_uri=REDIRECT, code_verifier=flow.verifier,
+                        resource=flow.resource + "/mcp").json()
+    assert jwt.decode(tokens["access_token"], options={"verify_signature": False})["aud"] == flow.resource
+
+
 def test_a_client_registered_without_refresh_tokens_gets_none(flow: Flow) -> None:
     registered = flow.http.post(f"/oauth/{flow.tenant.slug}/register", {"redirect_uris": [REDIRECT]},
                                 content_type="application/json").json()

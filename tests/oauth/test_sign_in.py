@@ -61,8 +61,9 @@ def _setup(gateway_url: str, backend_url: str) -> dict[str, Any]:
     authorization_server_enable(tenant=tenant)
     login = user_factory()
     membership_set(tenant=tenant, user=get_user_model().objects.get(username=login.username), role="member")
-    return {"tenant": tenant, "login": login, "main": f"{gateway_url}/mcp/{tenant.slug}/main",
-            "other": f"{gateway_url}/mcp/{tenant.slug}/other"}
+    # The URL as the Connect page gives it (with `/mcp` at the end).
+    return {"tenant": tenant, "login": login, "main": f"{gateway_url}/mcp/{tenant.slug}/main/mcp",
+            "other": f"{gateway_url}/mcp/{tenant.slug}/other/mcp"}
 
 
 async def test_a_person_signs_the_sdk_client_in_and_its_token_serves_that_host_only(
