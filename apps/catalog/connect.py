@@ -99,6 +99,68 @@ def client_configs(*, url: str, name: str, key: str = KEY_PLACEHOLDER) -> list[C
     ]
 
 
+def client_configs_signed_in(*, url: str, name: str) -> list[ClientConfig]:
+    """The same clients, for a host whose tenant signs people in (the gateway's authorization
+    server, docs/identity.md): no key — each client finds the server from the host's 401, registers
+    and opens a browser page where the person signs in and allows it."""
+    return [
+        ClientConfig(
+            "claude-desktop", "Claude Desktop, claude.ai", "Settings → Connectors → Add custom connector", "text",
+            f"Name: {name}\nRemote MCP server URL: {url}",
+        ),
+        ClientConfig("claude-code", "Claude Code", "a terminal", "shell",
+                     f"claude mcp add --transport http {name} {url}\n# then, in Claude Code: /mcp → {name} → Authenticate"),
+        ClientConfig("cursor", "Cursor", "~/.cursor/mcp.json", "json", _json({"mcpServers": {name: {"url": url}}})),
+        ClientConfig("vscode", "VS Code", ".vscode/mcp.json", "json",
+                     _json({"servers": {name: {"type": "http", "url": url}}})),
+        ClientConfig("windsurf", "Windsurf", "~/.codeium/windsurf/mcp_config.json", "json",
+                     _json({"mcpServers": {name: {"serverUrl": url}}})),
+        ClientConfig(
+            "python", "Python (official MCP SDK)", "a script", "python",
+            "import asyncio\n"
+            "import webbrowser\n"
+            "from http.server import BaseHTTPRequestHandler, HTTPServer\n"
+            "from urllib.parse import parse_qs, urlsplit\n\n"
+            "import httpx2\n"
+            "from mcp import Client\n"
+            "from mcp.client.auth import OAuthClientProvider\n"
+            "from mcp.client.streamable_http import streamable_http_client\n"
+            "from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata\n\n"
+            f"URL = {json.dumps(url)}\n"
+            'CALLBACK = "http://127.0.0.1:33418/callback"\n\n\n'
+            "class Memory:  # keep the tokens and the registration on disk in real use\n"
+            "    tokens = client = None\n\n"
+            "    async def get_tokens(self): return self.tokens\n"
+            "    async def set_tokens(self, tokens): self.tokens = tokens\n"
+            "    async def get_client_info(self): return self.client\n"
+            "    async def set_client_info(self, info): self.client = info\n\n\n"
+            "async def open_browser(url: str) -> None:\n"
+            "    webbrowser.open(url)\n\n\n"
+            "async def wait_for_callback() -> AuthorizationCodeResult:\n"
+            "    answer = {}\n\n"
+            "    class Handler(BaseHTTPRequestHandler):\n"
+            "        def do_GET(self):\n"
+            "            answer.update(parse_qs(urlsplit(self.path).query))\n"
+            "            self.send_response(200)\n"
+            "            self.end_headers()\n"
+            '            self.wfile.write(b"Signed in: you may close this window.")\n\n'
+            '    await asyncio.to_thread(HTTPServer(("127.0.0.1", 33418), Handler).handle_request)\n'
+            '    return AuthorizationCodeResult(code=answer["code"][0], state=answer.get("state", [None])[0],\n'
+            '                                   iss=answer.get("iss", [None])[0])\n\n\n'
+            "async def main() -> None:\n"
+            "    auth = OAuthClientProvider(\n"
+            "        server_url=URL, storage=Memory(), redirect_handler=open_browser, callback_handler=wait_for_callback,\n"
+            f"        client_metadata=OAuthClientMetadata(redirect_uris=[CALLBACK], client_name={json.dumps(name)}),\n"
+            "    )\n"
+            "    async with httpx2.AsyncClient(auth=auth) as http:\n"
+            "        async with Client(streamable_http_client(URL, http_client=http)) as client:\n"
+            "            for tool in (await client.list_tools()).tools:\n"
+            "                print(tool.name)\n\n\n"
+            "asyncio.run(main())",
+        ),
+    ]
+
+
 def _toml_key(name: str) -> str:
     """A TOML bare key when `name` is one, else a quoted key."""
     bare = name.replace("-", "").replace("_", "")

@@ -109,3 +109,34 @@ def test_members_may_read_and_other_tenants_get_404(client: Client, django_user_
 def test_anonymous_visitors_go_to_the_login(client: Client) -> None:
     host = virtual_host_factory()
     assert client.get(f"/console/t/{host.tenant.slug}/connect/")["Location"].startswith("/console/login/")
+
+
+def test_clients_that_sign_people_in_get_the_url_only() -> None:
+    from apps.catalog.connect import client_configs_signed_in
+
+    configs = {c.client: c.text for c in client_configs_signed_in(url=URL, name="acme-tools")}
+    assert all("Bearer" not in text and KEY_PLACEHOLDER not in text for text in configs.values())
+    assert json.loads(configs["cursor"]) == {"mcpServers": {"acme-tools": {"url": URL}}}
+    assert json.loads(configs["vscode"]) == {"servers": {"acme-tools": {"type": "http", "url": URL}}}
+    assert json.loads(configs["windsurf"]) == {"mcpServers": {"acme-tools": {"serverUrl": URL}}}
+    assert configs["claude-code"].startswith(f"claude mcp add --transport http acme-tools {URL}\n")
+    assert URL in configs["claude-desktop"]
+    compile(configs["python"], "connect.py", "exec")
+    assert "OAuthClientProvider(" in configs["python"] and f'URL = "{URL}"' in configs["python"]
+
+
+@pytest.mark.django_db
+def test_the_page_offers_signing_in_when_the_tenant_signs_people_in(admin_client: Client) -> None:
+    from apps.oauth.services import authorization_server_enable
+
+    tenant = tenant_factory()
+    host = virtual_host_factory(tenant=tenant)
+    url = f"/console/t/{tenant.slug}/connect/{host.pk}/"
+    assert "By signing in (OAuth)" not in admin_client.get(url).content.decode()
+    assert KEY_PLACEHOLDER in admin_client.get(url, {"auth": "sign-in"}).content.decode()  # not offered: keys
+    authorization_server_enable(tenant=tenant)
+    page = admin_client.get(url).content.decode()
+    assert "By signing in (OAuth)" in page and KEY_PLACEHOLDER in page
+    signed_in = admin_client.get(url, {"auth": "sign-in"}).content.decode()
+    assert KEY_PLACEHOLDER not in signed_in and "Nothing to paste" in signed_in
+    assert html.escape('"url": "http://testserver/mcp/') in signed_in

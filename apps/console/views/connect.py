@@ -10,9 +10,10 @@ from django.urls import path
 from django.views.decorators.http import require_GET
 
 from apps.catalog import selectors
-from apps.catalog.connect import KEY_PLACEHOLDER, client_configs, mcp_url, sse_url
+from apps.catalog.connect import KEY_PLACEHOLDER, client_configs, client_configs_signed_in, mcp_url, sse_url
 from apps.console.access import console_view
 from apps.console.first_steps import FirstStep, first_steps_list
+from apps.oauth.selectors import authorization_server_get
 from apps.tenants.models import Tenant
 
 #: A page that has just issued a key may leave {"tenant": slug, "secret": key} here; the Connect page
@@ -53,12 +54,17 @@ def connect_vhost(request: HttpRequest, tenant: Tenant, vhost_id: int) -> HttpRe
         key, key_given = str(handed["secret"]), True
         del request.session[CONNECT_KEY_SESSION]  # shown once, like the key itself
     url = mcp_url(origin=_origin(request), tenant_slug=tenant.slug, vhost_slug=virtual_host.slug)
+    signs_in = authorization_server_get(tenant=tenant) is not None
+    signed_in = signs_in and request.GET.get("auth") == "sign-in"
+    name = f"{tenant.slug}-{virtual_host.slug}"
     context = {
         "vhost": virtual_host,
         "vhosts": list(selectors.virtual_host_list(tenant=tenant).values_list("pk", "slug")[:200]),
         "url": url,
         "sse_url": sse_url(origin=_origin(request), tenant_slug=tenant.slug, vhost_slug=virtual_host.slug),
-        "configs": client_configs(url=url, name=f"{tenant.slug}-{virtual_host.slug}", key=key),
+        "configs": client_configs_signed_in(url=url, name=name) if signed_in else client_configs(url=url, name=name, key=key),
+        "signs_in": signs_in,
+        "signed_in": signed_in,
         "key_given": key_given,
         "placeholder": KEY_PLACEHOLDER,
         "first_steps": _steps_before(tenant),
