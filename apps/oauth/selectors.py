@@ -25,6 +25,11 @@ ACCESS_TOKEN_SECONDS = 600
 ISSUER_PATH = "/oauth/{tenant}"
 
 
+def authorization_server_state(*, tenant: Tenant) -> AuthorizationServer | None:
+    """The tenant's authorization server, on or off; None when it was never switched on."""
+    return AuthorizationServer.objects.filter(tenant=tenant).first()
+
+
 def authorization_server_get(*, tenant: Tenant) -> AuthorizationServer | None:
     """The tenant's authorization server when it is switched on; None otherwise."""
     return AuthorizationServer.objects.filter(tenant=tenant, enabled=True).first()

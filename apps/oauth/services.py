@@ -63,3 +63,19 @@ def oauth_client_register(*, tenant: Tenant, client_id: str, metadata: Mapping[s
         client_name=str(metadata.get("client_name") or "")[:200], redirect_uris=list(metadata.get("redirect_uris") or []),
         metadata=dict(metadata),
     )
+
+
+def authorization_server_configure(
+    *, tenant: Tenant, enabled: bool, allow_registration: bool, allow_metadata_documents: bool,
+) -> AuthorizationServer | None:
+    """Switch the tenant's server on (making its key the first time) or off, and say how clients
+    may identify. Off, no one signs in, and its tokens are refused and not refreshed; grants stay
+    (their apps work again when it is switched back on). None when it is off and was never on."""
+    if enabled:
+        server = authorization_server_enable(tenant=tenant)
+    else:
+        server = AuthorizationServer.objects.filter(tenant=tenant).first()
+        if server is None:
+            return None
+    return authorization_server_settings_set(server=server, enabled=enabled, allow_registration=allow_registration,
+                                             allow_metadata_documents=allow_metadata_documents)

@@ -61,3 +61,26 @@ def test_another_tenants_people_cannot_see_them(client: Client, django_user_mode
     assert client.get(f"/console/t/{tenant.slug}/signed-in-apps/").status_code == 404
     assert client.post(f"/console/t/{other.slug}/signed-in-apps/{grant.pk}/revoke/").status_code == 404
     assert Grant.objects.get(pk=grant.pk).revoked_at is None
+
+
+def test_tenant_admins_switch_signing_in(client: Client, django_user_model: Any) -> None:
+    from apps.oauth.models import AuthorizationServer
+
+    tenant = tenant_factory()
+    admin = django_user_model.objects.create_user(username="carol", password="pw")
+    member = django_user_model.objects.create_user(username="dave", password="pw")
+    membership_set(tenant=tenant, user=admin, role="admin")
+    membership_set(tenant=tenant, user=member, role="member")
+    url = f"/console/t/{tenant.slug}/signed-in-apps/"
+    client.force_login(member)
+    assert 'aria-label="Authorization server"' not in client.get(url).content.decode()
+    assert client.post(url + "server/", {"enabled": "on"}).status_code == 403
+    assert not AuthorizationServer.objects.exists()
+    client.force_login(admin)
+    assert "is off: no app can sign in now" in client.get(url).content.decode()
+    assert client.post(url + "server/", {"enabled": "on", "allow_registration": "on"})["Location"] == url
+    server = AuthorizationServer.objects.get(tenant=tenant)
+    assert (server.enabled, server.allow_registration, server.allow_metadata_documents) == (True, True, False)
+    client.post(url + "server/", {})
+    assert not AuthorizationServer.objects.get(tenant=tenant).enabled
+    assert client.get(f"/.well-known/oauth-authorization-server/oauth/{tenant.slug}").status_code == 404

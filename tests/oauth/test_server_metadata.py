@@ -79,3 +79,19 @@ def test_a_hosts_protected_resource_metadata_names_the_gateways_server_first(cli
     assert client.get(url).json()["authorization_servers"] == [f"{ORIGIN}/oauth/{tenant.slug}"]
     token_issuer_set(tenant=tenant, issuer="https://login.example.com/", audience="gw", jwks_url="https://login.example.com/jwks")
     assert client.get(url).json()["authorization_servers"] == [f"{ORIGIN}/oauth/{tenant.slug}", "https://login.example.com/"]
+
+
+def test_the_gateway_takes_its_tokens_only_while_it_is_on() -> None:
+    from apps.oauth.selectors import own_issuer_get
+    from apps.oauth.services import authorization_server_configure
+
+    tenant = tenant_factory()
+    assert own_issuer_get(tenant=tenant) is None
+    authorization_server_configure(tenant=tenant, enabled=True, allow_registration=True, allow_metadata_documents=True)
+    own = own_issuer_get(tenant=tenant)
+    assert own is not None and "PUBLIC KEY" in own.public_key and own.revoked_grants == frozenset()
+    view = own.issuer_for(origin="https://gw.example", tenant=tenant.slug, vhost="main")
+    assert (view.issuer, view.audience, view.algorithms) == (
+        f"https://gw.example/oauth/{tenant.slug}", f"https://gw.example/mcp/{tenant.slug}/main", ("ES256",))
+    authorization_server_configure(tenant=tenant, enabled=False, allow_registration=True, allow_metadata_documents=True)
+    assert own_issuer_get(tenant=tenant) is None
