@@ -55,6 +55,18 @@ class TenantSpec:
     secrets: tuple[TenantSecretSpec, ...] | None = None
     # Backends etc. at private addresses; None: the deployment's default (GATEWAY_ALLOW_PRIVATE_NETWORKS).
     allow_private_networks: bool | None = None
+    # The gateway's authorization server for the tenant's hosts; None: the file says nothing, the
+    # stored one stays as it is (also with --prune).
+    sign_in: SignInSpec | None = None
+
+
+@dataclass(frozen=True)
+class SignInSpec:
+    """`sign_in:` of a tenant: `true`/`false`, or `{registration: …, metadata_documents: …}` (on)."""
+
+    enabled: bool
+    registration: bool = True
+    metadata_documents: bool = True
 
 
 @dataclass(frozen=True)

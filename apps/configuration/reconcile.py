@@ -49,6 +49,8 @@ from apps.configuration.limits import rate_limit_reconcile, rate_limits_prune
 from apps.configuration.plans import plan_locks_newly, plan_reconcile, plans_prune
 from apps.configuration.policies import policy_prune, policy_reconcile
 from apps.configuration.reports import Action, Change, GeneratedSecret
+from apps.configuration.sign_in import sign_in_wanted
+from apps.oauth.services import authorization_server_configure
 from apps.tenants.keys import key_hash
 from apps.tenants.models import ApiKey, Plan, Team, Tenant
 from apps.tenants.selectors import api_key_list, team_list, tenant_get, tenant_list
@@ -164,6 +166,12 @@ class Reconciler:
                 private = spec.allow_private_networks
                 details.append("private networks " + ("default" if private is None else "allowed" if private else "refused"))
                 tenant_private_networks_set(tenant=tenant, allowed=private)
+            wanted = sign_in_wanted(tenant, spec.sign_in) if spec.sign_in is not None else None
+            if wanted is not None:
+                details.append("sign-in " + ("on" if wanted.enabled else "off"))
+                authorization_server_configure(
+                    tenant=tenant, enabled=wanted.enabled, allow_registration=wanted.registration,
+                    allow_metadata_documents=wanted.metadata_documents)
             action = Action.CREATED if created else Action.UPDATED if details else Action.UNCHANGED
             self._record(action, "tenant", spec.slug, details)
             self._tenants[spec.slug] = tenant

@@ -26,11 +26,11 @@ from apps.configuration.plans import plans_export
 from apps.configuration.policies import policy_export
 from apps.configuration.reconcile import Reconciler
 from apps.configuration.reports import ApplyReport
+from apps.configuration.sign_in import sign_in_export
 from apps.configuration.validation import config_parse
-from apps.oauth.services import authorization_server_enable
 from apps.retrieval.indexing import tool_index_queue
 from apps.tenants.keys import key_generate
-from apps.tenants.models import ApiKey, Tenant
+from apps.tenants.models import ApiKey
 from apps.tenants.selectors import api_key_list, team_list, tenant_list
 
 EXPORT_HEADER = (
@@ -123,6 +123,7 @@ def config_export() -> str:
                 **({"plan": tenant.plan.name} if tenant.plan is not None else {}),
                 **({"allow_private_networks": tenant.allow_private_networks}
                    if tenant.allow_private_networks is not None else {}),
+                **sign_in_export(tenant),
             }
         )
         for backend in backend_list(tenant=tenant):
@@ -208,6 +209,9 @@ def demo_seed(*, backend_url: str, key_file: Path, admin_password_file: Path) ->
                 "name": "Demo",
                 "teams": [DEMO_TEAM],
                 "keys": [{"name": DEMO_KEY, "team": DEMO_TEAM, "secret": key_secret}],
+                # Its hosts name the gateway's own authorization server: a client that signs people
+                # in (the SDKs' OAuth clients) reaches `main` with the console's admin account.
+                "sign_in": True,
             }
         ],
         "backends": [
@@ -236,9 +240,6 @@ def demo_seed(*, backend_url: str, key_file: Path, admin_password_file: Path) ->
     with transaction.atomic():
         report = config_apply(document=yaml.safe_dump(document, sort_keys=False), prune=False)
         _superuser_ensure(username=DEMO_ADMIN_USERNAME, password=admin_password)
-        # Its hosts name the gateway's own authorization server: a client that signs people in
-        # (the SDKs' OAuth clients) reaches `main` with the console's admin account, no key needed.
-        authorization_server_enable(tenant=Tenant.objects.get(slug=DEMO_TENANT))
         # Indexed when its spec is published; queued again (nothing is embedded twice) so that a
         # demo database seeded before tool_search existed, or with indexing off, is searchable too.
         rest = Backend.objects.get(tenant__slug=DEMO_TENANT, name=DEMO_REST_BACKEND)

@@ -34,6 +34,7 @@ from apps.configuration.document import (
     MountSpec,
     PlanSpec,
     Problem,
+    SignInSpec,
     TenantSpec,
     VirtualHostSpec,
 )
@@ -49,7 +50,7 @@ TOP_LEVEL_KEYS = (
     "plans", "tenants", "backends", "virtual_hosts", "policies", "rate_limits", "budgets", "tool_costs",
     "token_issuers",
 )
-_TENANT_FIELDS = ("slug", "name", "teams", "keys", "plan", "secrets", "allow_private_networks")
+_TENANT_FIELDS = ("slug", "name", "teams", "keys", "plan", "secrets", "allow_private_networks", "sign_in")
 _KEY_FIELDS = ("name", "team", "secret", "expires_at", "revoked", "scopes")
 _BACKEND_FIELDS = (
     "tenant", "name", "kind", "transport", "urls", "timeout_seconds",
@@ -167,14 +168,34 @@ class _Checker(FieldChecks):
             keys = self.keys(fields.get("keys"), f"{path}.keys", teams, secrets)
             plan = tenant_plan_check(self, fields.get("plan"), f"{path}.plan", plans)
             shared = tenant_secrets_check(self, fields["secrets"], f"{path}.secrets") if "secrets" in fields else None
+            sign_in = self.sign_in(fields["sign_in"], f"{path}.sign_in") if "sign_in" in fields else None
             if slug in tenants:
                 self.add(f"{path}.slug", f"duplicate tenant {slug!r}")
             elif slug:
                 tenants[slug] = TenantSpec(
                     slug=slug, name=name, teams=tuple(teams), keys=tuple(keys), plan=plan, secrets=shared,
-                    allow_private_networks=private,
+                    allow_private_networks=private, sign_in=sign_in,
                 )
         return tenants
+
+    def sign_in(self, raw: Any, path: str) -> SignInSpec | None:
+        """`true`/`false`, or a mapping of `registration` and `metadata_documents` (booleans): on."""
+        if isinstance(raw, bool):
+            return SignInSpec(enabled=raw)
+        if not isinstance(raw, dict):
+            self.add(path, "sign_in must be true, false, or a mapping of registration and metadata_documents")
+            return None
+        fields = self.mapping(raw, path, fields=("registration", "metadata_documents"), required=())
+        if fields is None:
+            return None
+        flags = {}
+        for name in ("registration", "metadata_documents"):
+            value = fields.get(name, True)
+            if not isinstance(value, bool):
+                self.add(f"{path}.{name}", f"{name} must be true or false")
+                return None
+            flags[name] = value
+        return SignInSpec(enabled=True, **flags)
 
     def keys(self, raw: Any, path: str, teams: list[str], secrets: dict[str, str]) -> list[KeySpec]:
         keys: list[KeySpec] = []
