@@ -6,6 +6,8 @@ registration, and keeps it (fetched again when older than DOCUMENT_SECONDS)."""
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -19,8 +21,11 @@ from apps.oauth.models import OAuthClient
 from apps.oauth.registration import REDIRECT_URIS_MAX, URI_MAX, redirect_uri_problem
 from apps.tenants.models import Tenant
 
+log = logging.getLogger(__name__)
+
 DOCUMENT_BYTES_MAX = 16 * 1024
 DOCUMENT_SECONDS = 600
+DOCUMENTS_MAX = 10_000  # clients known by a document, per tenant
 FETCH_TIMEOUT_SECONDS = 5.0
 _GRANT_TYPES = {"authorization_code", "refresh_token"}
 
@@ -48,33 +53,52 @@ def client_document_get(
         raise ClientDocumentRefused("that client id belongs to a registered client")
     if kept is not None and kept.updated_at > timezone.now() - timedelta(seconds=DOCUMENT_SECONDS):
         return kept
-    metadata = _checked(url, _fetch(url, http or (lambda: guarded_client(
-        allow_private=tenant.private_networks_allowed, timeout=FETCH_TIMEOUT_SECONDS))))
+    failed = _FAILED.get((tenant.pk, url))
+    if failed is not None and failed[0] > time.monotonic():
+        raise ClientDocumentRefused(failed[1])
+    if kept is None and OAuthClient.objects.filter(tenant=tenant, kind=OAuthClient.Kind.METADATA_DOCUMENT).count() >= DOCUMENTS_MAX:
+        raise ClientDocumentRefused("this authorization server knows as many client metadata documents as it may")
+    try:
+        metadata = _checked(url, _fetch(url, http or (lambda: guarded_client(
+            allow_private=tenant.private_networks_allowed, timeout=FETCH_TIMEOUT_SECONDS))))
+    except ClientDocumentRefused as exc:
+        if len(_FAILED) > 10_000:
+            _FAILED.clear()
+        _FAILED[(tenant.pk, url)] = (time.monotonic() + _FAILED_SECONDS, str(exc))
+        raise
     fields = {"kind": OAuthClient.Kind.METADATA_DOCUMENT, "client_name": str(metadata.get("client_name") or "")[:200],
               "redirect_uris": metadata["redirect_uris"], "metadata": metadata}
     found, _ = OAuthClient.objects.update_or_create(tenant=tenant, client_id=url, defaults=fields)
     return found
 
 
+#: (tenant id, URL) -> until when a document that could not be had is not asked for again.
+_FAILED: dict[tuple[int, str], tuple[float, str]] = {}
+_FAILED_SECONDS = 60
+
+
 def _fetch(url: str, make: Callable[[], httpx.Client]) -> Any:
+    """The document's JSON. What went wrong is said in general terms to the person (an address or a
+    port must not be told apart from outside) and in full in the log."""
+    deadline = time.monotonic() + FETCH_TIMEOUT_SECONDS  # for the whole fetch, not each read
     try:
         with make() as http, http.stream("GET", url, headers={"Accept": "application/json"}) as response:
             if response.is_redirect:
-                raise ClientDocumentRefused(f"the client's metadata document at {url} answered a redirect: "
+                raise ClientDocumentRefused("the client's metadata document answered a redirect: "
                                             "it must be served at its client id itself")
             if response.status_code != 200:
-                raise ClientDocumentRefused(f"the client's metadata document at {url} answered HTTP {response.status_code}")
+                log.info("client metadata document %s answered HTTP %s", url, response.status_code)
+                raise ClientDocumentRefused("the client's metadata document could not be fetched")
             body = b""
             for chunk in response.iter_bytes():
                 body += chunk
                 if len(body) > DOCUMENT_BYTES_MAX:
                     raise ClientDocumentRefused(f"the client's metadata document is over {DOCUMENT_BYTES_MAX} bytes")
+                if time.monotonic() > deadline:
+                    raise ClientDocumentRefused("the client's metadata document took too long to fetch")
     except httpx.HTTPError as exc:
-        refusal = address_refusal(exc)
-        if refusal is not None:
-            raise ClientDocumentRefused(f"the client's metadata document is at an address not allowed here "
-                                        f"({refusal.reason})") from None
-        raise ClientDocumentRefused(f"the client's metadata document cannot be fetched ({type(exc).__name__})") from None
+        log.info("client metadata document %s not fetched: %s (%s)", url, type(exc).__name__, address_refusal(exc) or exc)
+        raise ClientDocumentRefused("the client's metadata document could not be fetched") from None
     try:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError):

@@ -25,7 +25,6 @@ from authlib.oauth2 import OAuth2Error
 from authlib.oauth2.rfc6749 import (
     AuthorizationCodeMixin,
     ClientMixin,
-    InvalidGrantError,
     TokenMixin,
 )
 from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
@@ -42,6 +41,7 @@ from apps.common.secrets import secret_decrypt
 from apps.oauth.models import AuthorizationCode, AuthorizationServer, Grant, OAuthClient, RefreshToken
 from apps.oauth.selectors import ACCESS_TOKEN_SECONDS, resource_host_get, resource_url
 from apps.oauth.services import grants_revoke
+from apps.tenants.access import access_get
 from apps.tenants.models import Tenant
 
 REFRESH_TOKEN_SECONDS = 30 * 86400
@@ -180,12 +180,10 @@ class _CodeGrant(AuthorizationCodeGrant):
         if host is None:  # (checked by the authorize view first)
             raise InvalidTargetError(description="the resource is not a virtual host of this tenant here")
         resource = resource_url(origin=context.origin, host=host)
+        # One grant per sign-in: one device signing out, or a stolen code, ends that sign-in only.
         with transaction.atomic():
-            grant = Grant.objects.filter(tenant=self.server.context.tenant, user=request.user, client=client.row,
-                                         resource=resource, revoked_at__isnull=True).first()
-            if grant is None:
-                grant = Grant.objects.create(tenant=self.server.context.tenant, user=request.user, client=client.row,
-                                             resource=resource, scope="")
+            grant = Grant.objects.create(tenant=context.tenant, user=request.user, client=client.row, resource=resource,
+                                         scope="")
             return AuthorizationCode.objects.create(
                 grant=grant, code_hash=token_hash(code), redirect_uri=request.payload.redirect_uri or "",
                 code_challenge=request.payload.data["code_challenge"],
@@ -211,8 +209,7 @@ class _CodeGrant(AuthorizationCodeGrant):
         pass  # spent when it was claimed (`query_authorization_code`)
 
     def authenticate_user(self, authorization_code: _Code) -> AbstractBaseUser | None:
-        user = authorization_code.row.grant.user
-        return user if user.is_active else None
+        return _person_still_here(self.server.context, authorization_code.row.grant)
 
     def validate_token_request(self) -> None:
         super().validate_token_request()
@@ -237,15 +234,19 @@ class _RefreshGrant(RefreshTokenGrant):
             token_hash=token_hash(refresh_token), grant__tenant=self.server.context.tenant).first()
         if row is None:
             return None
-        if row.replaced_at is not None:  # a replaced token used again: someone has a copy; end the grant
+        token = _Refresh(row)
+        if token.is_expired() or row.grant.revoked_at is not None:
+            return None
+        # Claimed here, at once (a refresh token is good for one attempt): a token replaced before,
+        # or one that two requests race with, is a copy in someone's hands: the grant ends.
+        if row.replaced_at is not None or not RefreshToken.objects.filter(
+                pk=row.pk, replaced_at__isnull=True).update(replaced_at=timezone.now()):
             grants_revoke(tenant=self.server.context.tenant, grant_ids=[row.grant_id])
             return None
-        token = _Refresh(row)
-        return None if token.is_revoked() or token.is_expired() else token
+        return token
 
     def authenticate_user(self, refresh_token: _Refresh) -> AbstractBaseUser | None:
-        user = refresh_token.row.grant.user
-        return user if user.is_active else None
+        return _person_still_here(self.server.context, refresh_token.row.grant)
 
     def validate_token_request(self) -> None:
         super().validate_token_request()
@@ -259,10 +260,18 @@ class _RefreshGrant(RefreshTokenGrant):
         _refresh_save(token, self.request.refresh_token.row.grant)
 
     def revoke_old_credential(self, refresh_token: _Refresh) -> None:
-        replaced = RefreshToken.objects.filter(pk=refresh_token.row.pk, replaced_at__isnull=True).update(
-            replaced_at=timezone.now())
-        if not replaced:  # two requests raced with one token: the other one won, this one is a reuse
-            raise InvalidGrantError("the refresh token was used already")
+        pass  # replaced when it was claimed (`authenticate_refresh_token`)
+
+
+def _person_still_here(context: Context, grant: Grant) -> AbstractBaseUser | None:
+    """The grant's person, while their account is active and they may still see the tenant; a
+    person who has left (membership removed, account deactivated) ends their grants here."""
+    user = grant.user
+    if user.is_active and access_get(user=user).sees(context.tenant.pk):
+        return user
+    grants_revoke(tenant=context.tenant, grant_ids=list(Grant.objects.filter(
+        tenant=context.tenant, user=user, revoked_at__isnull=True).values_list("pk", flat=True)))
+    return None
 
 
 def _refresh_save(token: dict[str, Any], grant: Grant) -> None:

@@ -6,7 +6,9 @@ is issued — RFC 7591 §3.2.1 lets the server substitute values, and MCP client
 from __future__ import annotations
 
 import ipaddress
+import re
 import secrets
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -15,7 +17,7 @@ from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidClientMeta
 from django.http import HttpRequest, HttpResponse
 
 from apps.oauth.models import OAuthClient
-from apps.oauth.services import oauth_client_register
+from apps.oauth.services import oauth_client_register, oauth_clients_unused_delete
 from apps.tenants.models import Tenant
 
 REDIRECT_URIS_MAX = 10
@@ -24,6 +26,7 @@ CLIENTS_PER_TENANT_MAX = 10_000  # registration is open: a cap keeps a flood fro
 _GRANT_TYPES = {"authorization_code", "refresh_token"}
 
 
+_HOST = re.compile(r"[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?)*|[0-9a-f:.]+")
 #: Schemes a browser must never be sent to with a code.
 _UNSAFE_SCHEMES = {"javascript", "data", "file", "vbscript", "about", "blob", "filesystem", "ws", "wss", "ftp"}
 
@@ -49,6 +52,8 @@ def redirect_uri_problem(uri: object) -> str:
     scheme = parts.scheme.lower()
     if not scheme or not host:
         return f"a redirect URI must be an absolute URI with a host: {uri[:100]!r}"
+    if not _HOST.fullmatch(host):  # (it also goes into the consent page's Content-Security-Policy)
+        return f"a redirect URI's host must be a host name or an IP address: {uri[:100]!r}"
     if scheme == "http":
         if host == "localhost":
             return ""
@@ -119,7 +124,10 @@ class _Registration(ClientRegistrationEndpoint):
 
     def save_client(self, client_info: dict[str, Any], client_metadata: dict[str, Any], request: Any) -> OAuthClient:
         if OAuthClient.objects.filter(tenant=self._tenant).count() >= CLIENTS_PER_TENANT_MAX:
-            raise InvalidClientMetadataError("this authorization server holds as many clients as it may")
+            # Registration is open: clients that never signed anyone in make room (after a day).
+            oauth_clients_unused_delete(tenant=self._tenant, older_than=timedelta(days=1))
+            if OAuthClient.objects.filter(tenant=self._tenant).count() >= CLIENTS_PER_TENANT_MAX:
+                raise InvalidClientMetadataError("this authorization server holds as many clients as it may")
         return oauth_client_register(tenant=self._tenant, client_id=client_info["client_id"], metadata=client_metadata)
 
 

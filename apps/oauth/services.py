@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
@@ -79,3 +80,10 @@ def authorization_server_configure(
             return None
     return authorization_server_settings_set(server=server, enabled=enabled, allow_registration=allow_registration,
                                              allow_metadata_documents=allow_metadata_documents)
+
+
+def oauth_clients_unused_delete(*, tenant: Tenant, older_than: timedelta) -> int:
+    """Delete the tenant's clients that no one ever signed in with, made before `older_than` ago."""
+    stale = OAuthClient.objects.filter(tenant=tenant, created_at__lt=timezone.now() - older_than, grants__isnull=True)
+    deleted, _ = stale.delete()
+    return deleted

@@ -34,6 +34,7 @@ from apps.oauth.flow import (
 )
 from apps.oauth.registration import client_register_response
 from apps.oauth.selectors import authorization_server_get, issuer_url, jwks, resource_host_get, server_metadata
+from apps.oauth.throttle import DOCUMENT_FETCHES_PER_MINUTE, REGISTRATIONS_PER_HOUR, attempt_allowed
 from apps.tenants.access import access_get
 from apps.tenants.selectors import tenant_get
 
@@ -62,6 +63,10 @@ def _server(tenant_slug: str):  # type: ignore[no-untyped-def]
     tenant = tenant_get(slug=tenant_slug)
     server = authorization_server_get(tenant=tenant) if tenant is not None else None
     return tenant, server
+
+
+def _address(request: HttpRequest) -> str:
+    return str(request.META.get("REMOTE_ADDR", ""))
 
 
 def _origin(request: HttpRequest) -> str:
@@ -101,6 +106,8 @@ def register(request: HttpRequest, tenant: str) -> HttpResponse:
     if not server.allow_registration:
         return _error(403, "access_denied", "this authorization server takes no registrations: "
                       "ask the tenant's admins to allow them")
+    if not attempt_allowed(kind="register", address=_address(request), limit=REGISTRATIONS_PER_HOUR, window_seconds=3600):
+        return _error(429, "slow_down", f"at most {REGISTRATIONS_PER_HOUR} registrations an hour from one address")
     if len(request.body) > REGISTRATION_BODY_MAX:
         return _error(413, "invalid_request", f"client metadata is at most {REGISTRATION_BODY_MAX} bytes")
     try:
@@ -140,6 +147,11 @@ def authorize(request: HttpRequest, tenant: str) -> HttpResponse:
         if not context.server.allow_metadata_documents:
             return _refusal_page(request, 400, "This sign-in request cannot be used",
                                  "This authorization server takes no client metadata documents.")
+        if not request.user.is_authenticated:  # only people who may sign in make the gateway fetch
+            return redirect_to_login(request.get_full_path(), reverse("console:login"))
+        if not attempt_allowed(kind="document", address=_address(request), limit=DOCUMENT_FETCHES_PER_MINUTE,
+                               window_seconds=60):
+            return _refusal_page(request, 429, "Too many sign-in requests", "Wait a minute, then try again.")
         try:
             client_document_get(tenant=context.tenant, url=client_id)
         except ClientDocumentRefused as exc:
@@ -176,7 +188,7 @@ def authorize(request: HttpRequest, tenant: str) -> HttpResponse:
     source = f"{target.scheme}://{target.netloc}" if target.scheme in ("http", "https") else f"{target.scheme}:"
     policy = settings.GATEWAY_CONTENT_SECURITY_POLICY
     if policy and "form-action" in policy:
-        response["Content-Security-Policy"] = re.sub(r"form-action [^;]*", f"form-action 'self' {source}", policy)
+        response["Content-Security-Policy"] = re.sub(r"form-action [^;]*", lambda _: f"form-action 'self' {source}", policy)
     return response
 
 

@@ -132,8 +132,12 @@ def test_redirects_and_errors_are_not_followed(documents: _Documents) -> None:
     moved = documents.serve("/moved.json", b"", status=302, headers={"Location": documents.base + "/c.json"})
     with pytest.raises(ClientDocumentRefused, match="answered a redirect"):
         client_document_get(tenant=tenant, url=moved, http=documents.http)
-    with pytest.raises(ClientDocumentRefused, match="HTTP 404"):
+    with pytest.raises(ClientDocumentRefused, match="could not be fetched$"):  # (details in the log only)
         client_document_get(tenant=tenant, url=documents.base + "/missing.json", http=documents.http)
+    documents.serve("/missing.json", _document(documents.base + "/missing.json"))
+    with pytest.raises(ClientDocumentRefused, match="could not be fetched$"):  # not asked again for a minute
+        client_document_get(tenant=tenant, url=documents.base + "/missing.json", http=documents.http)
+    assert documents.hits["/missing.json"] == 1
 
 
 def test_the_consent_page_names_a_document_client_and_the_guard_refuses_private_addresses(documents: _Documents) -> None:
@@ -151,10 +155,18 @@ def test_the_consent_page_names_a_document_client_and_the_guard_refuses_private_
               "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM", "code_challenge_method": "S256",
               "resource": f"http://127.0.0.1/mcp/{tenant.slug}/main"}
     authorize = f"/oauth/{tenant.slug}/authorize?{urlencode(params)}"
+    # Only for someone signed in (no one else makes the gateway fetch anything).
+    anonymous = Client(HTTP_HOST="127.0.0.1").get(authorize)
+    assert anonymous.status_code == 302 and anonymous["Location"].startswith("/console/login/")
+    assert documents.hits.get("/agent.json") is None
     # Fetched by the gateway itself: the document is on loopback, which the SSRF guard refuses.
     refused = http.get(authorize)
-    assert refused.status_code == 400 and "an address not allowed here" in refused.content.decode()
+    assert refused.status_code == 400 and "could not be fetched" in refused.content.decode()
+    assert documents.hits.get("/agent.json") is None  # refused before connecting
     assert not OAuthClient.objects.exists()
+    from apps.oauth import client_documents
+
+    client_documents._FAILED.clear()  # (the refusal above is remembered for a minute)
     client_document_get(tenant=tenant, url=url, http=documents.http)  # as if fetched from a public address
     page = http.get(authorize).content.decode()
     assert "Doc agent" in page and "Allow" in page

@@ -16,6 +16,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from apps.oauth.flow import token_hash
 from apps.oauth.models import Grant, RefreshToken
 from apps.oauth.services import authorization_server_enable, grants_revoke
 from apps.tenants.services import membership_set
@@ -122,18 +123,22 @@ def test_denying_answers_access_denied_with_the_issuer(flow: Flow) -> None:
     assert not Grant.objects.exists()
 
 
-def test_a_code_works_once_with_its_verifier_and_a_second_use_ends_the_grant(flow: Flow) -> None:
-    code = flow.code()
-    wrong = flow.token(grant_type="authorization_code", code=code, redirect_uri=REDIRECT, code_verifier="x" * 50)
-    assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"  # and the code is spent
+def test_a_code_works_once_with_its_verifier_and_a_second_use_ends_its_grant(flow: Flow) -> None:
+    spent = flow.code()
+    wrong = flow.token(grant_type="authorization_code", code=spent, redirect_uri=REDIRECT, code_verifier="x" * 50)
+    assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
+    right = flow.token(grant_type="authorization_code", code=spent, redirect_uri=REDIRECT, code_verifier=flow.verifier)
+    assert right.status_code == 400 and right.json()["error"] == "invalid_grant"  # spent by the failed attempt
     code = flow.code()
     good = flow.token(grant_type="authorization_code", code=code, redirect_uri=REDIRECT, code_verifier=flow.verifier)
     assert good.status_code == 200
     again = flow.token(grant_type="authorization_code", code=code, redirect_uri=REDIRECT, code_verifier=flow.verifier)
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
-    assert Grant.objects.get().revoked_at is not None  # a copy of the code is in someone's hands
+    grant = Grant.objects.get(codes__code_hash=token_hash(code))
+    assert grant.revoked_at is not None  # a copy of the code is in someone's hands: what it gave ends
     refresh = flow.token(grant_type="refresh_token", refresh_token=good.json()["refresh_token"])
     assert refresh.status_code == 400 and refresh.json()["error"] == "invalid_grant"
+    assert Grant.objects.filter(revoked_at__isnull=True).count() == 0
 
 
 def test_refresh_tokens_rotate_and_a_replaced_one_used_again_ends_the_grant(flow: Flow) -> None:
@@ -150,7 +155,8 @@ def test_refresh_tokens_rotate_and_a_replaced_one_used_again_ends_the_grant(flow
     assert Grant.objects.get().revoked_at is not None
     latest = flow.token(grant_type="refresh_token", refresh_token=second.json()["refresh_token"])
     assert latest.status_code == 400  # the grant ended: the newest token too
-    assert RefreshToken.objects.count() == 2 and not RefreshToken.objects.filter(token_hash=first["refresh_token"]).exists()
+    assert RefreshToken.objects.count() == 2 and RefreshToken.objects.filter(token_hash=token_hash(first["refresh_token"])).exists()
+    assert not RefreshToken.objects.filter(token_hash=first["refresh_token"]).exists()  # stored as hashes only
 
 
 def test_a_revoked_grant_gives_no_more_tokens(flow: Flow) -> None:
@@ -164,7 +170,7 @@ def test_a_revoked_grant_gives_no_more_tokens(flow: Flow) -> None:
 
 @pytest.mark.parametrize(("changes", "error", "says"), [
     ({"code_challenge": None, "code_challenge_method": None}, "invalid_request", "PKCE is required"),
-    ({"code_challenge_method": "plain"}, "invalid_request", ""),
+    ({"code_challenge_method": "plain"}, "invalid_request", "Unsupported 'code_challenge_method'"),
     ({"resource": None}, "invalid_target", "name the virtual host"),
     ({"resource": f"{ORIGIN}/mcp/elsewhere/main"}, "invalid_target", "is not the URL of a virtual host"),
     ({"resource": "https://evil.example/mcp/x/main"}, "invalid_target", "is not the URL of a virtual host"),
@@ -236,3 +242,34 @@ def test_another_client_cannot_revoke_a_clients_grant(flow: Flow) -> None:
     answer = flow.http.post(f"/oauth/{flow.tenant.slug}/revoke", {"client_id": other, "token": tokens["refresh_token"]})
     assert answer.status_code == 400 and answer.json()["error"] == "invalid_grant"
     assert Grant.objects.get().revoked_at is None
+
+
+def test_a_person_who_left_the_tenant_gets_no_more_tokens(flow: Flow) -> None:
+    from apps.tenants.models import Membership
+
+    tokens = flow.token(grant_type="authorization_code", code=flow.code(), redirect_uri=REDIRECT,
+                        code_verifier=flow.verifier).json()
+    Membership.objects.filter(user=flow.user, tenant=flow.tenant).delete()
+    refused = flow.token(grant_type="refresh_token", refresh_token=tokens["refresh_token"])
+    assert refused.status_code == 400
+    assert Grant.objects.get().revoked_at is not None  # and the gateway refuses its access token at once
+
+
+def test_each_sign_in_is_a_grant_of_its_own(flow: Flow) -> None:
+    first = flow.token(grant_type="authorization_code", code=flow.code(), redirect_uri=REDIRECT,
+                       code_verifier=flow.verifier).json()
+    second = flow.token(grant_type="authorization_code", code=flow.code(), redirect_uri=REDIRECT,
+                        code_verifier=flow.verifier).json()
+    assert Grant.objects.count() == 2
+    assert flow.http.post(f"/oauth/{flow.tenant.slug}/revoke", {"client_id": flow.client_id,
+                                                                "token": first["refresh_token"]}).status_code == 200
+    assert flow.token(grant_type="refresh_token", refresh_token=second["refresh_token"]).status_code == 200
+
+
+def test_registration_is_throttled_per_address(flow: Flow, clean_redis: object) -> None:
+    from apps.oauth.throttle import REGISTRATIONS_PER_HOUR
+
+    answers = [flow.http.post(f"/oauth/{flow.tenant.slug}/register", {"redirect_uris": [REDIRECT]},
+                              content_type="application/json", REMOTE_ADDR="203.0.113.9").status_code
+               for _ in range(REGISTRATIONS_PER_HOUR + 1)]
+    assert answers[:-1] == [201] * REGISTRATIONS_PER_HOUR and answers[-1] == 429

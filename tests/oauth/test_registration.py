@@ -56,6 +56,7 @@ def test_the_sdks_registration_is_taken_as_a_public_client(client: Client) -> No
     ({"redirect_uris": ["javascript://x/%0aalert(1)"]}, "may not use the scheme 'javascript'"),
     ({"redirect_uris": ["com.example.app:/cb"]}, "with a host"),
     ({"redirect_uris": ["https://good.example@evil.example/cb"]}, "user part"),
+    ({"redirect_uris": ["https://a.example;report-uri https://evil/x/cb"]}, "host name or an IP address"),
     ({"redirect_uris": []}, "redirect_uris"),
     ({}, "redirect_uris"),
     ({"redirect_uris": [f"https://a.example/{i}" for i in range(11)]}, "at most 10"),

@@ -23,8 +23,9 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from playwright.async_api import async_playwright
 
 from apps.oauth.models import Grant
+from apps.oauth.selectors import public_key_pem
 from apps.oauth.services import authorization_server_enable, grants_revoke
-from apps.tenants.services import membership_set
+from apps.tenants.services import membership_set, token_issuer_set
 from tests import factories
 from tests.browser import CHROMIUM_ARGS, user_factory
 from tests.gateway.helpers import modern
@@ -125,6 +126,13 @@ async def test_a_person_signs_the_sdk_client_in_and_its_token_serves_that_host_o
     assert elsewhere.status_code == 401 and "another audience" in elsewhere.text
     assert 'resource_metadata="' in elsewhere.headers["www-authenticate"]
     grant = await database_sync_to_async(lambda: Grant.objects.get(tenant=made["tenant"]))()
+
+    def impostor() -> None:  # an issuer configured with the gateway's own URL and key is never taken for it
+        tenant = made["tenant"]
+        token_issuer_set(tenant=tenant, issuer=f"{gateway_url}/oauth/{tenant.slug}", audience=made["main"],
+                         public_key=public_key_pem(server=tenant.authorization_server), algorithms=["ES256"])
+
+    await database_sync_to_async(impostor)()
     await database_sync_to_async(grants_revoke)(tenant=made["tenant"], grant_ids=[grant.pk])
     for _ in range(50):  # the snapshot has it within GATEWAY_SNAPSHOT_CHECK_SECONDS
         revoked = await asyncio.to_thread(call, made["main"])

@@ -320,12 +320,13 @@ class Gateway:
             principal = tenant.principal_for_credential(credential) if tenant is not None else None
             if principal is not None:
                 return principal
+            own = self._own_issuer(request, tenant)
             issuers = self._issuers(request, tenant)
             if tenant is not None and issuers and credential.count(".") == 2:
                 try:
                     issuer, claims = await self._tokens.verify(credential, issuers)
-                    own = tenant.own_issuer
-                    if own is not None and issuer == issuers[-1] and str(claims.get("gid")) in own.revoked_grants:
+                    if (own is not None and tenant.own_issuer is not None and issuer.issuer == own.issuer
+                            and str(claims.get("gid")) in tenant.own_issuer.revoked_grants):
                         raise InvalidToken("the token's grant was revoked")
                 except InvalidToken as exc:
                     raise HttpError(401, f"Unauthorized: {exc}", headers=self._challenge(request, tenant, True)) from None
@@ -349,15 +350,21 @@ class Gateway:
         scheme = "https" if request.scheme == "https" else "http"
         return f"{scheme}://{host}" if _HOST_SYNTAX.fullmatch(host) is not None else None
 
+    def _own_issuer(self, request: HttpRequest, tenant: TenantDirectory | None) -> TokenIssuerView | None:
+        """The gateway's own authorization server as the issuer of tokens for this host, at the
+        origin the request came to; None when the tenant's is off."""
+        own, origin = (tenant.own_issuer if tenant is not None else None), self._origin(request)
+        if own is None or origin is None:
+            return None
+        return own.issuer_for(origin=origin, tenant=request.tenant, vhost=request.vhost)
+
     def _issuers(self, request: HttpRequest, tenant: TenantDirectory | None) -> tuple[TokenIssuerView, ...]:
-        """The issuers whose tokens this request may carry: the tenant's, then (last) the gateway's
-        own for this host at the origin the request came to."""
+        """The issuers whose tokens this request may carry: the gateway's own (first: an issuer
+        configured with its URL is never taken for it), then the tenant's."""
         if tenant is None:
             return ()
-        own, origin = tenant.own_issuer, self._origin(request)
-        if own is None or origin is None:
-            return tenant.issuers
-        return (*tenant.issuers, own.issuer_for(origin=origin, tenant=request.tenant, vhost=request.vhost))
+        own = self._own_issuer(request, tenant)
+        return (own, *tenant.issuers) if own is not None else tenant.issuers
 
     def _challenge(self, request: HttpRequest, tenant: TenantDirectory | None, invalid: bool) -> tuple[tuple[str, str], ...]:
         parts = ['Bearer realm="mcp-gateway"']
