@@ -216,23 +216,23 @@ def _authorization_problem(request: HttpRequest, context: Context) -> OAuth2Erro
     return None
 
 
+def _posted(request: HttpRequest, tenant: str, hint: str) -> Context | HttpResponse:
+    """The tenant's server for a POST endpoint, or the error to answer with."""
+    if request.method != "POST":
+        return _error(405, "invalid_request", hint)
+    context = _context(request, tenant)
+    return context if context is not None else _error(404, "not_found", f"tenant {tenant!r} has no authorization server here")
+
+
 @_cors("POST")
 def token(request: HttpRequest, tenant: str) -> HttpResponse:
     """`POST /oauth/<tenant>/token`: a code (with its PKCE verifier) or a refresh token for tokens."""
-    if request.method != "POST":
-        return _error(405, "invalid_request", "POST a token request (application/x-www-form-urlencoded)")
-    context = _context(request, tenant)
-    if context is None:
-        return _error(404, "not_found", f"tenant {tenant!r} has no authorization server here")
-    return token_respond(context=context, request=request)
+    context = _posted(request, tenant, "POST a token request (application/x-www-form-urlencoded)")
+    return token_respond(context=context, request=request) if isinstance(context, Context) else context
 
 
 @_cors("POST")
 def revoke(request: HttpRequest, tenant: str) -> HttpResponse:
     """`POST /oauth/<tenant>/revoke`: a client gives up a token (RFC 7009); the person's grant ends."""
-    if request.method != "POST":
-        return _error(405, "invalid_request", "POST token=<the token> (application/x-www-form-urlencoded)")
-    context = _context(request, tenant)
-    if context is None:
-        return _error(404, "not_found", f"tenant {tenant!r} has no authorization server here")
-    return revocation_respond(context=context, request=request)
+    context = _posted(request, tenant, "POST token=<the token> (application/x-www-form-urlencoded)")
+    return revocation_respond(context=context, request=request) if isinstance(context, Context) else context
