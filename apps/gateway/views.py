@@ -27,7 +27,7 @@ def protected_resource_metadata(request: HttpRequest, tenant: str, vhost: str) -
     found = tenant_get(slug=tenant)
     issuers = list(token_issuer_list(tenant=found).values_list("issuer", flat=True)) if found else []
     if found is not None and authorization_server_get(tenant=found) is not None:
-        issuers.insert(0, issuer_url(origin=request.build_absolute_uri("/").rstrip("/"), tenant=found))
+        issuers.insert(0, issuer_url(origin=request.build_absolute_uri("/").rstrip("/").lower(), tenant=found))
     if not issuers or not virtual_host_list(tenant=found).filter(slug=vhost).exists():
         return JsonResponse({"error": "not_found", "error_description": "no protected resource here"}, status=404)
     return JsonResponse({

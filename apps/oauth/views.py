@@ -70,7 +70,9 @@ def _address(request: HttpRequest) -> str:
 
 
 def _origin(request: HttpRequest) -> str:
-    return request.build_absolute_uri("/").rstrip("/")
+    # In lower case, as the gateway spells the origin it checks tokens against (host names and
+    # schemes know no case).
+    return request.build_absolute_uri("/").rstrip("/").lower()
 
 
 @_cors("GET")
