@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.common.config_version import config_version_bump
 from apps.common.secrets import secret_encrypt
-from apps.oauth.models import AuthorizationServer, Grant, OAuthClient
+from apps.oauth.models import AuthorizationCode, AuthorizationServer, Grant, OAuthClient, RefreshToken
 from apps.tenants.models import Tenant
+
+#: How long a revoked grant is kept (the console no longer lists it; it is there for investigations).
+REVOKED_GRANTS_KEPT = timedelta(days=30)
 
 
 def authorization_server_enable(*, tenant: Tenant) -> AuthorizationServer:
@@ -87,3 +91,17 @@ def oauth_clients_unused_delete(*, tenant: Tenant, older_than: timedelta) -> int
     stale = OAuthClient.objects.filter(tenant=tenant, created_at__lt=timezone.now() - older_than, grants__isnull=True)
     deleted, _ = stale.delete()
     return deleted
+
+
+def oauth_rows_prune(*, now: datetime | None = None) -> dict[str, int]:
+    """Delete what the authorization server no longer needs: codes a day after they expired, refresh
+    tokens a day after they were replaced or expired, and grants REVOKED_GRANTS_KEPT after they were
+    revoked (with their codes and tokens). Returns how many of each went."""
+    now = now or timezone.now()
+    day = timedelta(days=1)
+    codes, _ = AuthorizationCode.objects.filter(expires_at__lt=now - day).delete()
+    tokens, _ = RefreshToken.objects.filter(Q(replaced_at__lt=now - day) | Q(expires_at__lt=now - day)).delete()
+    grants = Grant.objects.filter(revoked_at__lt=now - REVOKED_GRANTS_KEPT)
+    grants_count = grants.count()
+    grants.delete()
+    return {"codes": codes, "refresh_tokens": tokens, "grants": grants_count}

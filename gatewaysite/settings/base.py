@@ -151,6 +151,8 @@ CELERY_BEAT_SCHEDULE = {
     "audit-prune": {"task": "apps.audit.tasks.audit_prune", "schedule": 3600.0},
     # MCP servers' tools, indexed again for tool_search (only what changed is embedded).
     "tool-index-refresh": {"task": "apps.retrieval.tasks.tool_index_refresh", "schedule": 600.0},
+    # The authorization server's spent codes, replaced refresh tokens and long-revoked grants.
+    "oauth-prune": {"task": "apps.oauth.tasks.oauth_prune", "schedule": 3600.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [
