@@ -243,8 +243,10 @@ class EgressCredentialView(CatalogAPIView):
     (`kind`, `name`, `username`; `kind` "" or absent = as an OpenAPI spec's security scheme says,
     bearer for an MCP backend) and where it comes from (`source`: `static` with `secret`;
     `tenant_secret` naming one; `per_identity` with `identities: [{subject_kind, subject_name,
-    issuer, secret}]` (`issuer` for token subjects only, optional) and an optional default `secret`; `oauth_client_credentials` with `token_url`,
-    `client_id`, `secret`, `scope`, `audience`, `client_auth`). `GET` answers the state, 404 when
+    issuer, secret}]` (`issuer` for token subjects only, optional) and an optional default `secret`;
+    `oauth_client_credentials` with `token_url`, `client_id`, `secret`, `scope`, `audience`,
+    `client_auth`; `token_exchange` with the same and `subject_issuer`, one of the tenant's token
+    issuers, whose callers' tokens are exchanged). `GET` answers the state, 404 when
     there is none; `DELETE` removes it (204; 404 when there is none). The state never holds a
     secret. 400 for what the service refuses, with its message."""
 

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from apps.catalog.models import Backend, EgressCredential, EgressIdentity, TenantSecret, name_validator
+from apps.catalog.models import OAUTH_SOURCES, Backend, EgressCredential, EgressIdentity, TenantSecret, name_validator
 from apps.catalog.openapi import Credential
 from apps.catalog.validators import replica_url_validate
 from apps.common.config_version import config_version_bump
@@ -23,7 +23,7 @@ from apps.common.secrets import secret_encrypt
 from apps.common.url_guard import url_address_validate
 from apps.common.validation_errors import problems_refuse
 from apps.kernel.problems import FieldProblem
-from apps.tenants.models import Tenant
+from apps.tenants.models import Tenant, TokenIssuer
 
 #: Where an MCP backend's credential can go: MCP requests carry it in a header.
 MCP_KINDS = ("", "bearer", "api_key_header", "basic")
@@ -72,6 +72,7 @@ class CredentialFields:
     scope: object = ""
     audience: object = ""
     client_auth: object = EgressCredential.ClientAuth.BASIC
+    subject_issuer: object = ""
 
 
 # The columns' lengths: a longer value is refused with a message, not by the database.
@@ -80,7 +81,7 @@ _LENGTHS = (
     ("username", EgressCredential._meta.get_field("username").max_length), ("secret", 10_000),
     ("source", 32), ("tenant_secret", _SECRET_NAME_MAX), ("token_url", 500),
     ("client_id", EgressCredential._meta.get_field("client_id").max_length), ("scope", 500), ("audience", 500),
-    ("client_auth", 32),
+    ("client_auth", 32), ("subject_issuer", 500),
 )
 _OAUTH_FIELDS = ("token_url", "client_id", "scope", "audience")
 
@@ -137,15 +138,21 @@ def egress_credential_check(
     else:
         problems += _oauth_problems(fields, kind, allow_private, resolve)
         problems += _value_problems("secret", secret, "the client secret", placement)
+    if source == EgressCredential.Source.TOKEN_EXCHANGE and not fields.subject_issuer:
+        problems.append(FieldProblem("subject_issuer", "name the token issuer whose callers' tokens are exchanged "
+                                                       "(one of the tenant's issuers)"))
+    elif source != EgressCredential.Source.TOKEN_EXCHANGE and fields.subject_issuer:
+        problems.append(FieldProblem("subject_issuer", "subject_issuer is only for source token_exchange"))
     if source != EgressCredential.Source.TENANT_SECRET and fields.tenant_secret:
         problems.append(FieldProblem("tenant_secret", "tenant_secret is only for source tenant_secret"))
     if source != EgressCredential.Source.PER_IDENTITY and fields.identities:
         problems.append(FieldProblem("identities", "identities are only for source per_identity"))
-    if source != EgressCredential.Source.OAUTH:
-        problems += [FieldProblem(name, f"{name} is only for source oauth_client_credentials")
+    if source not in OAUTH_SOURCES:
+        problems += [FieldProblem(name, f"{name} is only for source oauth_client_credentials or token_exchange")
                      for name in _OAUTH_FIELDS if getattr(fields, name)]
         if fields.client_auth != EgressCredential.ClientAuth.BASIC:  # the default, which every face sends
-            problems.append(FieldProblem("client_auth", "client_auth is only for source oauth_client_credentials"))
+            problems.append(FieldProblem("client_auth", "client_auth is only for source oauth_client_credentials "
+                                                        "or token_exchange"))
     return problems
 
 
@@ -242,6 +249,7 @@ def egress_credential_set(
     scope: str = "",
     audience: str = "",
     client_auth: str = EgressCredential.ClientAuth.BASIC,
+    subject_issuer: str = "",
 ) -> EgressCredential:
     """Set (or replace, identities included) how the gateway authenticates to the backend.
 
@@ -253,18 +261,26 @@ def egress_credential_set(
     - `per_identity`: `identities` (at least one); `secret`, optional, is the default for callers
       without an entry and for the gateway's own requests (listing, probing);
     - `oauth_client_credentials`: an access token from `token_url` for `client_id` and the client
-      secret `secret` (`client_auth` says how it is presented), optionally for `scope`/`audience`."""
+      secret `secret` (`client_auth` says how it is presented), optionally for `scope`/`audience`;
+    - `token_exchange`: the caller's access token, if `subject_issuer` (one of the tenant's token
+      issuers) issued it, exchanged at `token_url` (RFC 8693) by the same client for a token for
+      `audience`/`scope`. Callers with another credential get none: their calls are refused."""
     problems_refuse(egress_credential_check(CredentialFields(
         kind=kind, name=name, username=username, secret=secret, source=source, tenant_secret=tenant_secret,
         identities=identities, token_url=token_url, client_id=client_id, scope=scope, audience=audience,
-        client_auth=client_auth,
+        client_auth=client_auth, subject_issuer=subject_issuer,
     ), backend_kind=backend.kind, allow_private=backend.tenant.private_networks_allowed))
     shared: TenantSecret | None = None
     if source == EgressCredential.Source.TENANT_SECRET:
         shared = TenantSecret.objects.filter(tenant_id=backend.tenant_id, name=tenant_secret).first()
         if shared is None:
             raise ValidationError({"tenant_secret": f"the tenant has no secret named {tenant_secret!r}"})
-    oauth = source == EgressCredential.Source.OAUTH
+    if source == EgressCredential.Source.TOKEN_EXCHANGE and not TokenIssuer.objects.filter(
+        tenant_id=backend.tenant_id, issuer=subject_issuer
+    ).exists():
+        raise ValidationError({"subject_issuer": f"the tenant trusts no token issuer {subject_issuer!r}; add it first "
+                                                 "(only its tokens are exchanged)"})
+    oauth = source in OAUTH_SOURCES
     credential, _ = EgressCredential.objects.update_or_create(
         backend=backend,
         defaults={
@@ -273,6 +289,7 @@ def egress_credential_set(
             "token_url": token_url if oauth else "", "client_id": client_id if oauth else "",
             "scope": scope if oauth else "", "audience": audience if oauth else "",
             "client_auth": client_auth if oauth else EgressCredential.ClientAuth.BASIC,
+            "subject_issuer": subject_issuer if source == EgressCredential.Source.TOKEN_EXCHANGE else "",
         },
     )
     credential.identities.all().delete()

@@ -233,6 +233,7 @@ class EgressCredential(TimeStampedModel):
         TENANT_SECRET = "tenant_secret", "A secret of the tenant"
         PER_IDENTITY = "per_identity", "One secret per caller (key, token subject or team)"
         OAUTH = "oauth_client_credentials", "OAuth 2.0 client credentials"
+        TOKEN_EXCHANGE = "token_exchange", "The caller's token, exchanged (OAuth 2.0 token exchange)"
 
     class ClientAuth(models.TextChoices):
         BASIC = "client_secret_basic", "HTTP basic"
@@ -246,7 +247,7 @@ class EgressCredential(TimeStampedModel):
     secret = models.TextField(
         blank=True,
         help_text="Encrypted. static: the secret; per_identity: the default (for unmapped callers and the "
-        "gateway's own requests), may be empty; oauth: the client secret.",
+        "gateway's own requests), may be empty; oauth and token_exchange: the client secret.",
     )
     tenant_secret = models.ForeignKey(
         TenantSecret, on_delete=models.PROTECT, null=True, blank=True, related_name="credentials",
@@ -256,9 +257,18 @@ class EgressCredential(TimeStampedModel):
     scope = models.CharField(max_length=500, blank=True)
     audience = models.CharField(max_length=500, blank=True)
     client_auth = models.CharField(max_length=24, choices=ClientAuth.choices, default=ClientAuth.BASIC)
+    subject_issuer = models.CharField(
+        max_length=500, blank=True,
+        help_text="token_exchange: the tenant's token issuer whose callers' tokens are exchanged (no other "
+        "caller's token is ever sent to the token endpoint).",
+    )
 
     def __str__(self) -> str:
         return f"{self.backend}: {self.kind or 'from spec'} ({self.source})"
+
+
+#: The sources whose value is an access token the gateway asks a token endpoint for.
+OAUTH_SOURCES = frozenset({EgressCredential.Source.OAUTH, EgressCredential.Source.TOKEN_EXCHANGE})
 
 
 class EgressIdentity(models.Model):

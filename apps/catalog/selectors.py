@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from apps.catalog.models import (
+    OAUTH_SOURCES,
     Backend,
     BackendReplica,
     EgressCredential,
@@ -121,7 +122,9 @@ class EgressCredentialState:
     source: str = "static"
     tenant_secret: str = ""  # source tenant_secret: the secret's name
     identities: tuple[dict[str, str], ...] = ()  # per_identity: [{subject_kind, subject_name, issuer}]
-    oauth: dict[str, str] | None = None  # oauth_client_credentials: token_url, client_id, scope, audience, client_auth
+    #: oauth_client_credentials and token_exchange: token_url, client_id, scope, audience, client_auth
+    #: (and, for token_exchange, subject_issuer)
+    oauth: dict[str, str] | None = None
 
 
 def egress_credential_state(*, backend: Backend) -> EgressCredentialState | None:
@@ -145,10 +148,16 @@ def egress_credential_state(*, backend: Backend) -> EgressCredentialState | None
         created_at=stored.created_at, updated_at=stored.updated_at, source=stored.source,
         tenant_secret=stored.tenant_secret.name if stored.tenant_secret else "",
         identities=tuple(stored.identities.values("subject_kind", "subject_name", "issuer")),
-        oauth={"token_url": stored.token_url, "client_id": stored.client_id, "scope": stored.scope,
-               "audience": stored.audience, "client_auth": stored.client_auth}
-        if stored.source == EgressCredential.Source.OAUTH else None,
+        oauth=_oauth_state(stored) if stored.source in OAUTH_SOURCES else None,
     )
+
+
+def _oauth_state(stored: EgressCredential) -> dict[str, str]:
+    state = {"token_url": stored.token_url, "client_id": stored.client_id, "scope": stored.scope,
+             "audience": stored.audience, "client_auth": stored.client_auth}
+    if stored.source == EgressCredential.Source.TOKEN_EXCHANGE:
+        state["subject_issuer"] = stored.subject_issuer
+    return state
 
 
 def egress_credential_applied(*, kind: str, name: str, schemes: list[dict[str, str]]) -> tuple[str, str, str]:
@@ -165,7 +174,7 @@ def egress_credential_applied(*, kind: str, name: str, schemes: list[dict[str, s
 def egress_schemes(*, backend: Backend, source: str) -> list[dict[str, str]]:
     """The schemes a credential without a kind follows: an OpenAPI spec's, except for OAuth access
     tokens and on MCP backends, which go as bearer tokens (none to follow)."""
-    if backend.kind != Backend.Kind.OPENAPI or source == EgressCredential.Source.OAUTH:
+    if backend.kind != Backend.Kind.OPENAPI or source in OAUTH_SOURCES:
         return []
     return backend_security_schemes(backend=backend)
 

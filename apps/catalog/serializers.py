@@ -121,6 +121,7 @@ class EgressCredentialInputSerializer(serializers.Serializer):
     scope = serializers.CharField(required=False, allow_blank=True, default="")
     audience = serializers.CharField(required=False, allow_blank=True, default="")
     client_auth = serializers.CharField(required=False, default=EgressCredential.ClientAuth.BASIC)
+    subject_issuer = serializers.CharField(required=False, allow_blank=True, default="")
 
     def validate_identities(self, value: list[dict[str, str]]) -> tuple[IdentitySecret, ...]:
         return tuple(IdentitySecret(i["subject_kind"], i["subject_name"], i["secret"], i["issuer"]) for i in value)

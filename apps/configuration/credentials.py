@@ -33,7 +33,7 @@ from apps.tenants.models import Tenant
 
 _FIELDS = (
     "kind", "name", "username", "secret", "secret_env", "source", "tenant_secret", "identities",
-    "token_url", "client_id", "scope", "audience", "client_auth",
+    "token_url", "client_id", "scope", "audience", "client_auth", "subject_issuer",
 )
 _SUBJECTS = ("key", "subject", "team")
 
@@ -69,6 +69,7 @@ def credential_check(
         token_url=text.get("token_url", ""), client_id=text.get("client_id", ""), scope=text.get("scope", ""),
         audience=text.get("audience", ""),
         client_auth=text.get("client_auth", EgressCredential.ClientAuth.BASIC.value),
+        subject_issuer=text.get("subject_issuer", ""),
     )
     wrong = checks.refuse(path, egress_credential_check(
         _fields(spec), backend_kind=backend_kind, allow_private=allow_private, resolve=False), given=_FIELDS)
@@ -90,7 +91,7 @@ def _fields(spec: CredentialSpec) -> CredentialFields:
         identities=tuple(IdentitySecret(i.subject_kind, i.subject_name, secret(i.secret, i.secret_env), i.issuer)
                          for i in spec.identities),
         token_url=spec.token_url, client_id=spec.client_id, scope=spec.scope, audience=spec.audience,
-        client_auth=spec.client_auth,
+        client_auth=spec.client_auth, subject_issuer=spec.subject_issuer,
     )
 
 
@@ -170,7 +171,7 @@ def _wanted(spec: CredentialSpec) -> dict[str, Any]:
             for i in spec.identities
         ),
         "token_url": spec.token_url, "client_id": spec.client_id, "scope": spec.scope, "audience": spec.audience,
-        "client_auth": spec.client_auth,
+        "client_auth": spec.client_auth, "subject_issuer": spec.subject_issuer,
     }
 
 
@@ -189,6 +190,7 @@ def _stored(stored: EgressCredential) -> dict[str, Any] | None:
         "secret": secret, "tenant_secret": stored.tenant_secret.name if stored.tenant_secret else "",
         "identities": identities, "token_url": stored.token_url, "client_id": stored.client_id,
         "scope": stored.scope, "audience": stored.audience, "client_auth": stored.client_auth,
+        "subject_issuer": stored.subject_issuer,
     }
 
 

@@ -107,6 +107,7 @@ class CredentialSpec:
     scope: str = ""
     audience: str = ""
     client_auth: str = "client_secret_basic"
+    subject_issuer: str = ""
 
 
 @dataclass(frozen=True)

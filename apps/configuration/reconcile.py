@@ -104,6 +104,8 @@ class Reconciler:
                 self._plan(plan, f"plans[{i}]")
         for i, spec in enumerate(self.document.tenants):
             self._tenant(spec, f"tenants[{i}]")
+        for i, issuer in enumerate(self.document.token_issuers):  # before the credentials that exchange its tokens
+            self._tenant_part(issuer, f"token_issuers[{i}]", token_issuer_reconcile)
         for i, spec in enumerate(self.document.backends):
             self._backend(spec, f"backends[{i}]")
         kept_hosts: dict[str, set[str]] = {}
@@ -114,8 +116,6 @@ class Reconciler:
             self._policy(policy, f"policies[{i}]")
         for i, limit in enumerate(self.document.rate_limits):
             self._tenant_part(limit, f"rate_limits[{i}]", rate_limit_reconcile)
-        for i, issuer in enumerate(self.document.token_issuers):
-            self._tenant_part(issuer, f"token_issuers[{i}]", token_issuer_reconcile)
         for i, budget in enumerate(self.document.budgets):
             self._tenant_part(budget, f"budgets[{i}]", budget_reconcile)
         self._tool_costs()

@@ -57,6 +57,10 @@ class Principal:
     #: they chose, or their own test identity); "" for every call of an MCP client. Read only by
     #: the audit row, so that an MCP client's call pays nothing for it.
     console_user: str = field(default="", compare=False)
+    #: For a JWT access token of one of the tenant's issuers: the token itself, which a
+    #: `token_exchange` egress credential exchanges at that issuer (docs/identity.md). Never shown:
+    #: not in repr, logs, audit rows or metrics.
+    token: str = field(default="", compare=False, repr=False)
 
     @property
     def label(self) -> str:

@@ -135,3 +135,33 @@ def test_a_problem_is_reported_at_the_field_at_fault(admin_client: Client, field
         config_apply(document=json.dumps(document), prune=False)
     assert [p.path for p in refused.value.problems] == [f"backends[0].credential.{at}"]
     assert not EgressCredential.objects.exists()
+
+
+def test_a_token_exchange_names_one_of_the_tenants_issuers(admin_client: Client) -> None:
+    # Only the named issuer's tokens go to the token endpoint, so the issuer must be one the tenant trusts.
+    backend = backend_factory(urls=[URL])
+    exchange = {"source": "token_exchange", "token_url": "https://idp.example.test/token", "client_id": "gw",
+                "secret": SECRET, "audience": "https://tools.example.test"}
+    with pytest.raises(ValidationError, match="name the token issuer whose callers' tokens are exchanged"):
+        egress_credential_set(backend=backend, **exchange)
+    with pytest.raises(ValidationError, match="the tenant trusts no token issuer 'https://idp.example.test/'"):
+        egress_credential_set(backend=backend, **exchange, subject_issuer="https://idp.example.test/")
+    with pytest.raises(ValidationError, match="subject_issuer is only for source token_exchange"):
+        egress_credential_set(backend=backend, secret=SECRET, subject_issuer="https://idp.example.test/")
+    assert not EgressCredential.objects.exists()
+
+    # One document adds the issuer and the credential that exchanges its tokens, in either order.
+    document = {
+        "tenants": [{"slug": "doc", "name": "Doc"}],
+        "backends": [{"tenant": "doc", "name": "demo", "urls": [URL],
+                      "credential": {**exchange, "subject_issuer": "https://idp.example.test/"}}],
+        "token_issuers": [{"tenant": "doc", "issuer": "https://idp.example.test/", "audience": "https://gw.test/mcp",
+                           "jwks_url": "https://idp.example.test/jwks"}],
+    }
+    config_apply(document=json.dumps(document), prune=False)
+    stored = EgressCredential.objects.get(backend__name="demo")
+    response = admin_client.get(f"/api/v1/tenants/doc/backends/{stored.backend_id}/credential")
+    assert response.json()["oauth"] == {
+        "token_url": "https://idp.example.test/token", "client_id": "gw", "scope": "", "client_auth": "client_secret_basic",
+        "audience": "https://tools.example.test", "subject_issuer": "https://idp.example.test/"}
+    assert SECRET not in response.content.decode()

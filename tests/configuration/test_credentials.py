@@ -106,7 +106,7 @@ def test_oauth_and_tenant_secret_credentials_apply(monkeypatch: pytest.MonkeyPat
         ("      source: per_identity\n", "      source: static\n",
          "backends[0].credential.identities: identities are only for source per_identity"),
         ("      source: per_identity\n", "      source: per_identity\n      token_url: https://x.example/token\n",
-         "backends[0].credential.token_url: token_url is only for source oauth_client_credentials"),
+         "backends[0].credential.token_url: token_url is only for source oauth_client_credentials or token_exchange"),
     ],
 )
 def test_a_bad_credential_is_refused_at_its_path_and_nothing_is_written(

@@ -1,6 +1,6 @@
 """Egress credentials on the hot path: the `Egress` port of each backend, built per configuration
-snapshot with its secrets decrypted once, and the OAuth client-credentials token cache shared by
-every gateway instance.
+snapshot with its secrets decrypted once, and the OAuth token cache shared by every gateway
+instance (client-credentials tokens, and tokens exchanged for callers' own, RFC 8693).
 
 Inbound credentials never reach a backend: requests to backends carry only headers the gateway
 builds, and the credential headers come from here."""
@@ -14,7 +14,7 @@ import logging
 import re
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
 
@@ -37,9 +37,18 @@ log = logging.getLogger(__name__)
 _Headers = tuple[tuple[str, str], ...]
 
 
+CLIENT_CREDENTIALS = "client_credentials"
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+_ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+#: What an exchange may issue to be sent as a bearer token (RFC 8693 §3).
+_ISSUED_TYPES = frozenset({_ACCESS_TOKEN_TYPE, "urn:ietf:params:oauth:token-type:jwt"})
+
+
 @dataclass(frozen=True, slots=True)
 class OAuthClient:
-    """An OAuth 2.0 client (RFC 6749 §4.4) the gateway obtains access tokens as."""
+    """An OAuth 2.0 client the gateway obtains access tokens as: with the client credentials grant
+    (RFC 6749 §4.4), or by exchanging `subject_token`, a caller's access token, for one
+    (`grant` TOKEN_EXCHANGE, RFC 8693)."""
 
     token_url: str
     client_id: str
@@ -49,6 +58,8 @@ class OAuthClient:
     client_auth: str = "client_secret_basic"
     #: Whether the token endpoint may be at a private address (the backend's tenant's setting).
     allow_private: bool = False
+    grant: str = CLIENT_CREDENTIALS
+    subject_token: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +76,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 _MAX_TOKEN_RESPONSE = 64 * 1024
+#: Tokens (and failures) kept in this process: one per client, and one per caller's token for an
+#: exchange; past this many, the expired go, then the oldest.
+_KEPT_MAX = 10_000
 _MAX_LIFETIME = 86400.0  # a token said to live longer is fetched again daily anyway
 _BAD_TOKEN = re.compile(r"[\x00-\x20\x7f]").search  # no controls or spaces: it goes into a header
 
@@ -109,7 +123,7 @@ class OAuthTokens:
         """Names the token in the shared cache: any change of the client (a rotated secret too)
         names another token, so no instance keeps using one obtained with the old settings."""
         parts = (oauth.token_url, oauth.client_id, oauth.client_secret, oauth.scope, oauth.audience, oauth.client_auth,
-                 "private" if oauth.allow_private else "")
+                 "private" if oauth.allow_private else "", oauth.grant, oauth.subject_token)
         return hmac.new(self._key, "\x00".join(parts).encode(), hashlib.sha256).hexdigest()[:32]
 
     async def token(self, oauth: OAuthClient) -> str:
@@ -153,7 +167,7 @@ class OAuthTokens:
             while True:
                 failure = await self._redis.get(f"gw:oauth:{key}:error")
                 if failure is not None:
-                    self._failures[key] = (time.time() + self._failure_seconds, failure.decode())
+                    self._failed(key, failure.decode())
                     raise CredentialUnavailable(failure.decode())
                 if await self._redis.set(f"gw:oauth:{key}:lock", owner, nx=True, px=int(self._lock_seconds * 1000)):
                     shared = await self._shared(key)  # another instance may have just finished
@@ -176,12 +190,22 @@ class OAuthTokens:
             return self._keep(key, await self._fetch_remembering(oauth, key))
 
     def _keep(self, key: str, token: _Token) -> _Token:
-        if len(self._tokens) > 1000:  # clients come and go with configuration changes
+        if len(self._tokens) >= _KEPT_MAX:  # clients come and go with configuration changes, callers with time
             now = time.time()
             self._tokens = {k: t for k, t in self._tokens.items() if t.expires_at > now}
+            if len(self._tokens) >= _KEPT_MAX:
+                self._tokens = dict(list(self._tokens.items())[_KEPT_MAX // 2:])
         self._tokens[key] = token
         self._failures.pop(key, None)
         return token
+
+    def _failed(self, key: str, error: str) -> None:
+        if len(self._failures) >= _KEPT_MAX:
+            now = time.time()
+            self._failures = {k: f for k, f in self._failures.items() if f[0] > now}
+            if len(self._failures) >= _KEPT_MAX:
+                self._failures.clear()
+        self._failures[key] = (time.time() + self._failure_seconds, error)
 
     async def _shared(self, key: str) -> _Token | None:
         assert self._redis is not None
@@ -198,7 +222,7 @@ class OAuthTokens:
         try:
             return await self._fetch(oauth)
         except CredentialUnavailable as exc:
-            self._failures[key] = (time.time() + self._failure_seconds, str(exc))
+            self._failed(key, str(exc))
             raise
 
     async def _fetch_and_share(self, oauth: OAuthClient, key: str, owner: str) -> _Token:
@@ -220,8 +244,11 @@ class OAuthTokens:
         return token
 
     async def _fetch(self, oauth: OAuthClient) -> _Token:
-        """Ask the token endpoint (client credentials grant); raises CredentialUnavailable."""
-        form = {"grant_type": "client_credentials"}
+        """Ask the token endpoint (the client's grant); raises CredentialUnavailable."""
+        form = {"grant_type": oauth.grant}
+        if oauth.grant == TOKEN_EXCHANGE:
+            form |= {"subject_token": oauth.subject_token, "subject_token_type": _ACCESS_TOKEN_TYPE,
+                     "requested_token_type": _ACCESS_TOKEN_TYPE}
         if oauth.scope:
             form["scope"] = oauth.scope
         if oauth.audience:
@@ -264,6 +291,9 @@ class OAuthTokens:
             raise CredentialUnavailable(f"the token endpoint answered HTTP {response.status_code}{reason}")
         if str(body.get("token_type", "bearer")).lower() != "bearer":
             raise CredentialUnavailable(f"the token endpoint issued a {body.get('token_type')!r} token, not a bearer token")
+        issued = body.get("issued_token_type", _ACCESS_TOKEN_TYPE)
+        if oauth.grant == TOKEN_EXCHANGE and issued not in _ISSUED_TYPES:
+            raise CredentialUnavailable(f"the token endpoint issued a {str(issued)[:100]!r}, not an access token")
         if not token or len(token) > 16 * 1024 or _BAD_TOKEN(token):
             raise CredentialUnavailable("the token endpoint issued an access token that cannot be sent in a header")
         lifetime = body.get("expires_in")
@@ -284,7 +314,9 @@ class EgressPlan:
     """The `Egress` port of one backend as of one configuration snapshot: what each caller's
     requests carry. `placement` (kind, name, username) says where the value goes; the value is
     fixed (`fixed`), per caller (`by_key`, `by_subject` by (issuer, subject) with "" for any issuer,
-    `by_team`, then `fixed` as the default), or an OAuth access token (`oauth`)."""
+    `by_team`, then `fixed` as the default), or an OAuth access token (`oauth`): the client's own, or,
+    with `exchange_issuer`, the caller's token of that issuer exchanged for one (the gateway's own
+    requests then carry the client's own token)."""
 
     def __init__(
         self,
@@ -297,6 +329,7 @@ class EgressPlan:
         by_team: dict[str, str] | None = None,
         oauth: OAuthClient | None = None,
         tokens: OAuthTokens | None = None,
+        exchange_issuer: str = "",
     ) -> None:
         self._backend = backend
         self._kind, self._name, self._username = placement
@@ -307,7 +340,8 @@ class EgressPlan:
         self._fixed = self._sent(fixed) if fixed else None
         self._oauth = oauth
         self._tokens = tokens
-        self._current_token: tuple[str, _Sent] | None = None  # built once per token, not per call
+        self._exchange_issuer = exchange_issuer
+        self._sent_tokens: dict[str, _Sent] = {}  # built once per token, not per call
 
     def _sent(self, value: str) -> _Sent:
         credential = Credential(kind=self._kind, value=value, name=self._name, username=self._username)  # type: ignore[arg-type]
@@ -317,13 +351,17 @@ class EgressPlan:
     async def _choose(self, principal: Principal | None) -> _Sent | None:
         if self._oauth is not None:
             assert self._tokens is not None
-            token = await self._tokens.token(self._oauth)
-            if self._current_token is None or self._current_token[0] != token:
+            token = await self._tokens.token(self._client_for(principal, self._oauth))
+            sent = self._sent_tokens.get(token)
+            if sent is None:
                 try:
-                    self._current_token = (token, self._sent(token))
+                    sent = self._sent(token)
                 except ValueError:  # checked when fetched; this guards the header all the same
                     raise CredentialUnavailable("the access token cannot be sent in a header") from None
-            return self._current_token[1]
+                if len(self._sent_tokens) >= 256:
+                    self._sent_tokens.clear()
+                self._sent_tokens[token] = sent
+            return sent
         if not self._per_identity or principal is None:
             return self._fixed
         if principal.issuer is None:
@@ -339,6 +377,19 @@ class EgressPlan:
         if found is None:
             raise CredentialUnavailable(f"no credential for {principal.label} is configured on backend {self._backend!r}")
         return found
+
+    def _client_for(self, principal: Principal | None, oauth: OAuthClient) -> OAuthClient:
+        """The client as it asks for `principal`'s token: with their token to exchange, when the
+        backend takes exchanged tokens; raises CredentialUnavailable for a caller without one."""
+        if not self._exchange_issuer or principal is None:
+            return oauth
+        if principal.issuer != self._exchange_issuer or not principal.token:
+            # No other credential is ever sent to the token endpoint: it is the issuer's.
+            raise CredentialUnavailable(
+                f"backend {self._backend!r} is called with the caller's own access token from {self._exchange_issuer}, "
+                f"exchanged; {principal.label} has none: call with a token of that issuer"
+            )
+        return replace(oauth, grant=TOKEN_EXCHANGE, subject_token=principal.token)
 
     async def credential(self, principal: Principal | None) -> Credential | None:
         """What requests on behalf of `principal` carry (None: the gateway's own requests); None
@@ -383,7 +434,9 @@ def egress_plan_build(*, backend: Backend, tokens: OAuthTokens | None, allow_pri
                               by_subject=subjects, by_team=mapped["team"])
         oauth = OAuthClient(stored.token_url, stored.client_id, secret or "", stored.scope, stored.audience,
                             stored.client_auth, allow_private)
-        return EgressPlan(backend=backend.name, placement=placement, oauth=oauth, tokens=tokens)
+        exchange = stored.subject_issuer if source == EgressCredential.Source.TOKEN_EXCHANGE else ""
+        return EgressPlan(backend=backend.name, placement=placement, oauth=oauth, tokens=tokens,
+                          exchange_issuer=exchange)
     except (SecretUnreadable, ValueError) as exc:
         log.error("backend %s: unusable credential, requests go out without one: %s", backend, exc)
         return None

@@ -325,12 +325,14 @@ class Gateway:
             if tenant is not None and issuers and credential.count(".") == 2:
                 try:
                     issuer, claims = await self._tokens.verify(credential, issuers)
-                    if (own is not None and tenant.own_issuer is not None and issuer.issuer == own.issuer
+                    is_own = own is not None and issuer.issuer == own.issuer
+                    if (is_own and tenant.own_issuer is not None
                             and str(claims.get("gid")) in tenant.own_issuer.revoked_grants):
                         raise InvalidToken("the token's grant was revoked")
                 except InvalidToken as exc:
                     raise HttpError(401, f"Unauthorized: {exc}", headers=self._challenge(request, tenant, True)) from None
-                return tenant.principal_for_token(issuer, claims)
+                # The gateway's own tokens are never exchanged elsewhere: only the tenant's issuers' are kept.
+                return tenant.principal_for_token(issuer, claims, token="" if is_own else credential)
             raise HttpError(401, "Unauthorized: invalid API key", headers=self._challenge(request, tenant, True))
         if tenant is not None and vhost is not None and vhost.anonymous_key_id is not None:
             principal = tenant.principal_for_key(vhost.anonymous_key_id)

@@ -76,8 +76,9 @@ class TenantDirectory(Protocol):
     def own_issuer(self) -> OwnIssuerView | None:
         """The gateway's own authorization server for the tenant, when it is on."""
 
-    def principal_for_token(self, issuer: TokenIssuerView, claims: Mapping[str, Any]) -> Principal:
-        """The principal a verified token stands for (subject, team and scopes from its claims)."""
+    def principal_for_token(self, issuer: TokenIssuerView, claims: Mapping[str, Any], *, token: str = "") -> Principal:
+        """The principal a verified token stands for (subject, team and scopes from its claims);
+        `token`: the token itself, kept on the principal for an egress token exchange."""
 
     def virtual_host(self, slug: str) -> VirtualHostView | None: ...
 
