@@ -135,6 +135,8 @@ def egress_credential_check(
         problems += _identities_problems(fields.identities, placement)
         if secret:
             problems += _value_problems("secret", secret, "the default secret", placement)
+    elif source == EgressCredential.Source.PER_PERSON:
+        problems += _per_person_problems(fields, kind, backend_kind, placement)
     else:
         problems += _oauth_problems(fields, kind, allow_private, resolve)
         problems += _value_problems("secret", secret, "the client secret", placement)
@@ -148,9 +150,11 @@ def egress_credential_check(
     if source != EgressCredential.Source.PER_IDENTITY and fields.identities:
         problems.append(FieldProblem("identities", "identities are only for source per_identity"))
     if source not in OAUTH_SOURCES:
+        allowed = ("client_id", "scope") if source == EgressCredential.Source.PER_PERSON else ()
         problems += [FieldProblem(name, f"{name} is only for source oauth_client_credentials or token_exchange")
-                     for name in _OAUTH_FIELDS if getattr(fields, name)]
-        if fields.client_auth != EgressCredential.ClientAuth.BASIC:  # the default, which every face sends
+                     for name in _OAUTH_FIELDS if getattr(fields, name) and name not in allowed]
+        # (basic is the default, which every face sends)
+        if fields.client_auth != EgressCredential.ClientAuth.BASIC and source != EgressCredential.Source.PER_PERSON:
             problems.append(FieldProblem("client_auth", "client_auth is only for source oauth_client_credentials "
                                                         "or token_exchange"))
     return problems
@@ -172,6 +176,28 @@ def _oauth_problems(fields: CredentialFields, kind: str, allow_private: bool, re
                                                       "it); plain http is for loopback addresses only"))
     if not fields.client_id:
         problems.append(FieldProblem("client_id", "the client id is empty"))
+    if fields.client_auth not in EgressCredential.ClientAuth.values:
+        problems.append(FieldProblem("client_auth", f"unknown client authentication {fields.client_auth!r}; use one of "
+                                                    f"{', '.join(EgressCredential.ClientAuth.values)}"))
+    return problems
+
+
+def _per_person_problems(
+    fields: CredentialFields, kind: str, backend_kind: str, placement: dict[str, str]
+) -> list[FieldProblem]:
+    """A per-person credential: each person's access token, as a bearer token, to an MCP backend whose
+    authorization server the gateway discovers; `client_id` (and `secret`) when an admin registered
+    the gateway there, else the gateway registers itself."""
+    problems = []
+    if backend_kind != Backend.Kind.MCP:
+        problems.append(FieldProblem("source", "per_person is for MCP backends (they name their authorization "
+                                               "server, RFC 9728)"))
+    if kind not in ("", "bearer"):
+        problems.append(FieldProblem("kind", f"a person's access token is sent as a bearer token, not {kind!r}"))
+    if fields.secret and not fields.client_id:
+        problems.append(FieldProblem("secret", "a client secret needs the client id it belongs to"))
+    elif fields.secret:
+        problems += _value_problems("secret", str(fields.secret), "the client secret", placement)
     if fields.client_auth not in EgressCredential.ClientAuth.values:
         problems.append(FieldProblem("client_auth", f"unknown client authentication {fields.client_auth!r}; use one of "
                                                     f"{', '.join(EgressCredential.ClientAuth.values)}"))
@@ -264,7 +290,10 @@ def egress_credential_set(
       secret `secret` (`client_auth` says how it is presented), optionally for `scope`/`audience`;
     - `token_exchange`: the caller's access token, if `subject_issuer` (one of the tenant's token
       issuers) issued it, exchanged at `token_url` (RFC 8693) by the same client for a token for
-      `audience`/`scope`. Callers with another credential get none: their calls are refused."""
+      `audience`/`scope`. Callers with another credential get none: their calls are refused;
+    - `per_person`: each person's own access token at the backend's authorization server, which
+      they connect on the console's Connected accounts page (apps/connections); `client_id`/`secret`
+      when an admin registered the gateway there (else it registers itself), `scope` what it asks for."""
     problems_refuse(egress_credential_check(CredentialFields(
         kind=kind, name=name, username=username, secret=secret, source=source, tenant_secret=tenant_secret,
         identities=identities, token_url=token_url, client_id=client_id, scope=scope, audience=audience,
@@ -281,14 +310,15 @@ def egress_credential_set(
         raise ValidationError({"subject_issuer": f"the tenant trusts no token issuer {subject_issuer!r}; add it first "
                                                  "(only its tokens are exchanged)"})
     oauth = source in OAUTH_SOURCES
+    per_person = source == EgressCredential.Source.PER_PERSON
     credential, _ = EgressCredential.objects.update_or_create(
         backend=backend,
         defaults={
             "kind": kind, "name": name, "username": username, "source": source,
             "secret": secret_encrypt(secret) if secret else "", "tenant_secret": shared,
-            "token_url": token_url if oauth else "", "client_id": client_id if oauth else "",
-            "scope": scope if oauth else "", "audience": audience if oauth else "",
-            "client_auth": client_auth if oauth else EgressCredential.ClientAuth.BASIC,
+            "token_url": token_url if oauth else "", "client_id": client_id if oauth or per_person else "",
+            "scope": scope if oauth or per_person else "", "audience": audience if oauth else "",
+            "client_auth": client_auth if oauth or per_person else EgressCredential.ClientAuth.BASIC,
             "subject_issuer": subject_issuer if source == EgressCredential.Source.TOKEN_EXCHANGE else "",
         },
     )

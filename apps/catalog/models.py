@@ -234,6 +234,7 @@ class EgressCredential(TimeStampedModel):
         PER_IDENTITY = "per_identity", "One secret per caller (key, token subject or team)"
         OAUTH = "oauth_client_credentials", "OAuth 2.0 client credentials"
         TOKEN_EXCHANGE = "token_exchange", "The caller's token, exchanged (OAuth 2.0 token exchange)"
+        PER_PERSON = "per_person", "Each person's own account, which they connect"
 
     class ClientAuth(models.TextChoices):
         BASIC = "client_secret_basic", "HTTP basic"

@@ -8,7 +8,9 @@ inline script or style, so the policy needs no nonce and no 'unsafe-inline'."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
+from urllib.parse import urlsplit
 
 from asgiref.sync import iscoroutinefunction
 from django.conf import settings
@@ -24,6 +26,19 @@ def _headers() -> tuple[tuple[str, str], ...]:
         ("Permissions-Policy", settings.GATEWAY_PERMISSIONS_POLICY),
     )
     return tuple((name, value) for name, value in policies if value)
+
+
+def form_action_allow(response: HttpResponseBase, url: str) -> HttpResponseBase:
+    """Let the page's forms lead to `url`'s origin as well as to the site itself: a form whose answer
+    redirects elsewhere (an OAuth client, an authorization server) needs it, since browsers hold a
+    form's redirects to `form-action` too."""
+    target = urlsplit(url)
+    source = f"{target.scheme}://{target.netloc}" if target.scheme in ("http", "https") else f"{target.scheme}:"
+    policy = settings.GATEWAY_CONTENT_SECURITY_POLICY
+    if policy and "form-action" in policy:
+        response.headers["Content-Security-Policy"] = re.sub(
+            r"form-action [^;]*", lambda _: f"form-action 'self' {source}", policy)
+    return response
 
 
 @sync_and_async_middleware

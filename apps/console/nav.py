@@ -19,6 +19,7 @@ TENANT_NAV: list[tuple[str, str]] = [
     ("Audit log", "console:audit-list"),
     ("Sessions", "console:session-list"),
     ("Signed-in apps", "console:grant-list"),
+    ("Connected accounts", "console:account-list"),
 ]
 
 PLATFORM_NAV: list[tuple[str, str]] = [

@@ -7,6 +7,7 @@ from django.urls import include, path
 
 from apps.console.auth import ConsoleLoginView, ConsoleLogoutView
 from apps.console.views import (
+    accounts,
     audit,
     backend_specs,
     backends,
@@ -41,6 +42,7 @@ tenant_urls = [
     *vhost_tools.urls,
     *connect.urls,
     *grants.urls,
+    *accounts.urls,
 ]
 
 platform_urls: list = [

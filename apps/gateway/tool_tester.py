@@ -113,7 +113,7 @@ def console_principal(*, tenant: Tenant, username: str, user_id: int) -> Princip
     return Principal(
         tenant_id=tenant.pk, tenant_slug=tenant.slug, key_id=_TEST_IDENTITY_IDS - user_id,
         key_name=f"{TEST_IDENTITY_PREFIX}{username}", team=None, budgets=(budget,) if budget else (),
-        console_user=username,
+        console_user=username, person=username,
     )
 
 

@@ -61,6 +61,10 @@ class Principal:
     #: `token_exchange` egress credential exchanges at that issuer (docs/identity.md). Never shown:
     #: not in repr, logs, audit rows or metrics.
     token: str = field(default="", compare=False, repr=False)
+    #: The person calling (a console username) when the call is a person's: a token of the gateway's
+    #: own authorization server, the console's tool tester, or a key bound to them. Their connected
+    #: accounts reach `per_person` backends (docs/identity.md, "Connected accounts").
+    person: str = field(default="", compare=False)
 
     @property
     def label(self) -> str:

@@ -7,14 +7,12 @@ cookie, so any origin may); the consent page does not."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from authlib.common.urls import add_params_to_uri
 from authlib.oauth2 import OAuth2Error
 from authlib.oauth2.rfc6749 import InvalidRequestError
-from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -22,6 +20,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from apps.common.security_headers import form_action_allow
 from apps.oauth.client_documents import ClientDocumentRefused, client_document_get, is_document_url
 from apps.oauth.flow import (
     Context,
@@ -186,12 +185,7 @@ def authorize(request: HttpRequest, tenant: str) -> HttpResponse:
         "tenant": context.tenant, "host": host, "resource": request.GET["resource"], "client": client,
         "redirect_host": target.netloc or target.scheme,
     })
-    # The form's answer redirects to the client: browsers hold a form's redirects to form-action too.
-    source = f"{target.scheme}://{target.netloc}" if target.scheme in ("http", "https") else f"{target.scheme}:"
-    policy = settings.GATEWAY_CONTENT_SECURITY_POLICY
-    if policy and "form-action" in policy:
-        response["Content-Security-Policy"] = re.sub(r"form-action [^;]*", lambda _: f"form-action 'self' {source}", policy)
-    return response
+    return form_action_allow(response, redirect_uri)  # the form's answer redirects to the client
 
 
 def _client_error(context: Context, error: OAuth2Error) -> HttpResponse:

@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "apps.gateway",
     "apps.console",
     "apps.oauth",
+    "apps.connections",
 ]
 
 MIDDLEWARE = [
@@ -255,6 +256,9 @@ GATEWAY_UPSTREAM_MAX_RESPONSE_BYTES = int(os.environ.get("GATEWAY_UPSTREAM_MAX_R
 # Calls one instance forwards to one backend at once, for backends with no `max_concurrency` of
 # their own (0: no limit); calls over it wait up to GATEWAY_BACKEND_QUEUE_SECONDS, then get -32004.
 GATEWAY_BACKEND_MAX_CONCURRENCY = int(os.environ.get("GATEWAY_BACKEND_MAX_CONCURRENCY", "0"))
+# How long an instance uses a person's token for a `per_person` backend before it looks in Redis
+# again: a disconnected account can still be used here for this long (docs/identity.md).
+GATEWAY_PERSON_TOKEN_FRESH_SECONDS = float(os.environ.get("GATEWAY_PERSON_TOKEN_FRESH_SECONDS", "5"))
 GATEWAY_BACKEND_QUEUE_SECONDS = float(os.environ.get("GATEWAY_BACKEND_QUEUE_SECONDS", "5"))
 # What a backend's event stream answering one request may bring (0: no cap): requests and
 # notifications it sends the client during the call, bytes of events, and seconds since the call

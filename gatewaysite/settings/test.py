@@ -16,6 +16,7 @@ GATEWAY_SNAPSHOT_CHECK_SECONDS = 0.0
 # Only a test that asks for tracing gets it (not a developer's OTEL_EXPORTER_OTLP_ENDPOINT).
 GATEWAY_TRACING = env_bool("GATEWAY_TRACING", False)
 GATEWAY_ALLOW_PRIVATE_NETWORKS = True  # the test backends listen on loopback
+GATEWAY_PERSON_TOKEN_FRESH_SECONDS = 0.2  # a disconnected account is seen at once by the test gateways
 
 from .base import DATABASES  # noqa: E402
 

@@ -22,13 +22,16 @@ import httpx
 import orjson
 import redis
 import redis.asyncio
+from django.conf import settings
+from django.urls import reverse
 
 from apps.catalog.models import Backend, EgressCredential
 from apps.catalog.openapi import Credential
 from apps.catalog.selectors import egress_credential_applied, egress_schemes
 from apps.common.guarded_http import address_refusal, guarded_async_client
 from apps.common.secrets import SecretUnreadable, secret_decrypt, secret_encrypt
-from apps.gateway.pipeline.ports import CredentialUnavailable
+from apps.gateway.adapters.person_tokens import PersonTokens
+from apps.gateway.pipeline.ports import ConnectionRequired, CredentialUnavailable
 from apps.kernel.identity import Principal
 from apps.kernel.singleflight import SingleFlight
 
@@ -91,7 +94,9 @@ class OAuthTokens:
 
     A token endpoint that fails is not asked again for `failure_seconds` by any instance: callers
     get the same error without adding to the load. `key` keys the cache names (an HMAC of the
-    client's settings, secret included, so that Redis key names reveal nothing of it)."""
+    client's settings, secret included, so that Redis key names reveal nothing of it).
+
+    `people` keeps each person's own tokens for `per_person` backends (`PersonTokens`)."""
 
     def __init__(
         self,
@@ -118,6 +123,7 @@ class OAuthTokens:
         self._http: dict[bool, httpx.AsyncClient] = {}  # by whether private addresses are allowed
         self._release = client.register_script(_RELEASE) if client is not None else None
         self.fetches = 0  # token endpoint requests made by this process (for tests and metrics)
+        self.people = PersonTokens(client, fresh_seconds=settings.GATEWAY_PERSON_TOKEN_FRESH_SECONDS)
 
     def cache_id(self, oauth: OAuthClient) -> str:
         """Names the token in the shared cache: any change of the client (a rotated secret too)
@@ -316,7 +322,8 @@ class EgressPlan:
     fixed (`fixed`), per caller (`by_key`, `by_subject` by (issuer, subject) with "" for any issuer,
     `by_team`, then `fixed` as the default), or an OAuth access token (`oauth`): the client's own, or,
     with `exchange_issuer`, the caller's token of that issuer exchanged for one (the gateway's own
-    requests then carry the client's own token)."""
+    requests then carry the client's own token); or, with `connect_path`, each person's own access
+    token (`tokens.people`; the gateway's own requests carry its own account's, when one is connected)."""
 
     def __init__(
         self,
@@ -330,6 +337,8 @@ class EgressPlan:
         oauth: OAuthClient | None = None,
         tokens: OAuthTokens | None = None,
         exchange_issuer: str = "",
+        backend_id: int = 0,
+        connect_path: str = "",
     ) -> None:
         self._backend = backend
         self._kind, self._name, self._username = placement
@@ -341,6 +350,8 @@ class EgressPlan:
         self._oauth = oauth
         self._tokens = tokens
         self._exchange_issuer = exchange_issuer
+        self._backend_id = backend_id
+        self._connect_path = connect_path
         self._sent_tokens: dict[str, _Sent] = {}  # built once per token, not per call
 
     def _sent(self, value: str) -> _Sent:
@@ -349,19 +360,13 @@ class EgressPlan:
         return _Sent(credential, (header,) if header is not None else ())
 
     async def _choose(self, principal: Principal | None) -> _Sent | None:
+        if self._connect_path:
+            assert self._tokens is not None
+            token = await self._person_token(principal, self._tokens.people)
+            return None if token is None else self._sent_token(token)
         if self._oauth is not None:
             assert self._tokens is not None
-            token = await self._tokens.token(self._client_for(principal, self._oauth))
-            sent = self._sent_tokens.get(token)
-            if sent is None:
-                try:
-                    sent = self._sent(token)
-                except ValueError:  # checked when fetched; this guards the header all the same
-                    raise CredentialUnavailable("the access token cannot be sent in a header") from None
-                if len(self._sent_tokens) >= 256:
-                    self._sent_tokens.clear()
-                self._sent_tokens[token] = sent
-            return sent
+            return self._sent_token(await self._tokens.token(self._client_for(principal, self._oauth)))
         if not self._per_identity or principal is None:
             return self._fixed
         if principal.issuer is None:
@@ -377,6 +382,33 @@ class EgressPlan:
         if found is None:
             raise CredentialUnavailable(f"no credential for {principal.label} is configured on backend {self._backend!r}")
         return found
+
+    def _sent_token(self, token: str) -> _Sent:
+        sent = self._sent_tokens.get(token)
+        if sent is None:
+            try:
+                sent = self._sent(token)
+            except ValueError:  # checked when fetched; this guards the header all the same
+                raise CredentialUnavailable("the access token cannot be sent in a header") from None
+            if len(self._sent_tokens) >= 256:
+                self._sent_tokens.clear()
+            self._sent_tokens[token] = sent
+        return sent
+
+    async def _person_token(self, principal: Principal | None, people: PersonTokens) -> str | None:
+        """The person's own access token; None for the gateway's own requests when no account is
+        connected for them (they go without); raises ConnectionRequired for a caller who has none."""
+        if principal is not None and not principal.person:
+            raise ConnectionRequired(
+                f"backend {self._backend!r} is called with each person's own account, and {principal.label} is no "
+                "person: sign in through the gateway (OAuth) or use a key bound to a person",
+                backend=self._backend, path=self._connect_path)
+        token, ended = await people.token(self._backend_id, principal.person if principal is not None else "")
+        if token is None and principal is not None:
+            why = f" ({ended})" if ended else ""
+            raise ConnectionRequired(f"{principal.person} has no connected account at backend {self._backend!r}{why}",
+                                     backend=self._backend, path=self._connect_path)
+        return token
 
     def _client_for(self, principal: Principal | None, oauth: OAuthClient) -> OAuthClient:
         """The client as it asks for `principal`'s token: with their token to exchange, when the
@@ -432,6 +464,11 @@ def egress_plan_build(*, backend: Backend, tokens: OAuthTokens | None, allow_pri
                     mapped[identity.subject_kind][identity.subject_name] = secret_decrypt(identity.secret)
             return EgressPlan(backend=backend.name, placement=placement, fixed=secret, by_key=mapped["key"],
                               by_subject=subjects, by_team=mapped["team"])
+        if source == EgressCredential.Source.PER_PERSON:
+            path = reverse("console:account-connect", args=[backend.tenant.slug, backend.pk])
+            return EgressPlan(backend=backend.name, placement=("bearer", "", ""), tokens=tokens or OAuthTokens(None),
+                              backend_id=backend.pk,
+                              connect_path=path)
         oauth = OAuthClient(stored.token_url, stored.client_id, secret or "", stored.scope, stored.audience,
                             stored.client_auth, allow_private)
         exchange = stored.subject_issuer if source == EgressCredential.Source.TOKEN_EXCHANGE else ""

@@ -75,7 +75,9 @@ class TenantSnapshot:
         self._team_limits = team_limits or {}
         self._budgets = budgets
 
-    def principal_for_token(self, issuer: TokenIssuerView, claims: Mapping[str, Any], *, token: str = "") -> Principal:
+    def principal_for_token(
+        self, issuer: TokenIssuerView, claims: Mapping[str, Any], *, token: str = "", own: bool = False
+    ) -> Principal:
         subject = str(claims.get(issuer.subject_claim) or "")
         named = claims.get(issuer.team_claim)
         # One team: a string, or the first known team of a list (a `groups` claim).
@@ -93,7 +95,7 @@ class TenantSnapshot:
             tenant_id=self._tenant[0], tenant_slug=self._tenant[1],
             key_id=-1 - int.from_bytes(digest, "big"),  # negative: never an API key's id
             key_name=subject, team=team, limits=(limit,) if limit else (), issuer=issuer.issuer, scopes=scopes,
-            budgets=(budget,) if budget else (), token=token,
+            budgets=(budget,) if budget else (), token="" if own else token, person=subject if own else "",
         )
 
     def virtual_host(self, slug: str) -> VirtualHostView | None:

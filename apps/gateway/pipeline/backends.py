@@ -10,7 +10,14 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
-from apps.gateway.pipeline.ports import HealthFeed, ResponseTooLarge, Upstream, UpstreamReply, UpstreamUnavailable
+from apps.gateway.pipeline.ports import (
+    CredentialUnavailable,
+    HealthFeed,
+    ResponseTooLarge,
+    Upstream,
+    UpstreamReply,
+    UpstreamUnavailable,
+)
 from apps.gateway.pipeline.replicas import ROUTING_HASH_HEADER, ReplicaHealth, routing_hash
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView
 from apps.gateway.protocol import jsonrpc
@@ -189,7 +196,9 @@ async def close_session(
         log.info("could not close session on backend %s", backend.name)
 
 
-async def _discover(upstream: Upstream, backend: BackendView, replica: str) -> dict[str, Any] | None:
+async def _discover(
+    upstream: Upstream, backend: BackendView, replica: str, principal: Principal | None
+) -> dict[str, Any] | None:
     request = {
         "jsonrpc": "2.0",
         "id": f"gw-discover-{next(_ids)}",
@@ -203,7 +212,7 @@ async def _discover(upstream: Upstream, backend: BackendView, replica: str) -> d
         },
     }
     headers = [CONTENT_JSON, ACCEPT, ("mcp-protocol-version", LATEST_MODERN), ("mcp-method", "server/discover"),
-               *await egress_headers(backend, None)]
+               *await egress_headers(backend, principal)]
     reply = await upstream.send(backend, replica, "POST", headers, jsonrpc.dumps(request), timeout=backend.timeout)
     try:
         message = await first_response(reply)
@@ -218,20 +227,22 @@ async def _discover(upstream: Upstream, backend: BackendView, replica: str) -> d
     return result
 
 
-async def probe(upstream: Upstream, backend: BackendView, replica: str) -> BackendInfo:
-    """Ask a backend (at one of its replicas) which eras it speaks and what it offers in each."""
+async def probe(upstream: Upstream, backend: BackendView, replica: str, principal: Principal | None = None) -> BackendInfo:
+    """Ask a backend (at one of its replicas) which eras it speaks and what it offers in each, with
+    the credential of `principal` (None: the gateway's own)."""
     if backend.transport not in {"streamable-http", "sse"}:
         raise BackendRefused(f"the {backend.transport!r} transport is not supported")
     # HTTP+SSE predates the stateless era: nothing to discover there.
-    discovered = await _discover(upstream, backend, replica) if backend.transport == "streamable-http" else None
+    discovered = await _discover(upstream, backend, replica, principal) if backend.transport == "streamable-http" else None
     legacy: dict[str, Any] | None = None
     legacy_version: str | None = None
     try:
         session, legacy = await open_session(
-            upstream, backend, replica, version=LATEST_LEGACY, capabilities={}, client_info=GATEWAY_INFO
+            upstream, backend, replica, version=LATEST_LEGACY, capabilities={}, client_info=GATEWAY_INFO,
+            principal=principal,
         )
         legacy_version = session.version
-        await close_session(upstream, backend, session)
+        await close_session(upstream, backend, session, principal)
     except BackendRefused:
         if discovered is None:
             raise
@@ -265,7 +276,10 @@ class BackendCatalog:
         self._failures: dict[tuple[int, tuple[str, ...]], tuple[float, Exception]] = {}
         self._flights: SingleFlight[BackendInfo] = SingleFlight()
 
-    async def info(self, backend: BackendView) -> BackendInfo:
+    async def info(self, backend: BackendView, principal: Principal | None = None) -> BackendInfo:
+        """What the backend speaks, asked once (and again after a failure's retry time). `principal`:
+        the caller it is first asked for, whose credential the asking carries (a backend that takes
+        each caller's own has none of the gateway's); a caller without one is no backend failure."""
         if backend.server is not None:
             return backend.server.info
         key = (backend.id, backend.urls)
@@ -275,11 +289,15 @@ class BackendCatalog:
         failure = self._failures.get(key)
         if failure is not None and time.monotonic() - failure[0] < self._retry_seconds:
             raise type(failure[1])(str(failure[1]))  # a fresh exception: no traceback piling up
-        return await self._flights.run(key, lambda: self._probe(key, backend))
+        return await self._flights.run(key, lambda: self._probe(key, backend, principal))
 
-    async def _probe(self, key: tuple[int, tuple[str, ...]], backend: BackendView) -> BackendInfo:
+    async def _probe(
+        self, key: tuple[int, tuple[str, ...]], backend: BackendView, principal: Principal | None
+    ) -> BackendInfo:
         try:
-            info = await probe(self._upstream, backend, self.replicas.pick(backend, None))
+            info = await probe(self._upstream, backend, self.replicas.pick(backend, None), principal)
+        except CredentialUnavailable:
+            raise  # this caller's, not the backend's
         except (UpstreamUnavailable, BackendRefused, TimeoutError) as exc:
             self._failures[key] = (time.monotonic(), exc)
             raise

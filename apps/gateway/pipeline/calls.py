@@ -76,6 +76,9 @@ class Call:
     #: How the event ids of the backend's answer stream are shown (a composed host's session:
     #: named by the map key, so that resuming the stream reaches the backend's: `compose.stream_event_id`).
     event_id: Callable[[str], str | None] | None = None
+    #: The site the client reached ("<scheme>://<host>"), for links the answer gives (where to
+    #: connect an account). The host was checked before any call began (`Gateway.check_origin`).
+    origin: str = ""
 
     @classmethod
     def begin(
@@ -120,6 +123,7 @@ class Call:
             denied=denied,
             reshape=reshape,
             event_id=event_id,
+            origin=f"{'https' if request.scheme == 'https' else 'http'}://{request.headers.get('host', '').lower()}",
         )
 
     def bridged(self, out: Outbound) -> Call:
@@ -252,6 +256,8 @@ class Leg(Protocol):
     session_id: str
     #: Answers the gateway makes itself are shaped as the stateless era's.
     modern: bool
+    #: The client can be sent to a URL (URL-mode elicitation: 2025-11-25 and later).
+    url_elicitation: bool
 
     async def outbound(self, call: Call, info: BackendInfo, lost: Outbound | None) -> Outbound | Reply:
         """What to send `call.backend` (or the era's own answer, when nothing is sent); `lost`: the

@@ -42,6 +42,7 @@ from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.metrics import Counters, note_error
 from apps.gateway.pipeline.ports import (
     AuditSink,
+    ConnectionRequired,
     RateLimiter,
     ReplicaUnreachable,
     ToolServer,
@@ -54,7 +55,14 @@ from apps.gateway.pipeline.task_ids import TaskIds
 from apps.gateway.pipeline.tracing import NO_SPAN, Tracer
 from apps.gateway.pipeline.values import HttpRequest, VirtualHostView
 from apps.gateway.protocol import jsonrpc
-from apps.gateway.protocol.errors import BackendUnavailable, GatewayError, InvalidParams, PolicyDenied
+from apps.gateway.protocol.errors import (
+    URL_ELICITATION_REQUIRED,
+    BackendUnavailable,
+    GatewayError,
+    InvalidParams,
+    PolicyDenied,
+    UrlElicitationRequired,
+)
 from apps.gateway.protocol.jsonrpc import Kind, Message
 from apps.kernel.audit_entry import AuditEntry, TaskEnd
 from apps.kernel.identity import Principal
@@ -209,6 +217,8 @@ class Forwarder:
             except GatewayError as error:
                 reply = error_reply(call.message.id, error, call.headers)
                 outcome.answered("error", error.code, len(reply.body))
+            except ConnectionRequired as needed:
+                reply = self._connect_first(call, leg, outcome, needed)
             except BackendBusy as busy:
                 reply = self._unavailable(call, outcome, str(busy), "busy")
             except TimeoutError:
@@ -245,7 +255,7 @@ class Forwarder:
             if call.message.kind is not Kind.REQUEST:
                 return accepted().with_headers(call.headers)  # no notification means anything to a tool server
             return await self._slots.hold(call, partial(self._local_answer, call, backend.server, leg.modern, outcome))
-        info = await self._backends.info(backend)
+        info = await self._backends.info(backend, call.principal)
         lost: Outbound | None = None
         for attempt in (1, 2):
             out = await leg.outbound(call, info, lost)
@@ -319,6 +329,32 @@ class Forwarder:
             return Reply(502, call.headers)
         error = BackendUnavailable(f"Backend {call.backend.name!r} unavailable: {reason}",
                                    data={"backend": call.backend.name})
+        reply = error_reply(call.message.id, error, call.headers)
+        outcome.answered("error", error.code, len(reply.body))
+        return reply
+
+    def _connect_first(self, call: Call, leg: Leg, outcome: Outcome, needed: ConnectionRequired) -> Reply:
+        """The answer to a call that needs the caller's own account at the backend first: where to
+        connect it, as the client's era can show it — an `InputRequiredResult` carrying a URL-mode
+        elicitation (2026-07-28), a -32042 error (2025-11-25), else -32004 with the link in its words."""
+        url = f"{call.origin}{needed.path}"
+        words = f"{needed}: connect your {needed.backend} account at {url}, then try again"
+        if call.message.kind is not Kind.REQUEST:
+            return Reply(502, call.headers)
+        if leg.url_elicitation and leg.modern:
+            elicitation = {"method": "elicitation/create", "params": {"mode": "url", "message": words, "url": url}}
+            result = {"resultType": "input_required", "inputRequests": {f"gw-connect.{needed.backend}": elicitation}}
+            reply = result_reply(call.message.id, result, sse=call.sse_only, headers=call.headers)
+            outcome.answered("error", URL_ELICITATION_REQUIRED, len(reply.body))
+            return reply
+        error: GatewayError
+        if leg.url_elicitation:
+            elicitation_id = f"gw-connect.{needed.backend}.{secrets.token_hex(8)}"
+            error = UrlElicitationRequired(words, data={"elicitations": [
+                {"mode": "url", "elicitationId": elicitation_id, "url": url, "message": words}]})
+        else:
+            error = BackendUnavailable(f"Backend {call.backend.name!r} unavailable: {words}",
+                                       data={"backend": call.backend.name, "url": url})
         reply = error_reply(call.message.id, error, call.headers)
         outcome.answered("error", error.code, len(reply.body))
         return reply

@@ -331,8 +331,8 @@ class Gateway:
                         raise InvalidToken("the token's grant was revoked")
                 except InvalidToken as exc:
                     raise HttpError(401, f"Unauthorized: {exc}", headers=self._challenge(request, tenant, True)) from None
-                # The gateway's own tokens are never exchanged elsewhere: only the tenant's issuers' are kept.
-                return tenant.principal_for_token(issuer, claims, token="" if is_own else credential)
+                # The gateway's own tokens are never exchanged elsewhere (`own`: they are people's).
+                return tenant.principal_for_token(issuer, claims, token=credential, own=is_own)
             raise HttpError(401, "Unauthorized: invalid API key", headers=self._challenge(request, tenant, True))
         if tenant is not None and vhost is not None and vhost.anonymous_key_id is not None:
             principal = tenant.principal_for_key(vhost.anonymous_key_id)

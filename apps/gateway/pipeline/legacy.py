@@ -27,7 +27,12 @@ from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, 
 from apps.gateway.pipeline.session_backends import SessionBackends
 from apps.gateway.pipeline.tracing import note_session
 from apps.gateway.pipeline.values import BackendInfo, HttpRequest, SessionState, VirtualHostView
-from apps.gateway.protocol.envelope import NAME_BEARING, check_initialize_params, encode_header_value
+from apps.gateway.protocol.envelope import (
+    NAME_BEARING,
+    check_initialize_params,
+    encode_header_value,
+    url_elicitation_supported,
+)
 from apps.gateway.protocol.errors import GatewayError, HttpError, InvalidParams, InvalidRequest, RateLimited
 from apps.gateway.protocol.jsonrpc import Kind, Message, dumps
 from apps.gateway.protocol.sse import encode_event
@@ -123,7 +128,7 @@ class LegacyEra:
         if session is not None and again and version != session.protocol_version:
             return error_reply(message.id, InvalidRequest(
                 f"Invalid Request: the session is initialized with protocol version {session.protocol_version}"))
-        infos = await self._infos(vhost)
+        infos = await self._infos(vhost, principal)
         capabilities = merge_capabilities(
             info.legacy_capabilities if info.legacy_version else info.modern_capabilities for info in infos
         )
@@ -158,9 +163,9 @@ class LegacyEra:
         note_session(state.id)
         return result_reply(message.id, result, headers=(("mcp-session-id", state.id),))
 
-    async def _infos(self, vhost: VirtualHostView) -> list[BackendInfo]:
+    async def _infos(self, vhost: VirtualHostView, principal: Principal) -> list[BackendInfo]:
         results = await asyncio.gather(
-            *(self._backends.info(backend) for backend in vhost.mounts.values()), return_exceptions=True
+            *(self._backends.info(backend, principal) for backend in vhost.mounts.values()), return_exceptions=True
         )
         infos: list[BackendInfo] = []
         for backend, result in zip(vhost.mounts.values(), results, strict=True):
@@ -209,7 +214,7 @@ class LegacyEra:
         session_header = (("mcp-session-id", state.id),)
         try:
             map_key, backend = single_backend(vhost)
-            info = await self._backends.info(backend)
+            info = await self._backends.info(backend, principal)
             if info.legacy_version is None or backend.server is not None:
                 raise HttpError(405, "Method Not Allowed: this backend has no server stream", headers=(("allow", "POST, DELETE"),))
             reply = await self.backend_sessions.stream(
@@ -246,6 +251,10 @@ class _Leg:
         self._state = state
         self._in_flight = in_flight
         self.session_id = state.id
+
+    @property
+    def url_elicitation(self) -> bool:
+        return url_elicitation_supported(self._state.protocol_version, self._state.client_capabilities)
 
     async def outbound(self, call: Call, info: BackendInfo, lost: Outbound | None) -> Outbound | Reply:
         state = self._state

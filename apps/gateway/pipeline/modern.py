@@ -36,7 +36,13 @@ from apps.gateway.pipeline.ports import Upstream, UpstreamReply
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
 from apps.gateway.pipeline.task_ids import EXTENSION_TASK_METHODS, TASKS_EXTENSION, offers_tasks
 from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendView, HttpRequest, VirtualHostView
-from apps.gateway.protocol.envelope import NAME_BEARING, ModernEnvelope, check_modern_request, encode_header_value
+from apps.gateway.protocol.envelope import (
+    NAME_BEARING,
+    ModernEnvelope,
+    check_modern_request,
+    encode_header_value,
+    url_elicitation_supported,
+)
 from apps.gateway.protocol.errors import (
     GatewayError,
     InvalidParams,
@@ -106,7 +112,7 @@ class ModernEra:
         try:
             envelope = check_modern_request(message, request.headers)
             if message.method == "server/discover":
-                return await self._discover(vhost, message)
+                return await self._discover(vhost, principal, message)
             leg = _Leg(self, request, principal, envelope)
             if vhost.composed:
                 return await self._composed(leg, request, vhost, principal, message, envelope, wants_sse)
@@ -129,7 +135,7 @@ class ModernEra:
         if method in ROUTED_METHODS and method not in _REMOVED_ROUTED:
             return await self._forwarder.routed(leg, request, vhost, principal, message, wants_sse=wants_sse)
         if method in EXTENSION_TASK_METHODS and vhost.naming.single_key is None:
-            await self._check_tasks(vhost, method, envelope)
+            await self._check_tasks(vhost, principal, method, envelope)
             return await self._forwarder.tasked(leg, request, vhost, principal, message, wants_sse=wants_sse)
         single = vhost.naming.single_key
         if single is None or method in _REMOVED_ROUTED:
@@ -137,11 +143,13 @@ class ModernEra:
         # One backend (aliases or a policy): what names nothing passes through.
         return await self._forwarder.direct(leg, request, vhost, principal, message, map_key=single, wants_sse=wants_sse)
 
-    async def _check_tasks(self, vhost: VirtualHostView, method: str, envelope: ModernEnvelope) -> None:
+    async def _check_tasks(
+        self, vhost: VirtualHostView, principal: Principal, method: str, envelope: ModernEnvelope
+    ) -> None:
         """A request of the tasks extension on a composed host: an unknown method where no backend
         offers the extension (HTTP 404 + -32601; a backend that cannot be reached now may, and the
         task id decides), -32021 when its client does not declare it."""
-        infos = await self._infos(vhost)
+        infos = await self._infos(vhost, principal)
         reached_all = len(infos) == len(vhost.mounts)
         if reached_all and not any(offers_tasks(info.modern_capabilities) for info in infos if info.modern_versions):
             raise MethodNotFound(f"Method not found: {method}", http_status=404)
@@ -150,16 +158,16 @@ class ModernEra:
                 f"{method} belongs to the {TASKS_EXTENSION} extension, which this request's client capabilities do "
                 "not declare", data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}})
 
-    async def _infos(self, vhost: VirtualHostView) -> list[BackendInfo]:
+    async def _infos(self, vhost: VirtualHostView, principal: Principal) -> list[BackendInfo]:
         """What the host's backends told about themselves (those that cannot be reached left out)."""
         found = await asyncio.gather(
-            *(self._backends.info(backend) for backend in vhost.mounts.values()),
+            *(self._backends.info(backend, principal) for backend in vhost.mounts.values()),
             return_exceptions=True,
         )
         return [info for info in found if isinstance(info, BackendInfo)]
 
-    async def _discover(self, vhost: VirtualHostView, message: Message) -> Reply:
-        infos = await self._infos(vhost)
+    async def _discover(self, vhost: VirtualHostView, principal: Principal, message: Message) -> Reply:
+        infos = await self._infos(vhost, principal)
         capabilities = merge_capabilities(
             info.modern_capabilities if info.modern_versions else _stateless_view(info.legacy_capabilities)
             for info in infos
@@ -254,6 +262,10 @@ class _Leg:
         self._era = era
         self._request = request
         self._envelope = envelope
+
+    @property
+    def url_elicitation(self) -> bool:
+        return url_elicitation_supported(self._envelope.protocol_version, self._envelope.client_capabilities)
 
     async def outbound(self, call: Call, info: BackendInfo, lost: Outbound | None) -> Outbound:
         if not info.modern_versions:

@@ -49,6 +49,16 @@ class CredentialUnavailable(UpstreamUnavailable):
     message says why, naming no secret."""
 
 
+class ConnectionRequired(CredentialUnavailable):
+    """The backend takes each person's own account, and the caller has not connected theirs (or
+    is no person): the call is answered with where to connect it (`path`, on the gateway's site)."""
+
+    def __init__(self, message: str, *, backend: str, path: str) -> None:
+        super().__init__(message)
+        self.backend = backend
+        self.path = path
+
+
 class Egress(Protocol):
     """How the gateway authenticates to one backend (`BackendView.egress`)."""
 
@@ -76,9 +86,12 @@ class TenantDirectory(Protocol):
     def own_issuer(self) -> OwnIssuerView | None:
         """The gateway's own authorization server for the tenant, when it is on."""
 
-    def principal_for_token(self, issuer: TokenIssuerView, claims: Mapping[str, Any], *, token: str = "") -> Principal:
+    def principal_for_token(
+        self, issuer: TokenIssuerView, claims: Mapping[str, Any], *, token: str = "", own: bool = False
+    ) -> Principal:
         """The principal a verified token stands for (subject, team and scopes from its claims);
-        `token`: the token itself, kept on the principal for an egress token exchange."""
+        `token`: the token itself, kept on the principal for an egress token exchange; `own`: the
+        gateway's own authorization server issued it, so its subject is a person (a username)."""
 
     def virtual_host(self, slug: str) -> VirtualHostView | None: ...
 

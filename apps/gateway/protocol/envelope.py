@@ -57,6 +57,13 @@ class ModernEnvelope:
     client_info: Any
 
 
+def url_elicitation_supported(protocol_version: str, capabilities: Any) -> bool:
+    """Whether a client can be asked to visit a URL (URL-mode elicitation, 2025-11-25 on): it says
+    so with `elicitation.url` among its capabilities."""
+    elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+    return protocol_version >= "2025-11-25" and isinstance(elicitation, dict) and "url" in elicitation
+
+
 def check_modern_request(message: Message, headers: Mapping[str, str]) -> ModernEnvelope:
     """Validate a 2026-07-28 request against its headers (lower-cased names)."""
     meta = message.params.get("_meta")

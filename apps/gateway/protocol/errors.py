@@ -16,6 +16,8 @@ RATE_LIMITED = -32005
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+#: 2025-11-25 only: the request needs the user to visit URLs first (`data.elicitations`).
+URL_ELICITATION_REQUIRED = -32042
 
 
 class ErrorObject(TypedDict):
@@ -92,6 +94,10 @@ class RateLimited(GatewayError):
 
 class BackendUnavailable(GatewayError):
     code = BACKEND_UNAVAILABLE
+
+
+class UrlElicitationRequired(GatewayError):
+    code = URL_ELICITATION_REQUIRED
 
 
 class HttpError(Exception):

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ConnectionsConfig(AppConfig):
+    name = "apps.connections"
+    label = "connections"
+    verbose_name = "Connected accounts"

@@ -1,0 +1,195 @@
+"""Finding a per-person backend's authorization server and becoming its client, as the MCP
+authorization spec has a client do: the backend's 401 names its protected-resource metadata
+(RFC 9728; else the well-known URIs), which names the authorization server, whose metadata (RFC 8414,
+else OpenID discovery) names its endpoints; the gateway then registers itself (RFC 7591) unless an
+admin registered it. Every URL is fetched through the SSRF guard, answers are capped, and each
+step's failure is told in words an admin can act on."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from apps.common.guarded_http import address_refusal, guarded_client
+
+_MAX_DOCUMENT = 64 * 1024
+_TIMEOUT = 10.0
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+_RESOURCE_METADATA = re.compile(r'resource_metadata="([^"]+)"')
+_SCOPE = re.compile(r'scope="([^"]*)"')
+
+
+class DiscoveryFailed(Exception):
+    """The backend's authorization server cannot be found or used; the message says at which step."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """What discovery found: the resource and its authorization server's endpoints."""
+
+    resource: str
+    issuer: str
+    authorization_endpoint: str
+    token_endpoint: str
+    registration_endpoint: str
+    revocation_endpoint: str
+    scope: str
+    iss_parameter: bool
+    auth_methods: tuple[str, ...]
+
+
+def _secure(url: str, what: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in _LOOPBACK):
+        return url
+    raise DiscoveryFailed(f"{what} {url[:200]!r} is not an https URL (plain http is for loopback addresses only)")
+
+
+def _json(http: httpx.Client, method: str, url: str, what: str, **kwargs: Any) -> tuple[int, Any, httpx.Headers]:
+    try:
+        with http.stream(method, url, **kwargs) as response:
+            body = b""
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > _MAX_DOCUMENT:
+                    raise DiscoveryFailed(f"{what} at {url} is larger than {_MAX_DOCUMENT // 1024} KiB")
+    except httpx.HTTPError as exc:
+        refusal = address_refusal(exc)
+        if refusal is not None:
+            raise DiscoveryFailed(f"{what} at {url}: the address is not allowed ({refusal.reason})") from None
+        raise DiscoveryFailed(f"{what} at {url} cannot be reached ({type(exc).__name__})") from None
+    try:
+        return response.status_code, httpx.Response(200, content=body).json(), response.headers
+    except ValueError:
+        return response.status_code, None, response.headers
+
+
+def _well_known(url: str, name: str, *, suffix: bool = False) -> str:
+    """RFC 8414 §3.1 / RFC 9728 §3.1: the well-known name goes between the host and the path
+    (`suffix`: OpenID's own way, after the path)."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    joined = f"{path}/.well-known/{name}" if suffix else f"/.well-known/{name}{path}"
+    return urlunsplit((parts.scheme, parts.netloc, joined, "", ""))
+
+
+def discover(*, backend_url: str, allow_private: bool) -> Found:
+    """The authorization server of the MCP server at `backend_url`; raises DiscoveryFailed."""
+    with guarded_client(allow_private=allow_private, timeout=_TIMEOUT) as http:
+        metadata_url, challenge_scope = _challenge(http, backend_url)
+        candidates = [metadata_url] if metadata_url else [  # RFC 9728 §3.1: at the path, then at the root
+            _well_known(backend_url, "oauth-protected-resource"),
+            urlunsplit((*urlsplit(backend_url)[:2], "/.well-known/oauth-protected-resource", "", "")),
+        ]
+        resource_metadata: dict[str, Any] | None = None
+        for candidate in dict.fromkeys(candidates):
+            status, body, _ = _json(http, "GET", _secure(candidate, "the protected-resource metadata"),
+                                    "the protected-resource metadata")
+            if status == 200 and isinstance(body, dict):
+                resource_metadata = body
+                break
+        if resource_metadata is None:
+            raise DiscoveryFailed(f"the backend publishes no protected-resource metadata (RFC 9728) at "
+                                  f"{', '.join(dict.fromkeys(candidates))}")
+        resource = resource_metadata.get("resource")
+        servers = resource_metadata.get("authorization_servers")
+        if not isinstance(resource, str) or not _same_resource(resource, backend_url):
+            raise DiscoveryFailed(f"the protected-resource metadata is for {str(resource)[:200]!r}, not for the "
+                                  f"backend at {backend_url}")
+        if not isinstance(servers, list) or not servers or not isinstance(servers[0], str):
+            raise DiscoveryFailed("the protected-resource metadata names no authorization server")
+        issuer = _secure(servers[0], "the authorization server")
+        server = _server_metadata(http, issuer)
+        scopes = resource_metadata.get("scopes_supported")
+        scope = challenge_scope or (" ".join(s for s in scopes if isinstance(s, str)) if isinstance(scopes, list) else "")
+        methods = server.get("token_endpoint_auth_methods_supported")
+        return Found(
+            resource=resource, issuer=issuer,
+            authorization_endpoint=_secure(str(server["authorization_endpoint"]), "the authorization endpoint"),
+            token_endpoint=_secure(str(server["token_endpoint"]), "the token endpoint"),
+            registration_endpoint=_secure(str(server["registration_endpoint"]), "the registration endpoint")
+            if isinstance(server.get("registration_endpoint"), str) else "",
+            revocation_endpoint=_secure(str(server["revocation_endpoint"]), "the revocation endpoint")
+            if isinstance(server.get("revocation_endpoint"), str) else "",
+            scope=scope[:500], iss_parameter=server.get("authorization_response_iss_parameter_supported") is True,
+            auth_methods=tuple(m for m in methods if isinstance(m, str)) if isinstance(methods, list)
+            else ("client_secret_basic",),
+        )
+
+
+def _challenge(http: httpx.Client, backend_url: str) -> tuple[str, str]:
+    """(the metadata URL, the scope) the backend's 401 names for a request without a credential."""
+    probe = {"jsonrpc": "2.0", "id": "gw-discover", "method": "initialize",
+             "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": {"name": "mcp-gateway", "version": "1"}}}
+    status, _, headers = _json(http, "POST", _secure(backend_url, "the backend"), "the backend", json=probe,
+                               headers={"accept": "application/json, text/event-stream"})
+    if status != 401:
+        raise DiscoveryFailed(f"the backend answered HTTP {status} without a credential, not 401: it does not "
+                              "ask for one (a per-person credential needs a backend that does)")
+    challenge = headers.get("www-authenticate", "")
+    metadata = _RESOURCE_METADATA.search(challenge)
+    scope = _SCOPE.search(challenge)
+    return (metadata.group(1) if metadata else ""), (scope.group(1) if scope else "")
+
+
+def _server_metadata(http: httpx.Client, issuer: str) -> dict[str, Any]:
+    candidates = [_well_known(issuer, "oauth-authorization-server"), _well_known(issuer, "openid-configuration")]
+    if urlsplit(issuer).path.strip("/"):
+        candidates.append(_well_known(issuer, "openid-configuration", suffix=True))
+    for candidate in candidates:
+        status, body, _ = _json(http, "GET", candidate, "the authorization server's metadata")
+        if status != 200 or not isinstance(body, dict):
+            continue
+        if body.get("issuer") != issuer:  # RFC 8414 §3.3: a document about another server is not used
+            raise DiscoveryFailed(f"the authorization server's metadata at {candidate} names the issuer "
+                                  f"{str(body.get('issuer'))[:200]!r}, not {issuer!r}")
+        for field in ("authorization_endpoint", "token_endpoint"):
+            if not isinstance(body.get(field), str):
+                raise DiscoveryFailed(f"the authorization server's metadata has no {field}")
+        if "S256" not in (body.get("code_challenge_methods_supported") or ()):
+            # The MCP authorization spec: no PKCE S256 support advertised, no authorization.
+            raise DiscoveryFailed("the authorization server does not advertise PKCE with S256 "
+                                  "(code_challenge_methods_supported)")
+        return body
+    raise DiscoveryFailed(f"the authorization server {issuer} publishes no metadata at {', '.join(candidates)}")
+
+
+def _same_resource(resource: str, backend_url: str) -> bool:
+    """Whether the metadata's `resource` is the backend's URL or a prefix of it, at the same origin."""
+    given, backend = urlsplit(resource), urlsplit(backend_url)
+    if (given.scheme, given.netloc.lower()) != (backend.scheme, backend.netloc.lower()):
+        return False
+    path = given.path.rstrip("/")
+    return backend.path.rstrip("/") == path or backend.path.startswith(path + "/")
+
+
+def register(
+    *, found: Found, redirect_uri: str, client_name: str, allow_private: bool
+) -> tuple[str, str, str]:
+    """Register the gateway with the authorization server (RFC 7591): (client id, client secret, how
+    it authenticates at the token endpoint); raises DiscoveryFailed."""
+    if not found.registration_endpoint:
+        raise DiscoveryFailed(
+            f"the authorization server {found.issuer} takes no registrations: register the gateway there "
+            f"(redirect URI {redirect_uri}) and set the client id (and secret) on the backend's credential")
+    # The server's own order of preference, among what the gateway does.
+    method = next((m for m in found.auth_methods if m in ("client_secret_basic", "client_secret_post")), "none")
+    document = {"client_name": client_name, "redirect_uris": [redirect_uri], "grant_types": ["authorization_code",
+                "refresh_token"], "response_types": ["code"], "token_endpoint_auth_method": method}
+    if found.scope:
+        document["scope"] = found.scope
+    with guarded_client(allow_private=allow_private, timeout=_TIMEOUT) as http:
+        status, body, _ = _json(http, "POST", found.registration_endpoint, "the registration endpoint", json=document)
+    if status not in (200, 201) or not isinstance(body, dict) or not isinstance(body.get("client_id"), str):
+        reason = ""
+        if isinstance(body, dict) and isinstance(body.get("error"), str):
+            reason = f": {body['error'][:100]} {str(body.get('error_description', ''))[:200]}".rstrip()
+        raise DiscoveryFailed(f"the authorization server refused to register the gateway (HTTP {status}{reason})")
+    secret = body.get("client_secret") if isinstance(body.get("client_secret"), str) else ""
+    granted = body.get("token_endpoint_auth_method", method)
+    return body["client_id"][:500], secret, granted if secret else "none"

@@ -1,0 +1,313 @@
+"""Connecting a person's account at a per-person backend, keeping its tokens fresh, and ending it
+(docs/identity.md, "Connected accounts").
+
+A connection is made with the authorization code grant and PKCE (S256), the `resource` indicator
+naming the backend (RFC 8707) and `state` bound to the person who started it; the server's `iss`
+is checked when it sends one (RFC 9207). Tokens are encrypted at rest; the current access token is
+also kept in Redis (encrypted, `token_cache_key`) for the gateway's instances, which read it there
+and ask `connection_token_get` only when it is missing. A refresh runs under the connection's row
+lock, so one instance at a time refreshes it; a refresh the server refuses ends the connection."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import httpx
+import orjson
+from django.db import transaction
+from django.utils import timezone
+
+from apps.catalog.models import Backend, EgressCredential
+from apps.common.guarded_http import address_refusal, guarded_client
+from apps.common.redis import redis_client
+from apps.common.secrets import SecretUnreadable, secret_decrypt, secret_encrypt
+from apps.connections.discovery import DiscoveryFailed, discover, register
+from apps.connections.models import Connection, PendingConnection, UpstreamServer
+
+log = logging.getLogger(__name__)
+
+PENDING_SECONDS = 600
+#: A token this close to its end is refreshed before it is used.
+REFRESH_AHEAD_SECONDS = 60
+_DEFAULT_LIFETIME = 3600
+_MAX_TOKEN_RESPONSE = 64 * 1024
+_TIMEOUT = 10.0
+
+
+class ConnectionFailed(Exception):
+    """Connecting did not work; the message says why, for the person."""
+
+
+class NotConnected(Exception):
+    """The person has no usable connection to the backend (`reason`: why, when it ended)."""
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(reason or "not connected")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class PersonToken:
+    value: str = field(repr=False)
+    expires_at: float  # unix time
+
+
+def token_cache_key(backend_id: int, person: str) -> str:
+    """Where the current access token of `person` (a username; "" for the gateway's own) for the
+    backend is kept in Redis (the name reveals no username)."""
+    digest = hashlib.sha256(person.encode()).hexdigest()[:24]
+    return f"gw:person-token:{backend_id}:{digest}"
+
+
+def token_cache_read(raw: bytes | str | None) -> PersonToken | None:
+    """A cached token as written by `_cache`; None for none, an unreadable one, or one near its end."""
+    if raw is None:
+        return None
+    try:
+        value, expires_at = orjson.loads(secret_decrypt(raw.decode() if isinstance(raw, bytes) else raw))
+    except (SecretUnreadable, ValueError, TypeError):
+        return None
+    return PersonToken(value, expires_at) if expires_at - REFRESH_AHEAD_SECONDS > time.time() else None
+
+
+def _cache(backend_id: int, person: str, token: PersonToken) -> None:
+    ttl = int(token.expires_at - REFRESH_AHEAD_SECONDS - time.time())
+    if ttl > 0:
+        payload = secret_encrypt(orjson.dumps([token.value, token.expires_at]).decode())
+        redis_client().set(token_cache_key(backend_id, person), payload, ex=ttl)
+
+
+def _forget(backend_id: int, person: str) -> None:
+    redis_client().delete(token_cache_key(backend_id, person))
+
+
+def _verifier_challenge() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    return verifier, challenge
+
+
+def upstream_server_ensure(*, backend: Backend, redirect_uri: str) -> UpstreamServer:
+    """The backend's authorization server, discovered and registered with now when it is not yet,
+    when the credential changed since, or when the gateway is reached at another address (the
+    redirect URI is part of the registration); raises ConnectionFailed."""
+    credential: EgressCredential | None = getattr(backend, "credential", None)
+    if credential is None or credential.source != EgressCredential.Source.PER_PERSON:
+        raise ConnectionFailed(f"backend {backend.name!r} does not take each person's own account")
+    stored = UpstreamServer.objects.filter(backend=backend).first()
+    if stored is not None and stored.credential_at == credential.updated_at and stored.redirect_uri == redirect_uri:
+        return stored
+    url = backend.replicas.order_by("pk").values_list("url", flat=True).first()
+    if url is None:
+        raise ConnectionFailed(f"backend {backend.name!r} has no URL")
+    allow_private = backend.tenant.private_networks_allowed
+    try:
+        found = discover(backend_url=url, allow_private=allow_private)
+        scope = credential.scope or found.scope
+        if credential.client_id:
+            registration = UpstreamServer.Registration.PREREGISTERED
+            client_id, secret = credential.client_id, secret_decrypt(credential.secret) if credential.secret else ""
+            client_auth = credential.client_auth if secret else "none"
+        else:
+            registration = UpstreamServer.Registration.DYNAMIC
+            client_id, secret, client_auth = register(
+                found=found, redirect_uri=redirect_uri, allow_private=allow_private,
+                client_name=f"MCP gateway ({backend.tenant.name})")
+    except DiscoveryFailed as exc:
+        raise ConnectionFailed(f"the gateway cannot reach {backend.name}'s sign-in: {exc}") from None
+    server, _ = UpstreamServer.objects.update_or_create(backend=backend, defaults={
+        "credential_at": credential.updated_at, "resource": found.resource, "issuer": found.issuer,
+        "authorization_endpoint": found.authorization_endpoint, "token_endpoint": found.token_endpoint,
+        "revocation_endpoint": found.revocation_endpoint, "scope": scope, "iss_parameter": found.iss_parameter,
+        "registration": registration, "client_id": client_id, "client_secret": secret_encrypt(secret) if secret else "",
+        "client_auth": client_auth, "redirect_uri": redirect_uri,
+    })
+    return server
+
+
+def connection_start(*, backend: Backend, user: Any, redirect_uri: str, for_gateway: bool = False,
+                     next_path: str = "") -> str:
+    """The authorization URL that connects `user`'s account at `backend` (for the gateway's own use,
+    `for_gateway`: an admin's act, checked by the caller); raises ConnectionFailed."""
+    server = upstream_server_ensure(backend=backend, redirect_uri=redirect_uri)
+    PendingConnection.objects.filter(created_at__lt=timezone.now() - timedelta(seconds=PENDING_SECONDS)).delete()
+    state = secrets.token_urlsafe(32)
+    verifier, challenge = _verifier_challenge()
+    PendingConnection.objects.create(
+        state_hash=hashlib.sha256(state.encode()).hexdigest(), backend=backend, user=user, for_gateway=for_gateway,
+        code_verifier=secret_encrypt(verifier), next_path=next_path,
+    )
+    query = {"response_type": "code", "client_id": server.client_id, "redirect_uri": server.redirect_uri,
+             "state": state, "code_challenge": challenge, "code_challenge_method": "S256",
+             "resource": server.resource}
+    if server.scope:
+        query["scope"] = server.scope
+    separator = "&" if "?" in server.authorization_endpoint else "?"
+    return f"{server.authorization_endpoint}{separator}{urlencode(query)}"
+
+
+def connection_complete(*, user: Any, state: str, code: str, iss: str | None, error: str = "") -> PendingConnection:
+    """Finish what `connection_start` began, from the server's answer at the redirect URI: the
+    connection is stored (replacing the person's earlier one) and its token cached. Returns the
+    request it answered; raises ConnectionFailed."""
+    with transaction.atomic():
+        pending = (PendingConnection.objects.select_for_update().select_related("backend__tenant")
+                   .filter(state_hash=hashlib.sha256(state.encode()).hexdigest()).first())
+        if pending is not None:
+            pending.delete()  # good once, whatever comes of it
+    if pending is None or pending.created_at < timezone.now() - timedelta(seconds=PENDING_SECONDS):
+        raise ConnectionFailed("this sign-in is unknown or too old: start connecting again")
+    if pending.user_id != user.pk:
+        raise ConnectionFailed("this sign-in was started by someone else: start connecting again")
+    server = UpstreamServer.objects.filter(backend=pending.backend).first()
+    if server is None:
+        raise ConnectionFailed("the backend's sign-in changed meanwhile: start connecting again")
+    if (iss is not None and iss != server.issuer) or (iss is None and server.iss_parameter):
+        # RFC 9207: the answer must come from the server the request went to (mix-up).
+        raise ConnectionFailed("the answer did not come from the backend's authorization server")
+    if error:
+        raise ConnectionFailed(f"{pending.backend.name}'s sign-in answered: {error[:200]}")
+    if not code:
+        raise ConnectionFailed("the answer carries no authorization code")
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": server.redirect_uri,
+            "code_verifier": secret_decrypt(pending.code_verifier), "resource": server.resource}
+    body = _token_request(server, form, pending.backend.tenant.private_networks_allowed)
+    owner = None if pending.for_gateway else user
+    Connection.objects.filter(backend=pending.backend, user=owner).delete()
+    connection = Connection(backend=pending.backend, user=owner, connected_by=user)
+    token = _apply(connection, body)
+    connection.save()
+    _cache(pending.backend_id, "" if owner is None else user.get_username(), token)
+    return pending
+
+
+def connection_token_get(*, backend_id: int, person: str) -> PersonToken:
+    """The current access token of `person` ("" for the gateway's own account) for the backend,
+    refreshed first when it is near its end (one instance at a time: under the row's lock); raises
+    NotConnected. A refresh the server refuses ends the connection: the person connects again."""
+    lookup = {"user__isnull": True} if person == "" else {"user__username": person}
+    with transaction.atomic():
+        connection = (Connection.objects.select_for_update(of=("self",)).select_related("backend__tenant")
+                      .filter(backend_id=backend_id, **lookup).first())
+        if connection is None:
+            raise NotConnected()
+        token, ended = _current_or_refreshed(connection)
+        if ended:
+            connection.delete()  # committed with the block: the exception is raised after it
+    if token is None:
+        _forget(backend_id, person)
+        raise NotConnected(ended)
+    _cache(backend_id, person, token)
+    return token
+
+
+def _current_or_refreshed(connection: Connection) -> tuple[PersonToken | None, str]:
+    """(the connection's token, refreshed when near its end; or None and why the connection ends).
+    Raises NotConnected for a refresh that failed for now (the connection stays)."""
+    try:
+        expires_at = connection.expires_at.timestamp() if connection.expires_at else time.time() + _DEFAULT_LIFETIME
+        token = PersonToken(secret_decrypt(connection.access_token), expires_at)
+        refresh = secret_decrypt(connection.refresh_token) if connection.refresh_token else ""
+    except SecretUnreadable:
+        return None, "its tokens were encrypted with keys no longer configured"
+    if token.expires_at - REFRESH_AHEAD_SECONDS > time.time():
+        return token, ""
+    server = UpstreamServer.objects.filter(backend_id=connection.backend_id).first()
+    if not refresh or server is None:
+        return None, "the account's access expired"
+    try:
+        body = _token_request(server, {"grant_type": "refresh_token", "refresh_token": refresh, "resource": server.resource},
+                              connection.backend.tenant.private_networks_allowed)
+    except ConnectionFailed as exc:
+        if "invalid_grant" in str(exc) or "HTTP 401" in str(exc):
+            return None, "the account's authorization server ended the connection"
+        raise NotConnected(f"refreshing the account's access failed ({exc})") from None
+    token = _apply(connection, body, refresh=refresh)
+    connection.refreshed_at = timezone.now()
+    connection.save()
+    return token, ""
+
+
+def connection_delete(*, connection: Connection) -> None:
+    """End the connection: its refresh token is revoked at the server when it offers revocation (RFC
+    7009, best effort), the tokens are deleted, and the gateway stops using them at once."""
+    server = UpstreamServer.objects.filter(backend_id=connection.backend_id).first()
+    person = connection.user.get_username() if connection.user is not None else ""
+    if server is not None and server.revocation_endpoint:
+        for kind, stored in (("refresh_token", connection.refresh_token), ("access_token", connection.access_token)):
+            if not stored:
+                continue
+            try:
+                _post(server, server.revocation_endpoint, {"token": secret_decrypt(stored), "token_type_hint": kind},
+                      connection.backend.tenant.private_networks_allowed)
+            except (ConnectionFailed, SecretUnreadable) as exc:
+                log.info("revoking a token of %s at %s failed: %s", connection, server.issuer, exc)
+    connection.delete()
+    _forget(connection.backend_id, person)
+
+
+def _apply(connection: Connection, body: dict[str, Any], *, refresh: str = "") -> PersonToken:
+    """Store a token answer on the connection (a refresh token not rotated stays the same)."""
+    lifetime = body.get("expires_in")
+    if not isinstance(lifetime, int | float) or isinstance(lifetime, bool) or lifetime <= 0:
+        lifetime = _DEFAULT_LIFETIME
+    expires_at = time.time() + float(lifetime)
+    connection.access_token = secret_encrypt(body["access_token"])
+    new_refresh = body.get("refresh_token") if isinstance(body.get("refresh_token"), str) else refresh
+    connection.refresh_token = secret_encrypt(new_refresh) if new_refresh else ""
+    connection.expires_at = timezone.now() + timedelta(seconds=float(lifetime))
+    if isinstance(body.get("scope"), str):
+        connection.scope = body["scope"][:500]
+    return PersonToken(body["access_token"], expires_at)
+
+
+def _token_request(server: UpstreamServer, form: dict[str, str], allow_private: bool) -> dict[str, Any]:
+    status, body = _post(server, server.token_endpoint, form, allow_private)
+    token = body.get("access_token") if isinstance(body, dict) else None
+    if status != 200 or not isinstance(token, str):
+        reason = ""
+        if isinstance(body, dict) and isinstance(body.get("error"), str):
+            reason = f": {body['error'][:100]}"
+            if isinstance(body.get("error_description"), str):
+                reason += f" ({body['error_description'][:200]})"
+        raise ConnectionFailed(f"the token endpoint answered HTTP {status}{reason}")
+    if str(body.get("token_type", "bearer")).lower() != "bearer":
+        raise ConnectionFailed(f"the token endpoint issued a {str(body.get('token_type'))[:40]!r} token, not a bearer token")
+    if not token or len(token) > 16 * 1024 or any(c <= " " or c == "\x7f" for c in token):
+        raise ConnectionFailed("the token endpoint issued an access token that cannot be sent in a header")
+    return body
+
+
+def _post(server: UpstreamServer, url: str, form: dict[str, str], allow_private: bool) -> tuple[int, Any]:
+    """POST `form` to one of the server's endpoints as the gateway's client there."""
+    # client_id goes in the form whatever the authentication: some servers look for it only there.
+    form = {**form, "client_id": server.client_id}
+    auth: tuple[str, str] | None = None
+    secret = secret_decrypt(server.client_secret) if server.client_secret else ""
+    if server.client_auth == "client_secret_basic" and secret:  # RFC 6749 §2.3.1: form-encoded, then joined
+        auth = (quote(server.client_id, safe=""), quote(secret, safe=""))
+    elif secret:
+        form["client_secret"] = secret
+    try:
+        with guarded_client(allow_private=allow_private, timeout=_TIMEOUT) as http:
+            response = http.post(url, data=form, auth=auth, headers={"accept": "application/json"})
+    except httpx.HTTPError as exc:
+        refusal = address_refusal(exc)
+        if refusal is not None:
+            raise ConnectionFailed(f"{url}: the address is not allowed ({refusal.reason})") from None
+        raise ConnectionFailed(f"{url} cannot be reached ({type(exc).__name__})") from None
+    body: Any = None
+    if len(response.content) <= _MAX_TOKEN_RESPONSE:
+        try:
+            body = response.json()
+        except ValueError:
+            pass
+    return response.status_code, body
