@@ -131,6 +131,9 @@ def _key_refusal(key: ApiKey, tenant: Tenant, *, backend_id: int, user_id: int) 
     ).exists():
         return (f"The key {key.name!r} has its own credential for this backend: only its owner may try tools "
                 "with it. Try as yourself, or as another key.")
+    if key.acts_as_owner and key.owner_id != user_id:
+        return (f"Calls with the key {key.name!r} are its owner's (their own accounts at backends): only its owner "
+                "may try tools with it. Try as yourself, or as another key.")
     return None
 
 

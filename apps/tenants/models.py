@@ -102,6 +102,10 @@ class ApiKey(TimeStampedModel):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="api_keys",
         help_text="The console user who issued the key; tenant members manage only their own keys.",
     )
+    acts_as_owner = models.BooleanField(
+        default=False,
+        help_text="Calls with the key are its owner's: they reach per-person backends with the owner's connected accounts.",
+    )
 
     class Meta:
         ordering = ["tenant__slug", "name"]

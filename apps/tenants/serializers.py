@@ -114,8 +114,8 @@ class ApiKeySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApiKey
-        fields = ["id", "name", "prefix", "team", "owner", "scopes", "expires_at", "revoked_at", "state",
-                  "created_at", "updated_at"]
+        fields = ["id", "name", "prefix", "team", "owner", "acts_as_owner", "scopes", "expires_at", "revoked_at",
+                  "state", "created_at", "updated_at"]
         read_only_fields = fields
 
     def get_state(self, api_key: ApiKey) -> str:
@@ -144,6 +144,7 @@ class ApiKeyCreateSerializer(serializers.Serializer):
     team = serializers.CharField(allow_null=True, required=False, default=None)
     expires_at = serializers.DateTimeField(allow_null=True, required=False, default=None)
     scopes = serializers.ListField(child=_text(), required=False, default=list)
+    acts_as_owner = serializers.BooleanField(required=False, default=False)
 
     def validate_expires_at(self, value: datetime | None) -> datetime | None:
         # An existing key may be given a past expiry (which ends it now); a new one may not.

@@ -192,11 +192,15 @@ def api_key_issue(
     expires_at: datetime | None = None,
     scopes: Sequence[str] = (),
     owner: Any = None,
+    acts_as_owner: bool = False,
 ) -> IssuedKey:
     """Create a key. A supplied `secret` must pass `api_key_check` and be unused; without one a
     fresh secret is generated. The plaintext is returned once, never stored.
     `scopes`: what the key may claim to do, for access rules to read (`principal.scopes`).
-    `owner`: the console user issuing it (tenant members manage only their own keys)."""
+    `owner`: the console user issuing it (tenant members manage only their own keys);
+    `acts_as_owner`: its calls are the owner's, as a person (their connected accounts: docs/identity.md)."""
+    if acts_as_owner and owner is None:
+        raise ValidationError({"acts_as_owner": "only a key issued by a person can act as that person"})
     problems_refuse(api_key_check(ApiKeyFields(name=name, scopes=scopes, secret=secret, expires_at=expires_at)))
     _check_team(tenant=tenant, team=team)
     secret, prefix = _new_secret(secret)
@@ -210,6 +214,7 @@ def api_key_issue(
         expires_at=expires_at,
         scopes=sorted(set(scopes)),
         owner=owner,
+        acts_as_owner=acts_as_owner,
     )
     api_key.full_clean()
     api_key.save()

@@ -291,3 +291,17 @@ def test_the_gateways_own_account_lists_the_backends_tools_on_a_host_of_several(
     assert call(both, alice, whoami)["result"]["content"][0]["text"] == "alice@tracker"  # the call: hers
     page = site.login("admin").get(f"/console/t/{site.tenant.slug}/accounts/").content.decode()
     assert "the gateway" in page and f"alice-{site.tenant.slug}" in page
+
+
+def test_a_key_its_owner_issued_to_act_as_them_reaches_the_backend_with_their_account(
+    site: Site, upstream_url: str
+) -> None:
+    connect(site, "alice", upstream_url, account="alice@tracker")
+    http = site.login("alice")
+    created = http.post(f"/console/t/{site.tenant.slug}/keys/new/", {"name": "alices-agent", "acts_as_owner": "on"},
+                        follow=True)
+    secret = created.context["secret"]
+    assert call(site, secret)["result"]["content"][0]["text"] == "alice@tracker"
+    plain = http.post(f"/console/t/{site.tenant.slug}/keys/new/", {"name": "alices-robot"}, follow=True)
+    error = call(site, plain.context["secret"])["error"]  # a key of hers that is not hers to act as
+    assert error["code"] == -32004 and "key:alices-robot is no person" in error["message"]

@@ -64,7 +64,10 @@ class KeyCreateForm(KeyEditForm):
     # Its length is the service's (`api_key_check`); the browser is told it.
     name = forms.CharField(label="Name", strip=False, help_text="Unique in the tenant, e.g. ci-deploy.",
                            widget=forms.TextInput(attrs={"maxlength": str(KEY_NAME_MAX_LENGTH)}))
-    field_order = ["name", "team", "expires_at", "scopes"]
+    acts_as_owner = forms.BooleanField(
+        label="Calls with this key are mine", required=False,
+        help_text="They reach backends that take each person's own account with your connected accounts.")
+    field_order = ["name", "team", "expires_at", "scopes", "acts_as_owner"]
 
     def clean_expires_at(self) -> datetime | None:
         # Only a new key: an existing one may be given a past expiry, which ends it now.

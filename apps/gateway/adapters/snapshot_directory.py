@@ -173,7 +173,7 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
         (limit.scope, limit.name): Limit(tenant.pk, limit.scope, limit.name, limit.limit, limit.window_seconds)
         for limit in RateLimit.objects.filter(tenant=tenant)
     }
-    for api_key in ApiKey.objects.filter(tenant=tenant).select_related("team"):
+    for api_key in ApiKey.objects.filter(tenant=tenant).select_related("team", "owner"):
         team = api_key.team.slug if api_key.team else None
         principal = Principal(
             tenant_id=tenant.pk,
@@ -189,6 +189,7 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
                 budget for budget in (budgets.of("key", api_key.name), budgets.of("team", team) if team else None)
                 if budget
             ),
+            person=api_key.owner.get_username() if api_key.acts_as_owner and api_key.owner is not None else "",
         )
         expires = api_key.expires_at.timestamp() if api_key.expires_at else None
         keys.append(_Key(principal, expires, api_key.revoked_at is not None and api_key.revoked_at <= timezone.now()))
