@@ -180,7 +180,7 @@ class KnownBackends:
     def __init__(self, info: BackendInfo) -> None:
         self._info = info
 
-    async def info(self, backend: BackendView) -> BackendInfo:
+    async def info(self, backend: BackendView, principal: object = None) -> BackendInfo:
         return backend.server.info if backend.server is not None else self._info
 
 
@@ -188,6 +188,7 @@ class StatelessLeg:
     """A leg that sends each message as it is to `replica` (no session)."""
 
     session_id = ""
+    url_elicitation = False
 
     def __init__(self, *, modern: bool = False, replica: str = "http://127.0.0.1:1/mcp") -> None:
         self.modern = modern

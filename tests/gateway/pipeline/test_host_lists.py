@@ -48,7 +48,7 @@ class FakeClient:
         self.listening: dict[int, Callable[[str], object]] = {}
         self.refuse_listen = False
 
-    async def info(self, backend: BackendView) -> BackendInfo:
+    async def info(self, backend: BackendView, principal: object = None) -> BackendInfo:
         return self.infos.get(backend.id, LEGACY)
 
     async def request(self, backend: BackendView, method: str, params: dict[str, Any]) -> dict[str, Any]:

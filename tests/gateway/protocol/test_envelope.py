@@ -6,6 +6,7 @@ from apps.gateway.protocol.envelope import (
     decode_header_value,
     encode_header_value,
     is_modern_message,
+    url_elicitation_supported,
 )
 from apps.gateway.protocol.errors import HeaderMismatch, InvalidParams, UnsupportedProtocolVersion
 from apps.gateway.protocol.jsonrpc import classify
@@ -105,3 +106,15 @@ def test_well_formed_initialize_params_pass() -> None:
     check_initialize_params(INITIALIZE)
     for version in ("1999-01-01", 20251125, None):  # negotiated, not refused
         check_initialize_params({**INITIALIZE, "protocolVersion": version})
+
+
+@pytest.mark.parametrize(("version", "capabilities", "supported"), [
+    ("2025-11-25", {"elicitation": {"url": {}}}, True),
+    ("2026-07-28", {"elicitation": {"form": {}, "url": {}}}, True),
+    ("2025-11-25", {"elicitation": {}}, False),  # form mode only: the spec's default
+    ("2025-06-18", {"elicitation": {"url": {}}}, False),  # no URL mode before 2025-11-25
+    ("2025-11-25", {"elicitation": True}, False),
+    ("2025-11-25", None, False),
+])
+def test_a_client_can_be_sent_to_a_url_only_when_it_says_so(version: str, capabilities: object, supported: bool) -> None:
+    assert url_elicitation_supported(version, capabilities) is supported
