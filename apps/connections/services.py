@@ -22,6 +22,7 @@ from urllib.parse import quote, urlencode
 
 import httpx
 import orjson
+import redis
 from django.db import transaction
 from django.utils import timezone
 
@@ -29,6 +30,7 @@ from apps.catalog.models import Backend, EgressCredential
 from apps.common.guarded_http import address_refusal, guarded_client
 from apps.common.redis import redis_client
 from apps.common.secrets import SecretUnreadable, secret_decrypt, secret_encrypt
+from apps.common.token_answers import TokenAnswerRefused, token_answer_read
 from apps.connections.discovery import DiscoveryFailed, discover, register
 from apps.connections.models import Connection, PendingConnection, UpstreamServer
 
@@ -38,7 +40,6 @@ PENDING_SECONDS = 600
 #: A token this close to its end is refreshed before it is used.
 REFRESH_AHEAD_SECONDS = 60
 _DEFAULT_LIFETIME = 3600
-_MAX_TOKEN_RESPONSE = 64 * 1024
 _TIMEOUT = 10.0
 
 
@@ -82,11 +83,18 @@ def _cache(backend_id: int, person: str, token: PersonToken) -> None:
     ttl = int(token.expires_at - REFRESH_AHEAD_SECONDS - time.time())
     if ttl > 0:
         payload = secret_encrypt(orjson.dumps([token.value, token.expires_at]).decode())
-        redis_client().set(token_cache_key(backend_id, person), payload, ex=ttl)
+        try:
+            redis_client().set(token_cache_key(backend_id, person), payload, ex=ttl)
+        except redis.RedisError as exc:  # the instances read the database instead
+            log.warning("could not share a person's token in Redis: %s", exc)
 
 
 def _forget(backend_id: int, person: str) -> None:
-    redis_client().delete(token_cache_key(backend_id, person))
+    try:
+        redis_client().delete(token_cache_key(backend_id, person))
+    except redis.RedisError as exc:
+        # The instances may use the shared copy until it expires: say so loudly.
+        log.error("could not drop an ended connection's token from Redis (%s): it serves until it expires", exc)
 
 
 def _verifier_challenge() -> tuple[str, str]:
@@ -99,7 +107,7 @@ def upstream_server_ensure(*, backend: Backend, redirect_uri: str) -> UpstreamSe
     """The backend's authorization server, discovered and registered with now when it is not yet,
     when the credential changed since, or when the gateway is reached at another address (the
     redirect URI is part of the registration); raises ConnectionFailed."""
-    credential: EgressCredential | None = getattr(backend, "credential", None)
+    credential = EgressCredential.objects.filter(backend=backend).first()  # as stored now
     if credential is None or credential.source != EgressCredential.Source.PER_PERSON:
         raise ConnectionFailed(f"backend {backend.name!r} does not take each person's own account")
     stored = UpstreamServer.objects.filter(backend=backend).first()
@@ -270,23 +278,14 @@ def _apply(connection: Connection, body: dict[str, Any], *, refresh: str = "") -
 
 
 def _token_request(server: UpstreamServer, form: dict[str, str], allow_private: bool) -> dict[str, Any]:
-    status, body = _post(server, server.token_endpoint, form, allow_private)
-    token = body.get("access_token") if isinstance(body, dict) else None
-    if status != 200 or not isinstance(token, str):
-        reason = ""
-        if isinstance(body, dict) and isinstance(body.get("error"), str):
-            reason = f": {body['error'][:100]}"
-            if isinstance(body.get("error_description"), str):
-                reason += f" ({body['error_description'][:200]})"
-        raise ConnectionFailed(f"the token endpoint answered HTTP {status}{reason}")
-    if str(body.get("token_type", "bearer")).lower() != "bearer":
-        raise ConnectionFailed(f"the token endpoint issued a {str(body.get('token_type'))[:40]!r} token, not a bearer token")
-    if not token or len(token) > 16 * 1024 or any(c <= " " or c == "\x7f" for c in token):
-        raise ConnectionFailed("the token endpoint issued an access token that cannot be sent in a header")
-    return body
+    response = _post(server, server.token_endpoint, form, allow_private)
+    try:
+        return token_answer_read(response.status_code, response.content)
+    except TokenAnswerRefused as exc:
+        raise ConnectionFailed(str(exc)) from None
 
 
-def _post(server: UpstreamServer, url: str, form: dict[str, str], allow_private: bool) -> tuple[int, Any]:
+def _post(server: UpstreamServer, url: str, form: dict[str, str], allow_private: bool) -> httpx.Response:
     """POST `form` to one of the server's endpoints as the gateway's client there."""
     # client_id goes in the form whatever the authentication: some servers look for it only there.
     form = {**form, "client_id": server.client_id}
@@ -304,10 +303,4 @@ def _post(server: UpstreamServer, url: str, form: dict[str, str], allow_private:
         if refusal is not None:
             raise ConnectionFailed(f"{url}: the address is not allowed ({refusal.reason})") from None
         raise ConnectionFailed(f"{url} cannot be reached ({type(exc).__name__})") from None
-    body: Any = None
-    if len(response.content) <= _MAX_TOKEN_RESPONSE:
-        try:
-            body = response.json()
-        except ValueError:
-            pass
-    return response.status_code, body
+    return response

@@ -165,3 +165,25 @@ def test_a_token_exchange_names_one_of_the_tenants_issuers(admin_client: Client)
         "token_url": "https://idp.example.test/token", "client_id": "gw", "scope": "", "client_auth": "client_secret_basic",
         "audience": "https://tools.example.test", "subject_issuer": "https://idp.example.test/"}
     assert SECRET not in response.content.decode()
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    ({"source": "per_person", "kind": "api_key_header", "name": "X-Key"}, "a person's access token is sent as a bearer token"),
+    ({"source": "per_person", "secret": SECRET}, "a client secret needs the client id it belongs to"),
+    ({"source": "per_person", "token_url": "https://idp.example.test/token"},
+     "token_url is only for source oauth_client_credentials or token_exchange"),
+    ({"source": "per_person", "client_auth": "bogus", "client_id": "gw"}, "unknown client authentication 'bogus'"),
+], ids=["not-bearer", "secret-alone", "token-url", "client-auth"])
+def test_a_per_person_credential_is_checked_like_every_other(fields: dict[str, Any], words: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(words)):
+        egress_credential_set(backend=backend_factory(urls=[URL]), **fields)
+    assert not EgressCredential.objects.exists()
+
+
+def test_a_per_person_credential_is_for_mcp_backends() -> None:
+    with pytest.raises(ValidationError, match="per_person is for MCP backends"):
+        egress_credential_set(backend=openapi_backend_factory(), source="per_person")
+    stored = egress_credential_set(backend=backend_factory(urls=[URL]), source="per_person", client_id="gw",
+                                   secret=SECRET, client_auth="client_secret_post", scope="tracker")
+    assert (stored.client_id, stored.client_auth, stored.scope) == ("gw", "client_secret_post", "tracker")
+    assert SECRET not in stored.secret

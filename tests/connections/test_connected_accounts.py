@@ -11,7 +11,7 @@ import asyncio
 import base64
 import hashlib
 import secrets
-from collections.abc import Iterator
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -32,16 +32,8 @@ from apps.tenants.services import membership_set
 from tests import factories
 from tests.audit.helpers import audit_rows
 from tests.gateway.helpers import MODERN, message_of, post
-from tests.processes import backend_argv, free_port, running
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def upstream_url() -> Iterator[str]:
-    port = free_port()
-    with running(backend_argv("tests.backends.oauth_backend", port), port, log_name="oauth-backend"):
-        yield f"http://127.0.0.1:{port}"
 
 
 def stats(upstream_url: str) -> dict[str, Any]:
@@ -234,8 +226,6 @@ def test_disconnecting_revokes_at_the_backend_and_stops_the_calls(site: Site, up
     revoked = stats(upstream_url)["revoked"]
     assert http.post(f"/console/t/{site.tenant.slug}/accounts/connections/{connection.pk}/disconnect/").status_code == 302
     assert stats(upstream_url)["revoked"] > revoked and not Connection.objects.exists()
-    import time
-
     time.sleep(0.3)  # GATEWAY_PERSON_TOKEN_FRESH_SECONDS in the tests
     assert call(site, alice)["error"]["code"] == -32004
 

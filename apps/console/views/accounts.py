@@ -61,13 +61,13 @@ def account_connect(request: HttpRequest, tenant: Tenant, backend_id: int) -> Ht
     for_gateway = request.POST.get("gateway", request.GET.get("gateway")) == "1"
     if for_gateway and not _everyone(request, tenant):
         raise Http404("only tenant admins connect the gateway's own account")
-    next_path = request.GET.get("next", "")
-    if not url_has_allowed_host_and_scheme(next_path, allowed_hosts=None):
-        next_path = ""
+    next_path = request.POST.get("next", request.GET.get("next", ""))
+    if len(next_path) > 500 or not url_has_allowed_host_and_scheme(next_path, allowed_hosts=None):
+        next_path = ""  # only a path of this site
     try:
         if request.method == "POST":
             return redirect(connection_start(backend=backend, user=request.user, redirect_uri=_redirect_uri(request, tenant),
-                                             for_gateway=for_gateway, next_path=request.POST.get("next", next_path)))
+                                             for_gateway=for_gateway, next_path=next_path))
         server = upstream_server_ensure(backend=backend, redirect_uri=_redirect_uri(request, tenant))
     except ConnectionFailed as exc:
         return render(request, "console/accounts/account_connect.html",
