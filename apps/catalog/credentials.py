@@ -19,6 +19,8 @@ from apps.catalog.openapi import Credential
 from apps.catalog.validators import replica_url_validate
 from apps.common.config_version import config_version_bump
 from apps.common.egress_headers import header_name_problem
+from apps.common.guarded_http import guarded_client
+from apps.common.oauth_metadata import MetadataUnavailable, server_metadata
 from apps.common.secrets import secret_encrypt
 from apps.common.url_guard import url_address_validate
 from apps.common.validation_errors import problems_refuse
@@ -204,6 +206,28 @@ def _per_person_problems(
     return problems
 
 
+def _exchange_endpoint_problem(*, token_url: str, issuer: str, allow_private: bool) -> str | None:
+    """Why callers' tokens may not go to `token_url` (None: they may): it must be the issuer's own
+    token endpoint — at the issuer's origin, or the one its metadata names. Anywhere else, whoever
+    runs it would collect the callers' tokens."""
+    def origin(url: str) -> tuple[str, str]:
+        parts = urlsplit(url)
+        return parts.scheme, parts.netloc.lower()
+
+    if origin(token_url) == origin(issuer):
+        return None
+    try:
+        with guarded_client(allow_private=allow_private, timeout=10.0) as http:
+            named = server_metadata(http, issuer).get("token_endpoint")
+    except MetadataUnavailable as exc:
+        return (f"the token endpoint must be {issuer}'s own: {token_url} is not at its origin, and its metadata "
+                f"cannot tell ({exc})")
+    if named == token_url:
+        return None
+    return (f"the token endpoint must be {issuer}'s own: {token_url} is neither at its origin nor the one its "
+            f"metadata names ({str(named)[:200]})")
+
+
 def _placement_problems(placement: dict[str, str]) -> list[FieldProblem]:
     """What is wrong with where a value goes, each at its own field (`name`, `username`): judged with a
     stand-in value, so neither a value's problem is blamed on them nor theirs on every value sent."""
@@ -309,6 +333,9 @@ def egress_credential_set(
     ).exists():
         raise ValidationError({"subject_issuer": f"the tenant trusts no token issuer {subject_issuer!r}; add it first "
                                                  "(only its tokens are exchanged)"})
+    if source == EgressCredential.Source.TOKEN_EXCHANGE and (problem := _exchange_endpoint_problem(
+            token_url=token_url, issuer=subject_issuer, allow_private=backend.tenant.private_networks_allowed)):
+        raise ValidationError({"token_url": problem})
     oauth = source in OAUTH_SOURCES
     per_person = source == EgressCredential.Source.PER_PERSON
     credential, _ = EgressCredential.objects.update_or_create(

@@ -17,6 +17,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 from django.utils.decorators import sync_and_async_middleware
 
+_HOST = re.compile(r"[A-Za-z0-9.-]{1,253}|[0-9a-fA-F:.]{2,45}")
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,60}")
+
 Handler = Callable[[HttpRequest], HttpResponseBase] | Callable[[HttpRequest], Awaitable[HttpResponseBase]]
 
 
@@ -32,8 +35,22 @@ def form_action_allow(response: HttpResponseBase, url: str) -> HttpResponseBase:
     """Let the page's forms lead to `url`'s origin as well as to the site itself: a form whose answer
     redirects elsewhere (an OAuth client, an authorization server) needs it, since browsers hold a
     form's redirects to `form-action` too."""
-    target = urlsplit(url)
-    source = f"{target.scheme}://{target.netloc}" if target.scheme in ("http", "https") else f"{target.scheme}:"
+    try:
+        target = urlsplit(url)
+        port = target.port
+    except ValueError:
+        return response
+    host = target.hostname or ""
+    # Only what a source expression may hold goes into the header: anything else keeps the policy as it is.
+    if target.scheme in ("http", "https"):
+        if not _HOST.fullmatch(host):
+            return response
+        shown = f"[{host}]" if ":" in host else host
+        source = f"{target.scheme}://{shown}" + (f":{port}" if port is not None else "")
+    elif _SCHEME.fullmatch(target.scheme):
+        source = f"{target.scheme}:"  # an app's own scheme (com.example.app:/callback)
+    else:
+        return response
     policy = settings.GATEWAY_CONTENT_SECURITY_POLICY
     if policy and "form-action" in policy:
         response.headers["Content-Security-Policy"] = re.sub(

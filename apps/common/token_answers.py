@@ -13,7 +13,13 @@ _NOT_FOR_A_HEADER = re.compile(r"[\x00-\x20\x7f]").search  # no controls or spac
 
 
 class TokenAnswerRefused(Exception):
-    """The answer gives no usable access token; the message says why (the server's error, if any)."""
+    """The answer gives no usable access token; the message says why. `error`: the server's error
+    code (RFC 6749 §5.2: `invalid_grant`, `invalid_client`, …; "" when it sent none), `status`: HTTP."""
+
+    def __init__(self, message: str, *, error: str = "", status: int = 200) -> None:
+        super().__init__(message)
+        self.error = error
+        self.status = status
 
 
 def token_answer_read(status: int, content: bytes) -> dict[str, Any]:
@@ -27,12 +33,13 @@ def token_answer_read(status: int, content: bytes) -> dict[str, Any]:
             pass
     token = body.get("access_token") if isinstance(body, dict) else None
     if status != 200 or not isinstance(token, str):
-        reason = ""
+        reason = error = ""
         if isinstance(body, dict) and isinstance(body.get("error"), str):
-            reason = f": {body['error'][:100]}"
+            error = body["error"][:100]
+            reason = f": {error}"
             if isinstance(body.get("error_description"), str):
                 reason += f" ({body['error_description'][:200]})"
-        raise TokenAnswerRefused(f"the token endpoint answered HTTP {status}{reason}")
+        raise TokenAnswerRefused(f"the token endpoint answered HTTP {status}{reason}", error=error, status=status)
     assert isinstance(body, dict)
     if str(body.get("token_type", "bearer")).lower() != "bearer":
         raise TokenAnswerRefused(f"the token endpoint issued a {str(body.get('token_type'))[:40]!r} token, not a bearer token")

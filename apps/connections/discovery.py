@@ -14,17 +14,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from apps.common.guarded_http import address_refusal, guarded_client
+from apps.common.guarded_http import guarded_client
+from apps.common.oauth_metadata import MetadataUnavailable as DiscoveryFailed
+from apps.common.oauth_metadata import json_fetch, secure_url, server_metadata, well_known
 
-_MAX_DOCUMENT = 64 * 1024
 _TIMEOUT = 10.0
-_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 _RESOURCE_METADATA = re.compile(r'resource_metadata="([^"]+)"')
 _SCOPE = re.compile(r'scope="([^"]*)"')
-
-
-class DiscoveryFailed(Exception):
-    """The backend's authorization server cannot be found or used; the message says at which step."""
 
 
 @dataclass(frozen=True)
@@ -42,52 +38,17 @@ class Found:
     auth_methods: tuple[str, ...]
 
 
-def _secure(url: str, what: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in _LOOPBACK):
-        return url
-    raise DiscoveryFailed(f"{what} {url[:200]!r} is not an https URL (plain http is for loopback addresses only)")
-
-
-def _json(http: httpx.Client, method: str, url: str, what: str, **kwargs: Any) -> tuple[int, Any, httpx.Headers]:
-    try:
-        with http.stream(method, url, **kwargs) as response:
-            body = b""
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > _MAX_DOCUMENT:
-                    raise DiscoveryFailed(f"{what} at {url} is larger than {_MAX_DOCUMENT // 1024} KiB")
-    except httpx.HTTPError as exc:
-        refusal = address_refusal(exc)
-        if refusal is not None:
-            raise DiscoveryFailed(f"{what} at {url}: the address is not allowed ({refusal.reason})") from None
-        raise DiscoveryFailed(f"{what} at {url} cannot be reached ({type(exc).__name__})") from None
-    try:
-        return response.status_code, httpx.Response(200, content=body).json(), response.headers
-    except ValueError:
-        return response.status_code, None, response.headers
-
-
-def _well_known(url: str, name: str, *, suffix: bool = False) -> str:
-    """RFC 8414 §3.1 / RFC 9728 §3.1: the well-known name goes between the host and the path
-    (`suffix`: OpenID's own way, after the path)."""
-    parts = urlsplit(url)
-    path = parts.path.rstrip("/")
-    joined = f"{path}/.well-known/{name}" if suffix else f"/.well-known/{name}{path}"
-    return urlunsplit((parts.scheme, parts.netloc, joined, "", ""))
-
-
 def discover(*, backend_url: str, allow_private: bool) -> Found:
     """The authorization server of the MCP server at `backend_url`; raises DiscoveryFailed."""
     with guarded_client(allow_private=allow_private, timeout=_TIMEOUT) as http:
         metadata_url, challenge_scope = _challenge(http, backend_url)
         candidates = [metadata_url] if metadata_url else [  # RFC 9728 §3.1: at the path, then at the root
-            _well_known(backend_url, "oauth-protected-resource"),
+            well_known(backend_url, "oauth-protected-resource"),
             urlunsplit((*urlsplit(backend_url)[:2], "/.well-known/oauth-protected-resource", "", "")),
         ]
         resource_metadata: dict[str, Any] | None = None
         for candidate in dict.fromkeys(candidates):
-            status, body, _ = _json(http, "GET", _secure(candidate, "the protected-resource metadata"),
+            status, body, _ = json_fetch(http, "GET", secure_url(candidate, "the protected-resource metadata"),
                                     "the protected-resource metadata")
             if status == 200 and isinstance(body, dict):
                 resource_metadata = body
@@ -97,23 +58,23 @@ def discover(*, backend_url: str, allow_private: bool) -> Found:
                                   f"{', '.join(dict.fromkeys(candidates))}")
         resource = resource_metadata.get("resource")
         servers = resource_metadata.get("authorization_servers")
-        if not isinstance(resource, str) or not _same_resource(resource, backend_url):
+        if not isinstance(resource, str) or not resource_matches(resource, backend_url):
             raise DiscoveryFailed(f"the protected-resource metadata is for {str(resource)[:200]!r}, not for the "
                                   f"backend at {backend_url}")
         if not isinstance(servers, list) or not servers or not isinstance(servers[0], str):
             raise DiscoveryFailed("the protected-resource metadata names no authorization server")
-        issuer = _secure(servers[0], "the authorization server")
+        issuer = secure_url(servers[0], "the authorization server")
         server = _server_metadata(http, issuer)
         scopes = resource_metadata.get("scopes_supported")
         scope = challenge_scope or (" ".join(s for s in scopes if isinstance(s, str)) if isinstance(scopes, list) else "")
         methods = server.get("token_endpoint_auth_methods_supported")
         return Found(
             resource=resource, issuer=issuer,
-            authorization_endpoint=_secure(str(server["authorization_endpoint"]), "the authorization endpoint"),
-            token_endpoint=_secure(str(server["token_endpoint"]), "the token endpoint"),
-            registration_endpoint=_secure(str(server["registration_endpoint"]), "the registration endpoint")
+            authorization_endpoint=secure_url(str(server["authorization_endpoint"]), "the authorization endpoint"),
+            token_endpoint=secure_url(str(server["token_endpoint"]), "the token endpoint"),
+            registration_endpoint=secure_url(str(server["registration_endpoint"]), "the registration endpoint")
             if isinstance(server.get("registration_endpoint"), str) else "",
-            revocation_endpoint=_secure(str(server["revocation_endpoint"]), "the revocation endpoint")
+            revocation_endpoint=secure_url(str(server["revocation_endpoint"]), "the revocation endpoint")
             if isinstance(server.get("revocation_endpoint"), str) else "",
             scope=scope[:500], iss_parameter=server.get("authorization_response_iss_parameter_supported") is True,
             auth_methods=tuple(m for m in methods if isinstance(m, str)) if isinstance(methods, list)
@@ -126,7 +87,7 @@ def _challenge(http: httpx.Client, backend_url: str) -> tuple[str, str]:
     probe = {"jsonrpc": "2.0", "id": "gw-discover", "method": "initialize",
              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                         "clientInfo": {"name": "mcp-gateway", "version": "1"}}}
-    status, _, headers = _json(http, "POST", _secure(backend_url, "the backend"), "the backend", json=probe,
+    status, _, headers = json_fetch(http, "POST", secure_url(backend_url, "the backend"), "the backend", json=probe,
                                headers={"accept": "application/json, text/event-stream"})
     if status != 401:
         raise DiscoveryFailed(f"the backend answered HTTP {status} without a credential, not 401: it does not "
@@ -138,28 +99,15 @@ def _challenge(http: httpx.Client, backend_url: str) -> tuple[str, str]:
 
 
 def _server_metadata(http: httpx.Client, issuer: str) -> dict[str, Any]:
-    candidates = [_well_known(issuer, "oauth-authorization-server"), _well_known(issuer, "openid-configuration")]
-    if urlsplit(issuer).path.strip("/"):
-        candidates.append(_well_known(issuer, "openid-configuration", suffix=True))
-    for candidate in candidates:
-        status, body, _ = _json(http, "GET", candidate, "the authorization server's metadata")
-        if status != 200 or not isinstance(body, dict):
-            continue
-        if body.get("issuer") != issuer:  # RFC 8414 §3.3: a document about another server is not used
-            raise DiscoveryFailed(f"the authorization server's metadata at {candidate} names the issuer "
-                                  f"{str(body.get('issuer'))[:200]!r}, not {issuer!r}")
-        for field in ("authorization_endpoint", "token_endpoint"):
-            if not isinstance(body.get(field), str):
-                raise DiscoveryFailed(f"the authorization server's metadata has no {field}")
-        if "S256" not in (body.get("code_challenge_methods_supported") or ()):
-            # The MCP authorization spec: no PKCE S256 support advertised, no authorization.
-            raise DiscoveryFailed("the authorization server does not advertise PKCE with S256 "
-                                  "(code_challenge_methods_supported)")
-        return body
-    raise DiscoveryFailed(f"the authorization server {issuer} publishes no metadata at {', '.join(candidates)}")
+    body = server_metadata(http, issuer)
+    if "S256" not in (body.get("code_challenge_methods_supported") or ()):
+        # The MCP authorization spec: no PKCE S256 support advertised, no authorization.
+        raise DiscoveryFailed("the authorization server does not advertise PKCE with S256 "
+                              "(code_challenge_methods_supported)")
+    return body
 
 
-def _same_resource(resource: str, backend_url: str) -> bool:
+def resource_matches(resource: str, backend_url: str) -> bool:
     """Whether the metadata's `resource` is the backend's URL or a prefix of it, at the same origin."""
     given, backend = urlsplit(resource), urlsplit(backend_url)
     if (given.scheme, given.netloc.lower()) != (backend.scheme, backend.netloc.lower()):
@@ -184,12 +132,15 @@ def register(
     if found.scope:
         document["scope"] = found.scope
     with guarded_client(allow_private=allow_private, timeout=_TIMEOUT) as http:
-        status, body, _ = _json(http, "POST", found.registration_endpoint, "the registration endpoint", json=document)
+        status, body, _ = json_fetch(http, "POST", found.registration_endpoint, "the registration endpoint", json=document)
     if status not in (200, 201) or not isinstance(body, dict) or not isinstance(body.get("client_id"), str):
         reason = ""
         if isinstance(body, dict) and isinstance(body.get("error"), str):
             reason = f": {body['error'][:100]} {str(body.get('error_description', ''))[:200]}".rstrip()
         raise DiscoveryFailed(f"the authorization server refused to register the gateway (HTTP {status}{reason})")
     secret = body.get("client_secret") if isinstance(body.get("client_secret"), str) else ""
-    granted = body.get("token_endpoint_auth_method", method)
-    return body["client_id"][:500], secret, granted if secret else "none"
+    granted = body.get("token_endpoint_auth_method", method) if secret else "none"
+    if granted not in ("client_secret_basic", "client_secret_post", "none"):
+        raise DiscoveryFailed(f"the authorization server registered the gateway for {str(granted)[:60]!r} client "
+                              "authentication, which the gateway does not do: register it by hand and set the client id")
+    return body["client_id"][:500], secret, granted

@@ -21,6 +21,12 @@ def per_person_backend_get(*, tenant: Tenant, backend_id: int) -> Backend | None
             .filter(pk=backend_id).first())
 
 
+def account_rows(*, tenant: Tenant, user: Any) -> list[tuple[Backend, Connection | None]]:
+    """The tenant's per-person backends, each with `user`'s connection to it (or None)."""
+    mine = {c.backend_id: c for c in connection_list(tenant=tenant, user=user)}
+    return [(backend, mine.get(backend.pk)) for backend in per_person_backend_list(tenant=tenant)]
+
+
 def connection_list(*, tenant: Tenant, user: Any | None = None) -> QuerySet[Connection]:
     """The tenant's connections, the gateway's own first (`user`: that person's only)."""
     found = Connection.objects.filter(backend__tenant=tenant).select_related("backend", "user", "connected_by")

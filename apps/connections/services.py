@@ -4,35 +4,43 @@
 A connection is made with the authorization code grant and PKCE (S256), the `resource` indicator
 naming the backend (RFC 8707) and `state` bound to the person who started it; the server's `iss`
 is checked when it sends one (RFC 9207). Tokens are encrypted at rest; the current access token is
-also kept in Redis (encrypted, `token_cache_key`) for the gateway's instances, which read it there
-and ask `connection_token_get` only when it is missing. A refresh runs under the connection's row
-lock, so one instance at a time refreshes it; a refresh the server refuses ends the connection."""
+also kept in Redis (encrypted, under `token_cache_key`) for the gateway's instances, which read it
+there and ask `connection_token_get` only when it is missing. Whatever changes a connection — a
+refresh, an end — happens under its row lock, so one instance at a time refreshes it and an ended
+one is not cached again. Only `invalid_grant` (the server ended the grant) or the person leaving
+the tenant ends a connection; a server failing for now leaves it standing."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import logging
 import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cache
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import httpx
 import orjson
 import redis
-from django.db import transaction
+from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from apps.catalog.models import Backend, EgressCredential
 from apps.common.guarded_http import address_refusal, guarded_client
 from apps.common.redis import redis_client
-from apps.common.secrets import SecretUnreadable, secret_decrypt, secret_encrypt
+from apps.common.secrets import SecretUnreadable, derived_key, secret_decrypt, secret_encrypt
 from apps.common.token_answers import TokenAnswerRefused, token_answer_read
-from apps.connections.discovery import DiscoveryFailed, discover, register
+from apps.connections.discovery import DiscoveryFailed, discover, register, resource_matches
 from apps.connections.models import Connection, PendingConnection, UpstreamServer
+from apps.tenants.access import access_get
+from apps.tenants.models import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +49,8 @@ PENDING_SECONDS = 600
 REFRESH_AHEAD_SECONDS = 60
 _DEFAULT_LIFETIME = 3600
 _TIMEOUT = 10.0
+#: What a refresh answered with means the grant is over (RFC 6749 §5.2): the person connects again.
+_GRANT_ENDED = frozenset({"invalid_grant"})
 
 
 class ConnectionFailed(Exception):
@@ -48,11 +58,16 @@ class ConnectionFailed(Exception):
 
 
 class NotConnected(Exception):
-    """The person has no usable connection to the backend (`reason`: why, when it ended)."""
+    """The person has no usable connection to the backend (`reason`: why, when it just ended)."""
 
     def __init__(self, reason: str = "") -> None:
         super().__init__(reason or "not connected")
         self.reason = reason
+
+
+class ConnectionUnavailable(Exception):
+    """The connection stands, but no token can be had for it now (the server failing, the gateway's
+    client refused there); the message says why. Connecting again would not help."""
 
 
 @dataclass(frozen=True)
@@ -61,10 +76,15 @@ class PersonToken:
     expires_at: float  # unix time
 
 
-def token_cache_key(backend_id: int, person: str) -> str:
-    """Where the current access token of `person` (a username; "" for the gateway's own) for the
-    backend is kept in Redis (the name reveals no username)."""
-    digest = hashlib.sha256(person.encode()).hexdigest()[:24]
+@cache
+def _cache_key_secret() -> bytes:
+    return derived_key(settings.SECRET_KEY, b"mcp-gateway person token cache v1")
+
+
+def token_cache_key(*, backend_id: int, person: str) -> str:
+    """Where the current access token of `person` (a username; "" for the gateway's own account) for
+    the backend is kept in Redis: a keyed hash names it, so the key reveals no username."""
+    digest = hmac.new(_cache_key_secret(), person.encode(), hashlib.sha256).hexdigest()[:32]
     return f"gw:person-token:{backend_id}:{digest}"
 
 
@@ -84,17 +104,21 @@ def _cache(backend_id: int, person: str, token: PersonToken) -> None:
     if ttl > 0:
         payload = secret_encrypt(orjson.dumps([token.value, token.expires_at]).decode())
         try:
-            redis_client().set(token_cache_key(backend_id, person), payload, ex=ttl)
+            redis_client().set(token_cache_key(backend_id=backend_id, person=person), payload, ex=ttl)
         except redis.RedisError as exc:  # the instances read the database instead
             log.warning("could not share a person's token in Redis: %s", exc)
 
 
 def _forget(backend_id: int, person: str) -> None:
     try:
-        redis_client().delete(token_cache_key(backend_id, person))
+        redis_client().delete(token_cache_key(backend_id=backend_id, person=person))
     except redis.RedisError as exc:
         # The instances may use the shared copy until it expires: say so loudly.
         log.error("could not drop an ended connection's token from Redis (%s): it serves until it expires", exc)
+
+
+def _person_of(connection: Connection) -> str:
+    return connection.user.get_username() if connection.user is not None else ""
 
 
 def _verifier_challenge() -> tuple[str, str]:
@@ -105,21 +129,37 @@ def _verifier_challenge() -> tuple[str, str]:
 
 def upstream_server_ensure(*, backend: Backend, redirect_uri: str) -> UpstreamServer:
     """The backend's authorization server, discovered and registered with now when it is not yet,
-    when the credential changed since, or when the gateway is reached at another address (the
-    redirect URI is part of the registration); raises ConnectionFailed."""
-    credential = EgressCredential.objects.filter(backend=backend).first()  # as stored now
-    if credential is None or credential.source != EgressCredential.Source.PER_PERSON:
-        raise ConnectionFailed(f"backend {backend.name!r} does not take each person's own account")
-    stored = UpstreamServer.objects.filter(backend=backend).first()
-    if stored is not None and stored.credential_at == credential.updated_at and stored.redirect_uri == redirect_uri:
-        return stored
-    url = backend.replicas.order_by("pk").values_list("url", flat=True).first()
-    if url is None:
-        raise ConnectionFailed(f"backend {backend.name!r} has no URL")
+    when the credential changed since, or when the backend moved off the resource it was found for;
+    raises ConnectionFailed. The redirect URI registered is this request's (the gateway's address),
+    kept until the credential changes. When the server, the gateway's client there or the resource
+    change, the backend's connections end: their tokens belong to the old ones."""
+    with transaction.atomic():
+        # One discovery at a time per backend: two first visits register one client, not two.
+        Backend.objects.select_for_update().filter(pk=backend.pk).first()
+        credential = EgressCredential.objects.filter(backend=backend).first()  # as stored now
+        if credential is None or credential.source != EgressCredential.Source.PER_PERSON:
+            raise ConnectionFailed(f"backend {backend.name!r} does not take each person's own account")
+        url = backend.replicas.order_by("pk").values_list("url", flat=True).first()
+        if url is None:
+            raise ConnectionFailed(f"backend {backend.name!r} has no URL")
+        stored = UpstreamServer.objects.filter(backend=backend).first()
+        same_credential = stored is not None and stored.credential_at == credential.updated_at
+        if stored is not None and same_credential and resource_matches(stored.resource, url):
+            return stored
+        redirect = stored.redirect_uri if stored is not None and same_credential else redirect_uri
+        server = _discovered(backend, credential, url, redirect)
+        if stored is not None and (stored.issuer, stored.client_id, stored.resource) != (
+                server["issuer"], server["client_id"], server["resource"]):
+            for connection in Connection.objects.filter(backend=backend).select_related("user"):
+                _end(connection, stored)
+        found, _ = UpstreamServer.objects.update_or_create(backend=backend, defaults=server)
+        return found
+
+
+def _discovered(backend: Backend, credential: EgressCredential, url: str, redirect_uri: str) -> dict[str, Any]:
     allow_private = backend.tenant.private_networks_allowed
     try:
         found = discover(backend_url=url, allow_private=allow_private)
-        scope = credential.scope or found.scope
         if credential.client_id:
             registration = UpstreamServer.Registration.PREREGISTERED
             client_id, secret = credential.client_id, secret_decrypt(credential.secret) if credential.secret else ""
@@ -131,20 +171,28 @@ def upstream_server_ensure(*, backend: Backend, redirect_uri: str) -> UpstreamSe
                 client_name=f"MCP gateway ({backend.tenant.name})")
     except DiscoveryFailed as exc:
         raise ConnectionFailed(f"the gateway cannot reach {backend.name}'s sign-in: {exc}") from None
-    server, _ = UpstreamServer.objects.update_or_create(backend=backend, defaults={
+    except SecretUnreadable:
+        raise ConnectionFailed(f"the client secret of {backend.name}'s credential cannot be read (the encryption "
+                               "keys changed): set the credential again") from None
+    return {
         "credential_at": credential.updated_at, "resource": found.resource, "issuer": found.issuer,
         "authorization_endpoint": found.authorization_endpoint, "token_endpoint": found.token_endpoint,
-        "revocation_endpoint": found.revocation_endpoint, "scope": scope, "iss_parameter": found.iss_parameter,
-        "registration": registration, "client_id": client_id, "client_secret": secret_encrypt(secret) if secret else "",
-        "client_auth": client_auth, "redirect_uri": redirect_uri,
-    })
-    return server
+        "revocation_endpoint": found.revocation_endpoint, "scope": credential.scope or found.scope,
+        "iss_parameter": found.iss_parameter, "registration": registration, "client_id": client_id,
+        "client_secret": secret_encrypt(secret) if secret else "", "client_auth": client_auth,
+        "redirect_uri": redirect_uri,
+    }
 
 
 def connection_start(*, backend: Backend, user: Any, redirect_uri: str, for_gateway: bool = False,
-                     next_path: str = "") -> str:
-    """The authorization URL that connects `user`'s account at `backend` (for the gateway's own use,
-    `for_gateway`: an admin's act, checked by the caller); raises ConnectionFailed."""
+                     manages_tenant: bool = False, next_path: str = "") -> str:
+    """The authorization URL that connects `user`'s account at `backend` (the gateway's own,
+    `for_gateway`: for tenant admins only, `manages_tenant`); raises ConnectionFailed. `next_path`:
+    where the person goes when it is done (a path of this site; anything else is dropped)."""
+    if for_gateway and not manages_tenant:
+        raise ConnectionFailed("only tenant admins connect the gateway's own account")
+    if len(next_path) > 500 or not url_has_allowed_host_and_scheme(next_path, allowed_hosts=None):
+        next_path = ""
     server = upstream_server_ensure(backend=backend, redirect_uri=redirect_uri)
     PendingConnection.objects.filter(created_at__lt=timezone.now() - timedelta(seconds=PENDING_SECONDS)).delete()
     state = secrets.token_urlsafe(32)
@@ -162,21 +210,26 @@ def connection_start(*, backend: Backend, user: Any, redirect_uri: str, for_gate
     return f"{server.authorization_endpoint}{separator}{urlencode(query)}"
 
 
-def connection_complete(*, user: Any, state: str, code: str, iss: str | None, error: str = "") -> PendingConnection:
+def connection_complete(*, tenant: Tenant, user: Any, manages_tenant: bool, state: str, code: str, iss: str | None,
+                        error: str = "") -> PendingConnection:
     """Finish what `connection_start` began, from the server's answer at the redirect URI: the
-    connection is stored (replacing the person's earlier one) and its token cached. Returns the
-    request it answered; raises ConnectionFailed."""
+    connection is stored (replacing and revoking the person's earlier one) and its token shared.
+    Returns the request it answered; raises ConnectionFailed."""
     with transaction.atomic():
         pending = (PendingConnection.objects.select_for_update().select_related("backend__tenant")
                    .filter(state_hash=hashlib.sha256(state.encode()).hexdigest()).first())
         if pending is not None:
             pending.delete()  # good once, whatever comes of it
-    if pending is None or pending.created_at < timezone.now() - timedelta(seconds=PENDING_SECONDS):
+    if (pending is None or pending.backend.tenant_id != tenant.pk
+            or pending.created_at < timezone.now() - timedelta(seconds=PENDING_SECONDS)):
         raise ConnectionFailed("this sign-in is unknown or too old: start connecting again")
     if pending.user_id != user.pk:
         raise ConnectionFailed("this sign-in was started by someone else: start connecting again")
+    if pending.for_gateway and not manages_tenant:
+        raise ConnectionFailed("only tenant admins connect the gateway's own account")
     server = UpstreamServer.objects.filter(backend=pending.backend).first()
-    if server is None:
+    credential = EgressCredential.objects.filter(backend=pending.backend).first()
+    if server is None or credential is None or credential.source != EgressCredential.Source.PER_PERSON:
         raise ConnectionFailed("the backend's sign-in changed meanwhile: start connecting again")
     if (iss is not None and iss != server.issuer) or (iss is None and server.iss_parameter):
         # RFC 9207: the answer must come from the server the request went to (mix-up).
@@ -189,37 +242,53 @@ def connection_complete(*, user: Any, state: str, code: str, iss: str | None, er
             "code_verifier": secret_decrypt(pending.code_verifier), "resource": server.resource}
     body = _token_request(server, form, pending.backend.tenant.private_networks_allowed)
     owner = None if pending.for_gateway else user
-    Connection.objects.filter(backend=pending.backend, user=owner).delete()
-    connection = Connection(backend=pending.backend, user=owner, connected_by=user)
-    token = _apply(connection, body)
-    connection.save()
-    _cache(pending.backend_id, "" if owner is None else user.get_username(), token)
+    replaced = Connection(backend=pending.backend, user=owner)
+    try:
+        with transaction.atomic():
+            earlier = (Connection.objects.select_for_update(of=("self",)).order_by()
+                       .filter(backend=pending.backend, user=owner).first())
+            if earlier is not None:
+                replaced.access_token, replaced.refresh_token = earlier.access_token, earlier.refresh_token
+                earlier.delete()
+            connection = Connection(backend=pending.backend, user=owner, connected_by=user)
+            token = _apply(connection, body)
+            connection.save()
+            _cache(pending.backend_id, _person_of(connection), token)
+    except IntegrityError:
+        raise ConnectionFailed("the account was being connected twice at once: look at Connected accounts") from None
+    if replaced.access_token:
+        _revoke(replaced, server)
     return pending
 
 
 def connection_token_get(*, backend_id: int, person: str) -> PersonToken:
     """The current access token of `person` ("" for the gateway's own account) for the backend,
-    refreshed first when it is near its end (one instance at a time: under the row's lock); raises
-    NotConnected. A refresh the server refuses ends the connection: the person connects again."""
+    refreshed first when it is near its end; raises NotConnected (no connection, or it just ended)
+    or ConnectionUnavailable (it stands, but no token can be had now)."""
     lookup = {"user__isnull": True} if person == "" else {"user__username": person}
     with transaction.atomic():
-        connection = (Connection.objects.select_for_update(of=("self",)).select_related("backend__tenant")
-                      .filter(backend_id=backend_id, **lookup).first())
+        # (no ordering: it joins the nullable user, which FOR UPDATE cannot lock)
+        connection = (Connection.objects.select_for_update(of=("self",)).order_by()
+                      .select_related("backend__tenant", "user").filter(backend_id=backend_id, **lookup).first())
         if connection is None:
             raise NotConnected()
         token, ended = _current_or_refreshed(connection)
-        if ended:
-            connection.delete()  # committed with the block: the exception is raised after it
+        if token is not None:
+            _cache(backend_id, person, token)  # under the lock: an end waits for it, then drops it
+        else:
+            connection.delete()  # committed with the block: the exception follows it
     if token is None:
         _forget(backend_id, person)
         raise NotConnected(ended)
-    _cache(backend_id, person, token)
     return token
 
 
 def _current_or_refreshed(connection: Connection) -> tuple[PersonToken | None, str]:
     """(the connection's token, refreshed when near its end; or None and why the connection ends).
-    Raises NotConnected for a refresh that failed for now (the connection stays)."""
+    Raises ConnectionUnavailable for a refresh that fails for now (the connection stands)."""
+    if connection.user is not None and not (connection.user.is_active
+                                            and access_get(user=connection.user).sees(connection.backend.tenant_id)):
+        return None, "its person has left the tenant"
     try:
         expires_at = connection.expires_at.timestamp() if connection.expires_at else time.time() + _DEFAULT_LIFETIME
         token = PersonToken(secret_decrypt(connection.access_token), expires_at)
@@ -234,10 +303,15 @@ def _current_or_refreshed(connection: Connection) -> tuple[PersonToken | None, s
     try:
         body = _token_request(server, {"grant_type": "refresh_token", "refresh_token": refresh, "resource": server.resource},
                               connection.backend.tenant.private_networks_allowed)
-    except ConnectionFailed as exc:
-        if "invalid_grant" in str(exc) or "HTTP 401" in str(exc):
+    except _Refused as exc:
+        if exc.error in _GRANT_ENDED:
             return None, "the account's authorization server ended the connection"
-        raise NotConnected(f"refreshing the account's access failed ({exc})") from None
+        if exc.error in ("invalid_client", "unauthorized_client"):
+            raise ConnectionUnavailable(f"{server.issuer} refused the gateway's client ({exc.error}): a tenant admin "
+                                        "sets the backend's credential again to register it anew") from None
+        raise ConnectionUnavailable(f"refreshing the account's access failed for now ({exc})") from None
+    except ConnectionFailed as exc:
+        raise ConnectionUnavailable(f"refreshing the account's access failed for now ({exc})") from None
     token = _apply(connection, body, refresh=refresh)
     connection.refreshed_at = timezone.now()
     connection.save()
@@ -245,21 +319,36 @@ def _current_or_refreshed(connection: Connection) -> tuple[PersonToken | None, s
 
 
 def connection_delete(*, connection: Connection) -> None:
-    """End the connection: its refresh token is revoked at the server when it offers revocation (RFC
-    7009, best effort), the tokens are deleted, and the gateway stops using them at once."""
+    """End the connection: its tokens are revoked at the server when it offers revocation (RFC
+    7009, best effort), deleted, and dropped from Redis (every instance stops using them within
+    GATEWAY_PERSON_TOKEN_FRESH_SECONDS)."""
     server = UpstreamServer.objects.filter(backend_id=connection.backend_id).first()
-    person = connection.user.get_username() if connection.user is not None else ""
-    if server is not None and server.revocation_endpoint:
-        for kind, stored in (("refresh_token", connection.refresh_token), ("access_token", connection.access_token)):
-            if not stored:
-                continue
-            try:
-                _post(server, server.revocation_endpoint, {"token": secret_decrypt(stored), "token_type_hint": kind},
-                      connection.backend.tenant.private_networks_allowed)
-            except (ConnectionFailed, SecretUnreadable) as exc:
-                log.info("revoking a token of %s at %s failed: %s", connection, server.issuer, exc)
+    with transaction.atomic():
+        # A refresh under way finishes first, and its result is dropped with the rest.
+        locked = Connection.objects.select_for_update(of=("self",)).order_by().filter(pk=connection.pk).first()
+        if locked is None:
+            return
+        _end(locked, server, person=_person_of(connection))
+
+
+def _end(connection: Connection, server: UpstreamServer | None, *, person: str | None = None) -> None:
+    if server is not None:
+        _revoke(connection, server)
     connection.delete()
-    _forget(connection.backend_id, person)
+    _forget(connection.backend_id, _person_of(connection) if person is None else person)
+
+
+def _revoke(connection: Connection, server: UpstreamServer) -> None:
+    if not server.revocation_endpoint:
+        return
+    for kind, stored in (("refresh_token", connection.refresh_token), ("access_token", connection.access_token)):
+        if not stored:
+            continue
+        try:
+            _post(server, server.revocation_endpoint, {"token": secret_decrypt(stored), "token_type_hint": kind},
+                  connection.backend.tenant.private_networks_allowed)
+        except (ConnectionFailed, SecretUnreadable) as exc:
+            log.info("revoking a token of %s at %s failed: %s", connection, server.issuer, exc)
 
 
 def _apply(connection: Connection, body: dict[str, Any], *, refresh: str = "") -> PersonToken:
@@ -277,12 +366,20 @@ def _apply(connection: Connection, body: dict[str, Any], *, refresh: str = "") -
     return PersonToken(body["access_token"], expires_at)
 
 
+class _Refused(ConnectionFailed):
+    """The token endpoint's refusal, with its `error` code."""
+
+    def __init__(self, message: str, error: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
 def _token_request(server: UpstreamServer, form: dict[str, str], allow_private: bool) -> dict[str, Any]:
     response = _post(server, server.token_endpoint, form, allow_private)
     try:
         return token_answer_read(response.status_code, response.content)
     except TokenAnswerRefused as exc:
-        raise ConnectionFailed(str(exc)) from None
+        raise _Refused(str(exc), exc.error) from None
 
 
 def _post(server: UpstreamServer, url: str, form: dict[str, str], allow_private: bool) -> httpx.Response:
@@ -290,17 +387,20 @@ def _post(server: UpstreamServer, url: str, form: dict[str, str], allow_private:
     # client_id goes in the form whatever the authentication: some servers look for it only there.
     form = {**form, "client_id": server.client_id}
     auth: tuple[str, str] | None = None
-    secret = secret_decrypt(server.client_secret) if server.client_secret else ""
+    try:
+        secret = secret_decrypt(server.client_secret) if server.client_secret else ""
+    except SecretUnreadable:
+        raise ConnectionFailed("the gateway's client secret at the backend's authorization server cannot be read "
+                               "(the encryption keys changed): set the backend's credential again") from None
     if server.client_auth == "client_secret_basic" and secret:  # RFC 6749 §2.3.1: form-encoded, then joined
         auth = (quote(server.client_id, safe=""), quote(secret, safe=""))
     elif secret:
         form["client_secret"] = secret
     try:
         with guarded_client(allow_private=allow_private, timeout=_TIMEOUT) as http:
-            response = http.post(url, data=form, auth=auth, headers={"accept": "application/json"})
+            return http.post(url, data=form, auth=auth, headers={"accept": "application/json"})
     except httpx.HTTPError as exc:
         refusal = address_refusal(exc)
         if refusal is not None:
             raise ConnectionFailed(f"{url}: the address is not allowed ({refusal.reason})") from None
         raise ConnectionFailed(f"{url} cannot be reached ({type(exc).__name__})") from None
-    return response

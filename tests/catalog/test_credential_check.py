@@ -22,6 +22,7 @@ from apps.catalog.credentials import (
 from apps.catalog.models import EgressCredential
 from apps.configuration.document import ConfigInvalid
 from apps.configuration.services import config_apply
+from apps.tenants.services import token_issuer_set
 from tests.factories import backend_factory, openapi_backend_factory
 
 pytestmark = pytest.mark.django_db
@@ -187,3 +188,15 @@ def test_a_per_person_credential_is_for_mcp_backends() -> None:
                                    secret=SECRET, client_auth="client_secret_post", scope="tracker")
     assert (stored.client_id, stored.client_auth, stored.scope) == ("gw", "client_secret_post", "tracker")
     assert SECRET not in stored.secret
+
+
+def test_callers_tokens_go_only_to_their_issuers_own_token_endpoint() -> None:
+    # Anywhere else, whoever runs the endpoint would collect every caller's token.
+    backend = backend_factory(urls=[URL])
+    token_issuer_set(tenant=backend.tenant, issuer="https://idp.example.test/", audience="https://gw.test/mcp",
+                     jwks_url="https://idp.example.test/jwks")
+    with pytest.raises(ValidationError, match=r"the token endpoint must be https://idp.example.test/'s own: "
+                                              r"https://collector.example.test/token is not at its origin"):
+        egress_credential_set(backend=backend, source="token_exchange", token_url="https://collector.example.test/token",
+                              client_id="gw", secret=SECRET, subject_issuer="https://idp.example.test/")
+    assert not EgressCredential.objects.exists()

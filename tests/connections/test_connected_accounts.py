@@ -25,9 +25,11 @@ from django.utils import timezone
 
 from apps.catalog.credentials import egress_credential_set
 from apps.common.redis import redis_client
+from apps.common.secrets import secret_encrypt
 from apps.connections.models import Connection, UpstreamServer
 from apps.connections.services import token_cache_key
 from apps.oauth.services import authorization_server_enable
+from apps.tenants.models import Membership
 from apps.tenants.services import membership_set
 from tests import factories
 from tests.audit.helpers import audit_rows
@@ -192,7 +194,7 @@ def test_an_expired_token_is_refreshed_once_and_a_refused_refresh_asks_to_connec
     stored = Connection.objects.get(user=site.users["alice"])
     # Its access token ends: the database says so, and the instances' shared copy is gone with it.
     Connection.objects.filter(pk=stored.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    redis_client().delete(token_cache_key(site.backend.pk, site.users["alice"].username))
+    redis_client().delete(token_cache_key(backend_id=site.backend.pk, person=site.users["alice"].username))
 
     async def together() -> list[dict[str, Any]]:
         return await asyncio.gather(*(asyncio.to_thread(call, site, alice) for _ in range(6)))
@@ -206,7 +208,7 @@ def test_an_expired_token_is_refreshed_once_and_a_refused_refresh_asks_to_connec
     # The person revoked the app at the backend: the next refresh is refused, the connection ends.
     httpx.post(f"{upstream_url}/__revoke_all")
     Connection.objects.filter(pk=stored.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    redis_client().delete(token_cache_key(site.backend.pk, site.users["alice"].username))
+    redis_client().delete(token_cache_key(backend_id=site.backend.pk, person=site.users["alice"].username))
     asked = call(site, alice, capabilities=URL_ELICITATION)["result"]
     (request,) = asked["inputRequests"].values()
     assert "ended the connection" in request["params"]["message"]
@@ -295,3 +297,48 @@ def test_a_key_its_owner_issued_to_act_as_them_reaches_the_backend_with_their_ac
     plain = http.post(f"/console/t/{site.tenant.slug}/keys/new/", {"name": "alices-robot"}, follow=True)
     error = call(site, plain.context["secret"])["error"]  # a key of hers that is not hers to act as
     assert error["code"] == -32004 and "key:alices-robot is no person" in error["message"]
+
+
+def _expire(site: Site, name: str) -> None:
+    """The person's access token ends: the database says so, and the instances' shared copy goes."""
+    Connection.objects.filter(user=site.users[name]).update(expires_at=timezone.now() - timedelta(seconds=1))
+    redis_client().delete(token_cache_key(backend_id=site.backend.pk, person=site.users[name].username))
+    time.sleep(0.3)  # GATEWAY_PERSON_TOKEN_FRESH_SECONDS in the tests
+
+
+def test_a_server_refusing_the_gateways_client_leaves_the_connection_standing(site: Site, upstream_url: str) -> None:
+    alice = person_token(site, "alice")
+    connect(site, "alice", upstream_url, account="alice@tracker")
+    server = UpstreamServer.objects.get(backend=site.backend)
+    right = server.client_secret
+    UpstreamServer.objects.filter(pk=server.pk).update(client_secret=secret_encrypt("not-the-secret"))
+    _expire(site, "alice")
+    error = call(site, alice, capabilities=URL_ELICITATION)["error"]
+    assert error["code"] == -32004 and "refused the gateway's client (invalid_client)" in error["message"]
+    assert Connection.objects.filter(user=site.users["alice"]).exists()  # connecting again would not help
+    UpstreamServer.objects.filter(pk=server.pk).update(client_secret=right)
+    time.sleep(0.3)
+    assert call(site, alice)["result"]["content"][0]["text"] == "alice@tracker"
+
+
+def test_a_new_client_at_the_backends_server_ends_its_connections(site: Site, upstream_url: str) -> None:
+    alice = person_token(site, "alice")
+    connect(site, "alice", upstream_url, account="alice@tracker")
+    revoked = stats(upstream_url)["revoked"]
+    egress_credential_set(backend=site.backend, source="per_person", scope="tracker")  # set again: found again
+    site.login("admin").get(f"/console/t/{site.tenant.slug}/accounts/{site.backend.pk}/connect/")
+    assert not Connection.objects.exists() and stats(upstream_url)["revoked"] > revoked
+    time.sleep(0.3)
+    asked = call(site, alice, capabilities=URL_ELICITATION)["result"]
+    assert asked["resultType"] == "input_required"
+
+
+def test_a_person_who_left_the_tenant_loses_their_connections(site: Site, upstream_url: str) -> None:
+    alice = person_token(site, "alice")
+    connect(site, "alice", upstream_url, account="alice@tracker")
+    Membership.objects.filter(user=site.users["alice"]).delete()
+    _expire(site, "alice")
+    answer = call(site, alice, capabilities=URL_ELICITATION)
+    (request,) = answer["result"]["inputRequests"].values()
+    assert "has left the tenant" in request["params"]["message"]
+    assert not Connection.objects.exists()

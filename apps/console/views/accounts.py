@@ -13,12 +13,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.common.security_headers import form_action_allow
-from apps.connections.selectors import (
-    connection_get,
-    connection_list,
-    per_person_backend_get,
-    per_person_backend_list,
-)
+from apps.connections.selectors import account_rows, connection_get, connection_list, per_person_backend_get
 from apps.connections.services import (
     ConnectionFailed,
     connection_complete,
@@ -42,10 +37,8 @@ def _redirect_uri(request: HttpRequest, tenant: Tenant) -> str:
 @console_view()
 def account_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     everyone = _everyone(request, tenant)
-    mine = {c.backend_id: c for c in connection_list(tenant=tenant, user=request.user)}
-    backends = [(backend, mine.get(backend.pk)) for backend in per_person_backend_list(tenant=tenant)]
     return render(request, "console/accounts/account_list.html", {
-        "backends": backends, "everyone": everyone,
+        "backends": account_rows(tenant=tenant, user=request.user), "everyone": everyone,
         "connections": connection_list(tenant=tenant) if everyone else None,
     })
 
@@ -62,18 +55,18 @@ def account_connect(request: HttpRequest, tenant: Tenant, backend_id: int) -> Ht
     if for_gateway and not _everyone(request, tenant):
         raise Http404("only tenant admins connect the gateway's own account")
     next_path = request.POST.get("next", request.GET.get("next", ""))
-    if len(next_path) > 500 or not url_has_allowed_host_and_scheme(next_path, allowed_hosts=None):
-        next_path = ""  # only a path of this site
     try:
         if request.method == "POST":
-            return redirect(connection_start(backend=backend, user=request.user, redirect_uri=_redirect_uri(request, tenant),
-                                             for_gateway=for_gateway, next_path=next_path))
+            return redirect(connection_start(
+                backend=backend, user=request.user, redirect_uri=_redirect_uri(request, tenant), for_gateway=for_gateway,
+                manages_tenant=_everyone(request, tenant), next_path=next_path))
         server = upstream_server_ensure(backend=backend, redirect_uri=_redirect_uri(request, tenant))
     except ConnectionFailed as exc:
         return render(request, "console/accounts/account_connect.html",
                       {"backend": backend, "problem": str(exc), "for_gateway": for_gateway}, status=502)
     response = render(request, "console/accounts/account_connect.html", {
-        "backend": backend, "server": server, "for_gateway": for_gateway, "next": next_path,
+        "backend": backend, "server": server, "for_gateway": for_gateway,
+        "next": next_path if url_has_allowed_host_and_scheme(next_path, allowed_hosts=None) else "",
     })
     return form_action_allow(response, server.authorization_endpoint)  # the form's answer goes there
 
@@ -84,7 +77,8 @@ def account_callback(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     """Where the backend's authorization server sends the person back."""
     try:
         pending = connection_complete(
-            user=request.user, state=request.GET.get("state", ""), code=request.GET.get("code", ""),
+            tenant=tenant, user=request.user, manages_tenant=_everyone(request, tenant),
+            state=request.GET.get("state", ""), code=request.GET.get("code", ""),
             iss=request.GET.get("iss"), error=request.GET.get("error_description") or request.GET.get("error", ""))
     except ConnectionFailed as exc:
         messages.error(request, f"Not connected: {exc}")

@@ -322,7 +322,7 @@ class EgressPlan:
         tokens: OAuthTokens | None = None,
         exchange_issuer: str = "",
         backend_id: int = 0,
-        connect_path: str = "",
+        per_person: bool = False,
     ) -> None:
         self._backend = backend
         self._kind, self._name, self._username = placement
@@ -335,8 +335,9 @@ class EgressPlan:
         self._tokens = tokens
         self._exchange_issuer = exchange_issuer
         self._backend_id = backend_id
-        self._connect_path = connect_path
+        self._per_person = per_person
         self._sent_tokens: dict[str, _Sent] = {}  # built once per token, not per call
+        self.per_caller = self._per_identity or bool(exchange_issuer) or per_person
 
     def _sent(self, value: str) -> _Sent:
         credential = Credential(kind=self._kind, value=value, name=self._name, username=self._username)  # type: ignore[arg-type]
@@ -344,7 +345,7 @@ class EgressPlan:
         return _Sent(credential, (header,) if header is not None else ())
 
     async def _choose(self, principal: Principal | None) -> _Sent | None:
-        if self._connect_path:
+        if self._per_person:
             assert self._tokens is not None
             token = await self._person_token(principal, self._tokens.people)
             return None if token is None else self._sent_token(token)
@@ -386,13 +387,16 @@ class EgressPlan:
             raise ConnectionRequired(
                 f"backend {self._backend!r} is called with each person's own account, and {principal.label} is no "
                 "person: sign in through the gateway (OAuth) or use a key bound to a person",
-                backend=self._backend, path=self._connect_path)
+                backend=self._backend, path=self._connect_path(principal))
         token, ended = await people.token(self._backend_id, principal.person if principal is not None else "")
         if token is None and principal is not None:
             why = f" ({ended})" if ended else ""
             raise ConnectionRequired(f"{principal.person} has no connected account at backend {self._backend!r}{why}",
-                                     backend=self._backend, path=self._connect_path)
+                                     backend=self._backend, path=self._connect_path(principal))
         return token
+
+    def _connect_path(self, principal: Principal) -> str:
+        return reverse("console:account-connect", args=[principal.tenant_slug, self._backend_id])
 
     def _client_for(self, principal: Principal | None, oauth: OAuthClient) -> OAuthClient:
         """The client as it asks for `principal`'s token: with their token to exchange, when the
@@ -449,10 +453,8 @@ def egress_plan_build(*, backend: Backend, tokens: OAuthTokens | None, allow_pri
             return EgressPlan(backend=backend.name, placement=placement, fixed=secret, by_key=mapped["key"],
                               by_subject=subjects, by_team=mapped["team"])
         if source == EgressCredential.Source.PER_PERSON:
-            path = reverse("console:account-connect", args=[backend.tenant.slug, backend.pk])
             return EgressPlan(backend=backend.name, placement=("bearer", "", ""), tokens=tokens or OAuthTokens(None),
-                              backend_id=backend.pk,
-                              connect_path=path)
+                              backend_id=backend.pk, per_person=True)
         oauth = OAuthClient(stored.token_url, stored.client_id, secret or "", stored.scope, stored.audience,
                             stored.client_auth, allow_private)
         exchange = stored.subject_issuer if source == EgressCredential.Source.TOKEN_EXCHANGE else ""

@@ -289,7 +289,10 @@ class BackendCatalog:
         failure = self._failures.get(key)
         if failure is not None and time.monotonic() - failure[0] < self._retry_seconds:
             raise type(failure[1])(str(failure[1]))  # a fresh exception: no traceback piling up
-        return await self._flights.run(key, lambda: self._probe(key, backend, principal))
+        per_caller = principal is not None and backend.egress is not None and backend.egress.per_caller
+        # Callers with credentials of their own each ask for themselves: one's refusal is not another's.
+        flight = (key, principal.key_id, principal.person) if per_caller and principal is not None else key
+        return await self._flights.run(flight, lambda: self._probe(key, backend, principal if per_caller else None))
 
     async def _probe(
         self, key: tuple[int, tuple[str, ...]], backend: BackendView, principal: Principal | None
@@ -298,7 +301,11 @@ class BackendCatalog:
             info = await probe(self._upstream, backend, self.replicas.pick(backend, None), principal)
         except CredentialUnavailable:
             raise  # this caller's, not the backend's
-        except (UpstreamUnavailable, BackendRefused, TimeoutError) as exc:
+        except BackendRefused as exc:
+            if principal is None:  # refused with the caller's credential: theirs to fix, not the backend's
+                self._failures[key] = (time.monotonic(), exc)
+            raise
+        except (UpstreamUnavailable, TimeoutError) as exc:
             self._failures[key] = (time.monotonic(), exc)
             raise
         self._failures.pop(key, None)

@@ -340,6 +340,7 @@ class Forwarder:
         url = f"{call.origin}{needed.path}"
         words = f"{needed}: connect your {needed.backend} account at {url}, then try again"
         if call.message.kind is not Kind.REQUEST:
+            outcome.answered("error", None, 0)
             return Reply(502, call.headers)
         if leg.url_elicitation and leg.modern:
             elicitation = {"method": "elicitation/create", "params": {"mode": "url", "message": words, "url": url}}

@@ -62,6 +62,10 @@ class ConnectionRequired(CredentialUnavailable):
 class Egress(Protocol):
     """How the gateway authenticates to one backend (`BackendView.egress`)."""
 
+    #: Whether callers send different credentials (a backend's answer to one then says nothing of
+    #: what it would answer another: a refusal is that caller's, not the backend's).
+    per_caller: bool
+
     async def headers(self, principal: Principal | None) -> tuple[tuple[str, str], ...]:
         """The headers that authenticate a request on behalf of `principal` (None: the gateway's
         own requests: probing, lists, change subscriptions). Raises CredentialUnavailable."""
