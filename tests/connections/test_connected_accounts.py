@@ -24,6 +24,7 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.catalog.credentials import egress_credential_set
+from apps.catalog.services import backend_update
 from apps.common.redis import redis_client
 from apps.common.secrets import secret_encrypt
 from apps.connections.models import Connection, UpstreamServer
@@ -342,3 +343,19 @@ def test_a_person_who_left_the_tenant_loses_their_connections(site: Site, upstre
     (request,) = answer["result"]["inputRequests"].values()
     assert "has left the tenant" in request["params"]["message"]
     assert not Connection.objects.exists()
+
+
+def test_a_backend_moved_off_its_resource_gets_no_persons_token(
+    site: Site, upstream_url: str, demo_backend_url: str
+) -> None:
+    alice = person_token(site, "alice")
+    connect(site, "alice", upstream_url, account="alice@tracker")
+    backend_update(backend=site.backend, kind="mcp", transport="streamable-http", urls=[demo_backend_url],
+                   timeout_seconds=30)  # another server altogether: alice's token must not go there
+    for _ in range(50):  # the instance's snapshot follows within GATEWAY_SNAPSHOT_CHECK_SECONDS
+        answer = call(site, alice, capabilities=URL_ELICITATION)
+        if "result" in answer and answer["result"].get("resultType") == "input_required":
+            break
+        time.sleep(0.1)
+    (request,) = answer["result"]["inputRequests"].values()
+    assert "moved off the address its sign-in was found for" in request["params"]["message"]

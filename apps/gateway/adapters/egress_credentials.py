@@ -29,6 +29,7 @@ from apps.catalog.selectors import egress_credential_applied, egress_schemes
 from apps.common.guarded_http import address_refusal, guarded_async_client
 from apps.common.secrets import SecretUnreadable, secret_decrypt, secret_encrypt
 from apps.common.token_answers import TokenAnswerRefused, token_answer_read
+from apps.connections.discovery import resource_matches
 from apps.gateway.adapters.person_tokens import PersonTokens
 from apps.gateway.pipeline.ports import ConnectionRequired, CredentialUnavailable
 from apps.kernel.identity import Principal
@@ -323,6 +324,7 @@ class EgressPlan:
         exchange_issuer: str = "",
         backend_id: int = 0,
         per_person: bool = False,
+        moved: bool = False,
     ) -> None:
         self._backend = backend
         self._kind, self._name, self._username = placement
@@ -336,6 +338,7 @@ class EgressPlan:
         self._exchange_issuer = exchange_issuer
         self._backend_id = backend_id
         self._per_person = per_person
+        self._moved = moved
         self._sent_tokens: dict[str, _Sent] = {}  # built once per token, not per call
         self.per_caller = self._per_identity or bool(exchange_issuer) or per_person
 
@@ -388,6 +391,11 @@ class EgressPlan:
                 f"backend {self._backend!r} is called with each person's own account, and {principal.label} is no "
                 "person: sign in through the gateway (OAuth) or use a key bound to a person",
                 backend=self._backend, path=self._connect_path(principal))
+        if self._moved:
+            if principal is None:
+                return None
+            raise ConnectionRequired(f"backend {self._backend!r} moved off the address its sign-in was found for",
+                                     backend=self._backend, path=self._connect_path(principal))
         token, ended = await people.token(self._backend_id, principal.person if principal is not None else "")
         if token is None and principal is not None:
             why = f" ({ended})" if ended else ""
@@ -453,8 +461,13 @@ def egress_plan_build(*, backend: Backend, tokens: OAuthTokens | None, allow_pri
             return EgressPlan(backend=backend.name, placement=placement, fixed=secret, by_key=mapped["key"],
                               by_subject=subjects, by_team=mapped["team"])
         if source == EgressCredential.Source.PER_PERSON:
+            # People's tokens are for the resource their server was found for: a backend moved off it
+            # gets none (its connect page finds the server again, which ends the old connections).
+            server = getattr(backend, "upstream_server", None)
+            moved = server is not None and not all(
+                resource_matches(server.resource, replica.url) for replica in backend.replicas.all())
             return EgressPlan(backend=backend.name, placement=("bearer", "", ""), tokens=tokens or OAuthTokens(None),
-                              backend_id=backend.pk, per_person=True)
+                              backend_id=backend.pk, per_person=True, moved=moved)
         oauth = OAuthClient(stored.token_url, stored.client_id, secret or "", stored.scope, stored.audience,
                             stored.client_auth, allow_private)
         exchange = stored.subject_issuer if source == EgressCredential.Source.TOKEN_EXCHANGE else ""

@@ -205,6 +205,7 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
         "mounts__backend__replicas",
         "mounts__backend__credential__tenant_secret",
         "mounts__backend__credential__identities",
+        "mounts__backend__upstream_server",
         # Not the document: megabytes per backend, and every configuration change reloads snapshots.
         Prefetch("mounts__backend__active_spec", queryset=SpecVersion.objects.only(*_SPEC_FIELDS)),
         "tool_aliases",
