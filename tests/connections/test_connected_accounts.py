@@ -359,3 +359,22 @@ def test_a_backend_moved_off_its_resource_gets_no_persons_token(
         time.sleep(0.1)
     (request,) = answer["result"]["inputRequests"].values()
     assert "moved off the address its sign-in was found for" in request["params"]["message"]
+
+
+def test_without_the_gateways_account_a_host_of_several_still_calls_as_each_person(
+    site: Site, upstream_url: str, demo_backend_url: str, gateway_url: str
+) -> None:
+    demo = factories.backend_factory(tenant=site.tenant, urls=[demo_backend_url])
+    factories.virtual_host_factory(tenant=site.tenant, slug="both", mounts={"tracker": site.backend, "demo": demo})
+    both = Site(site.tenant, site.backend, f"{gateway_url}/mcp/{site.tenant.slug}/both", site.console, site.users)
+    alice = person_token(both, "alice")
+    connect(site, "alice", upstream_url, account="alice@tracker")
+    listed = message_of(post(both.url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
+                  "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}}},
+        key=alice, headers={"mcp-protocol-version": MODERN, "mcp-method": "tools/list"}))
+    names = {t["name"] for t in listed["result"]["tools"]}
+    assert not any("whoami" in n for n in names)  # the gateway had no account to list the tracker's tools with
+    # The gateway's own refusal there is not the backend's: the person's call still goes, as them.
+    whoami = next(n for n in names if n.endswith("echo")).replace("demo", "tracker").replace("echo", "whoami")
+    assert call(both, alice, whoami)["result"]["content"][0]["text"] == "alice@tracker"

@@ -302,7 +302,9 @@ class BackendCatalog:
         except CredentialUnavailable:
             raise  # this caller's, not the backend's
         except BackendRefused as exc:
-            if principal is None:  # refused with the caller's credential: theirs to fix, not the backend's
+            # A backend whose callers bring credentials of their own refuses one (or the gateway,
+            # which may have none for it) for reasons that are not the next caller's.
+            if backend.egress is None or not backend.egress.per_caller:
                 self._failures[key] = (time.monotonic(), exc)
             raise
         except (UpstreamUnavailable, TimeoutError) as exc:
