@@ -13,6 +13,7 @@ from django.contrib.auth.views import LoginView, LogoutView
 from django.http import HttpRequest
 
 from apps.console.throttle import login_failure_record, login_success_record, login_wait_seconds
+from apps.oauth.selectors import identity_provider_for_path
 
 
 def client_address(request: HttpRequest) -> str:
@@ -51,9 +52,17 @@ class ThrottledAdminAuthenticationForm(ThrottledAuthenticationForm, AdminAuthent
 
 
 class ConsoleLoginView(LoginView):
+    """The console's sign-in: a username and password, or, when the page the person was going to
+    belongs to a tenant with an identity provider, that provider."""
+
     template_name = "console/login.html"
     authentication_form = ThrottledAuthenticationForm
     redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context["identity_provider"] = identity_provider_for_path(path=self.get_redirect_url())
+        return context
 
 
 class ConsoleLogoutView(LogoutView):

@@ -19,7 +19,7 @@ TENANT_NAV: list[tuple[str, str]] = [
     ("Audit log", "console:audit-list"),
     ("Sessions", "console:session-list"),
     ("Signed-in apps", "console:grant-list"),
-    ("Connected accounts", "console:account-list"),
+    ("Accounts", "console:account-list"),  # each person's connected accounts at backends
 ]
 
 PLATFORM_NAV: list[tuple[str, str]] = [

@@ -87,3 +87,34 @@ class RefreshToken(TimeStampedModel):
     token_hash = models.CharField(max_length=64, unique=True)
     expires_at = models.DateTimeField()
     replaced_at = models.DateTimeField(null=True, blank=True)
+
+
+class IdentityProvider(TimeStampedModel):
+    """A tenant's OpenID Connect provider, through which people sign in to the console and to the
+    consent page of the tenant's authorization server (docs/identity.md, "Signing in through the
+    tenant's identity provider"). `role`: what a person's first sign-in makes them in the tenant."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="identity_provider")
+    issuer = models.CharField(max_length=500, help_text="The provider's issuer URL, exactly as its ID tokens say.")
+    client_id = models.CharField(max_length=500)
+    client_secret = models.TextField(blank=True, help_text="Encrypted.")
+    scope = models.CharField(max_length=500, default="openid email profile")
+    label = models.CharField(max_length=100, blank=True, help_text="The sign-in button's words: Sign in with …")
+    role = models.CharField(max_length=16, default="member")
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}: {self.issuer}"
+
+
+class ExternalAccount(TimeStampedModel):
+    """A console user as a tenant's identity provider knows them (its `sub`)."""
+
+    provider = models.ForeignKey(IdentityProvider, on_delete=models.CASCADE, related_name="accounts")
+    subject = models.CharField(max_length=255)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_accounts")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["provider", "subject"], name="external_account_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.provider}: {self.subject} → {self.user}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,7 +16,7 @@ from django.utils import timezone
 from apps.catalog.models import VirtualHost
 from apps.common.secrets import secret_decrypt
 from apps.kernel.identity import OwnIssuerView
-from apps.oauth.models import AuthorizationServer, Grant
+from apps.oauth.models import AuthorizationServer, Grant, IdentityProvider
 from apps.tenants.models import Tenant
 
 #: How long an access token of a tenant's server is good for: revoking its grant refuses it at once.
@@ -121,3 +122,16 @@ def own_issuer_get(*, tenant: Tenant) -> OwnIssuerView | None:
     since = timezone.now() - timedelta(seconds=ACCESS_TOKEN_SECONDS + 60)
     revoked = Grant.objects.filter(tenant=tenant, revoked_at__gte=since).values_list("pk", flat=True)
     return OwnIssuerView(public_key=public_key_pem(server=server), revoked_grants=frozenset(str(pk) for pk in revoked))
+
+
+def identity_provider_get(*, tenant: Tenant) -> IdentityProvider | None:
+    return IdentityProvider.objects.filter(tenant=tenant).select_related("tenant").first()
+
+
+def identity_provider_for_path(*, path: str) -> IdentityProvider | None:
+    """The identity provider of the tenant a path of this site belongs to (its console pages, its
+    authorization server), for the sign-in page to offer: None for any other path."""
+    found = re.match(r"/(?:oauth|console/t)/([\w-]+)/", path)
+    if found is None:
+        return None
+    return IdentityProvider.objects.filter(tenant__slug=found.group(1)).select_related("tenant").first()

@@ -9,14 +9,24 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from apps.common.config_version import config_version_bump
+from apps.common.oauth_metadata import MetadataUnavailable, secure_url
 from apps.common.secrets import secret_encrypt
-from apps.oauth.models import AuthorizationCode, AuthorizationServer, Grant, OAuthClient, RefreshToken
-from apps.tenants.models import Tenant
+from apps.oauth.idp import identity_provider_check
+from apps.oauth.models import (
+    AuthorizationCode,
+    AuthorizationServer,
+    Grant,
+    IdentityProvider,
+    OAuthClient,
+    RefreshToken,
+)
+from apps.tenants.models import Membership, Tenant
 
 #: How long a revoked grant is kept (the console no longer lists it; it is there for investigations).
 REVOKED_GRANTS_KEPT = timedelta(days=30)
@@ -105,3 +115,39 @@ def oauth_rows_prune(*, now: datetime | None = None) -> dict[str, int]:
     grants_count = grants.count()
     grants.delete()
     return {"codes": codes, "refresh_tokens": tokens, "grants": grants_count}
+
+
+def identity_provider_set(
+    *, tenant: Tenant, issuer: str, client_id: str, client_secret: str | None = None, scope: str = "openid email profile",
+    label: str = "", role: str = "member",
+) -> IdentityProvider:
+    """Let people sign in through the tenant's OpenID Connect provider at `issuer` (replacing the one
+    set before); `client_secret` None keeps the stored one. The provider's metadata must be readable
+    now. Refused with a ValidationError naming the field."""
+    problems: dict[str, str] = {}
+    try:
+        secure_url(issuer, "the issuer")
+    except MetadataUnavailable as exc:
+        problems["issuer"] = str(exc)
+    if not client_id or len(client_id) > 500:
+        problems["client_id"] = "the client id is 1-500 characters"
+    if "openid" not in scope.split() or len(scope) > 500:
+        problems["scope"] = "the scopes must include openid (at most 500 characters)"
+    if role not in Membership.Role.values:
+        problems["role"] = f"unknown role {role!r}; use one of {', '.join(Membership.Role.values)}"
+    if len(label) > 100:
+        problems["label"] = "the label is at most 100 characters"
+    if not problems and (problem := identity_provider_check(issuer=issuer, allow_private=tenant.private_networks_allowed)):
+        problems["issuer"] = problem
+    if problems:
+        raise ValidationError(problems)
+    defaults: dict[str, Any] = {"issuer": issuer, "client_id": client_id, "scope": scope, "label": label, "role": role}
+    if client_secret is not None:
+        defaults["client_secret"] = secret_encrypt(client_secret) if client_secret else ""
+    provider, _ = IdentityProvider.objects.update_or_create(tenant=tenant, defaults=defaults)
+    return provider
+
+
+def identity_provider_clear(*, tenant: Tenant) -> None:
+    """People no longer sign in through the tenant's provider (the console users it made stay)."""
+    IdentityProvider.objects.filter(tenant=tenant).delete()

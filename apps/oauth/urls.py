@@ -11,4 +11,6 @@ urlpatterns = [
     path("oauth/<slug:tenant>/authorize", views.authorize, name="oauth-authorize"),
     path("oauth/<slug:tenant>/token", views.token, name="oauth-token"),
     path("oauth/<slug:tenant>/revoke", views.revoke, name="oauth-revoke"),
+    path("oauth/<slug:tenant>/sign-in", views.idp_sign_in, name="oauth-idp-sign-in"),
+    path("oauth/<slug:tenant>/sign-in/callback", views.idp_callback, name="oauth-idp-callback"),
 ]

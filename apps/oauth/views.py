@@ -13,10 +13,12 @@ from urllib.parse import urlsplit
 from authlib.common.urls import add_params_to_uri
 from authlib.oauth2 import OAuth2Error
 from authlib.oauth2.rfc6749 import InvalidRequestError
+from django.contrib.auth import login
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
@@ -31,8 +33,16 @@ from apps.oauth.flow import (
     revocation_respond,
     token_respond,
 )
+from apps.oauth.idp import SignInFailed, sign_in_complete, sign_in_start
 from apps.oauth.registration import client_register_response
-from apps.oauth.selectors import authorization_server_get, issuer_url, jwks, resource_host_get, server_metadata
+from apps.oauth.selectors import (
+    authorization_server_get,
+    identity_provider_get,
+    issuer_url,
+    jwks,
+    resource_host_get,
+    server_metadata,
+)
 from apps.oauth.throttle import DOCUMENT_FETCHES_PER_MINUTE, REGISTRATIONS_PER_HOUR, attempt_allowed
 from apps.tenants.access import access_get
 from apps.tenants.selectors import tenant_get
@@ -232,3 +242,40 @@ def revoke(request: HttpRequest, tenant: str) -> HttpResponse:
     """`POST /oauth/<tenant>/revoke`: a client gives up a token (RFC 7009); the person's grant ends."""
     context = _posted(request, tenant, "POST token=<the token> (application/x-www-form-urlencoded)")
     return revocation_respond(context=context, request=request) if isinstance(context, Context) else context
+
+
+def _idp_callback_uri(request: HttpRequest, tenant: str) -> str:
+    return request.build_absolute_uri(reverse("oauth-idp-callback", kwargs={"tenant": tenant}))
+
+
+@require_http_methods(["GET"])
+def idp_sign_in(request: HttpRequest, tenant: str) -> HttpResponse:
+    """Off to the tenant's identity provider; `next`: where the person was going (a path of this site)."""
+    found = tenant_get(slug=tenant)
+    provider = identity_provider_get(tenant=found) if found is not None else None
+    if provider is None:
+        return _refusal_page(request, 404, "No sign-in here", "This tenant signs nobody in through an identity provider.")
+    next_path = request.GET.get("next", "")
+    if len(next_path) > 2000 or not url_has_allowed_host_and_scheme(next_path, allowed_hosts=None):
+        next_path = ""
+    try:
+        return redirect(sign_in_start(provider=provider, redirect_uri=_idp_callback_uri(request, tenant),
+                                      next_path=next_path, session=request.session))
+    except SignInFailed as exc:
+        return _refusal_page(request, 502, "Signing in did not work", str(exc))
+
+
+@require_http_methods(["GET"])
+def idp_callback(request: HttpRequest, tenant: str) -> HttpResponse:
+    """Back from the identity provider: the person is signed in, and goes where they were going."""
+    found = tenant_get(slug=tenant)
+    provider = identity_provider_get(tenant=found) if found is not None else None
+    if provider is None:
+        return _refusal_page(request, 404, "No sign-in here", "This tenant signs nobody in through an identity provider.")
+    try:
+        user, next_path = sign_in_complete(provider=provider, redirect_uri=_idp_callback_uri(request, tenant),
+                                           session=request.session, params=request.GET.dict())
+    except SignInFailed as exc:
+        return _refusal_page(request, 403, "Signing in did not work", str(exc))
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    return redirect(next_path or reverse("console:home"))

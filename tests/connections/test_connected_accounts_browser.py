@@ -31,7 +31,7 @@ def test_a_person_connects_their_account_then_disconnects_it(
     membership_set(tenant=tenant, user=get_user_model().objects.get(username="ada"), role="member")
     console_login(page, gateway_url, login)
 
-    page.get_by_role("link", name="Connected accounts").click()
+    page.get_by_role("link", name="Accounts", exact=True).click()  # the navigation's
     expect(page.get_by_role("heading", name="Connected accounts")).to_be_visible()
     expect(page.get_by_role("cell", name="not connected")).to_be_visible()
     expect(page.get_by_role("cell", name="wiki")).to_have_count(0)  # only backends that take a person's own account

@@ -4,8 +4,11 @@ admins see and revoke everyone's. Thin views: a selector or one service each."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
@@ -13,13 +16,31 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.console.access import console_view
 from apps.console.paging import page_of
-from apps.oauth.selectors import authorization_server_state, grant_get, grant_list
-from apps.oauth.services import authorization_server_configure, grants_revoke
-from apps.tenants.models import Tenant
+from apps.oauth.selectors import authorization_server_state, grant_get, grant_list, identity_provider_get
+from apps.oauth.services import (
+    authorization_server_configure,
+    grants_revoke,
+    identity_provider_clear,
+    identity_provider_set,
+)
+from apps.tenants.models import Membership, Tenant
 
 
 def _everyone(request: HttpRequest, tenant: Tenant) -> bool:
     return request.access.manages(tenant.pk)  # type: ignore[attr-defined]
+
+
+class IdentityProviderForm(forms.Form):
+    """The tenant's OpenID Connect provider; what it may be is the service's (`identity_provider_set`)."""
+
+    issuer = forms.CharField(label="Issuer URL", max_length=500, help_text="Exactly as its ID tokens say, e.g. https://login.acme.example/")
+    client_id = forms.CharField(label="Client id", max_length=500)
+    client_secret = forms.CharField(label="Client secret", required=False, strip=False,
+                                    widget=forms.PasswordInput(render_value=False),
+                                    help_text="Left empty: the one set before stays.")
+    scope = forms.CharField(label="Scopes", max_length=500, initial="openid email profile")
+    label = forms.CharField(label="Button", max_length=100, required=False, help_text="Sign in with …")
+    role = forms.ChoiceField(label="Role of a person's first sign-in", choices=Membership.Role.choices, initial="member")
 
 
 class ServerForm(forms.Form):
@@ -32,14 +53,65 @@ class ServerForm(forms.Form):
 @require_GET
 @console_view()
 def grant_list_view(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+    return _grants_page(request, tenant)
+
+
+def _grants_page(request: HttpRequest, tenant: Tenant, provider_form: IdentityProviderForm | None = None) -> HttpResponse:
+    """The page; for admins with the server's switches and the identity provider's form (as sent, when refused)."""
     everyone = _everyone(request, tenant)
     grants = grant_list(tenant=tenant, user=None if everyone else request.user)
     server = authorization_server_state(tenant=tenant)
     initial = {"enabled": bool(server and server.enabled), "allow_registration": server.allow_registration if server else True,
                "allow_metadata_documents": server.allow_metadata_documents if server else True}
-    return render(request, "console/grants/grant_list.html", {
+    context: dict[str, Any] = {
         "page_obj": page_of(request, grants), "everyone": everyone,
         "server_on": bool(server and server.enabled), "server_form": ServerForm(initial=initial) if everyone else None,
+    }
+    if everyone:
+        provider = identity_provider_get(tenant=tenant)
+        if provider_form is None:
+            provider_form = IdentityProviderForm(initial={
+                "issuer": provider.issuer, "client_id": provider.client_id, "scope": provider.scope,
+                "label": provider.label, "role": provider.role} if provider else None)
+        callback = request.build_absolute_uri(reverse("oauth-idp-callback", kwargs={"tenant": tenant.slug}))
+        context |= {"provider": provider, "provider_form": provider_form, "provider_callback": callback}
+    refused = provider_form is not None and bool(provider_form.errors)
+    return render(request, "console/grants/grant_list.html", context, status=400 if refused else 200)
+
+
+@require_POST
+@console_view()
+def identity_provider_settings(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+    """Tenant admins set the identity provider people may sign in through."""
+    form = IdentityProviderForm(request.POST)
+    if form.is_valid():
+        data = {**form.cleaned_data, "client_secret": form.cleaned_data["client_secret"] or None}
+        try:
+            identity_provider_set(tenant=tenant, **data)
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                for error in errors:
+                    form.add_error(field if field in form.fields else None, error)
+        else:
+            messages.success(request, "People may sign in through the identity provider now.")
+            return redirect("console:grant-list", tenant=tenant.slug)
+    return _grants_page(request, tenant, form)
+
+
+@require_http_methods(["GET", "POST"])
+@console_view(manage=True)
+def identity_provider_remove(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+    """GET asks first; POST removes the identity provider (the console users it made stay)."""
+    if request.method == "POST":
+        identity_provider_clear(tenant=tenant)
+        messages.success(request, "People no longer sign in through the identity provider.")
+        return redirect("console:grant-list", tenant=tenant.slug)
+    return render(request, "console/keys/confirm.html", {
+        "title": "Stop signing people in through the identity provider?",
+        "what": ["Its sign-in button goes from the sign-in page; people it signed in keep their console accounts, "
+                 "but without a password they cannot sign in until a tenant admin sets one or adds the provider again."],
+        "action": "Remove",
+        "back_url": reverse("console:grant-list", kwargs={"tenant": tenant.slug}),
     })
 
 
@@ -79,5 +151,7 @@ def grant_revoke(request: HttpRequest, tenant: Tenant, grant_id: int) -> HttpRes
 urls = [
     path("signed-in-apps/", grant_list_view, name="grant-list"),
     path("signed-in-apps/server/", server_settings, name="grant-server"),
+    path("signed-in-apps/identity-provider/", identity_provider_settings, name="identity-provider"),
+    path("signed-in-apps/identity-provider/remove/", identity_provider_remove, name="identity-provider-remove"),
     path("signed-in-apps/<int:grant_id>/revoke/", grant_revoke, name="grant-revoke"),
 ]
