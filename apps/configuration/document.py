@@ -58,6 +58,24 @@ class TenantSpec:
     # The gateway's authorization server for the tenant's hosts; None: the file says nothing, the
     # stored one stays as it is (also with --prune).
     sign_in: SignInSpec | None = None
+    # The OpenID Connect provider people sign in through; None: the file says nothing (the stored one
+    # stays, also with --prune); `remove`: `identity_provider: null`.
+    identity_provider: IdentityProviderSpec | None = None
+
+
+@dataclass(frozen=True)
+class IdentityProviderSpec:
+    """`identity_provider:` of a tenant (docs/identity.md): `client_secret`/`client_secret_env` None
+    keeps the stored secret (an export holds none)."""
+
+    issuer: str = ""
+    client_id: str = ""
+    client_secret: str | None = field(default=None, repr=False)
+    client_secret_env: str | None = None
+    scope: str = "openid email profile"
+    label: str = ""
+    role: str = "member"
+    remove: bool = False
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from apps.configuration.limits import rate_limit_reconcile, rate_limits_prune
 from apps.configuration.plans import plan_locks_newly, plan_reconcile, plans_prune
 from apps.configuration.policies import policy_prune, policy_reconcile
 from apps.configuration.reports import Action, Change, GeneratedSecret
-from apps.configuration.sign_in import sign_in_wanted
+from apps.configuration.sign_in import identity_provider_reconcile, sign_in_wanted
 from apps.oauth.services import authorization_server_configure
 from apps.tenants.keys import key_hash
 from apps.tenants.models import ApiKey, Plan, Team, Tenant
@@ -172,6 +172,9 @@ class Reconciler:
                 authorization_server_configure(
                     tenant=tenant, enabled=wanted.enabled, allow_registration=wanted.registration,
                     allow_metadata_documents=wanted.metadata_documents)
+            if spec.identity_provider is not None and (
+                    changed := identity_provider_reconcile(tenant=tenant, spec=spec.identity_provider)):
+                details.append(changed)
             action = Action.CREATED if created else Action.UPDATED if details else Action.UNCHANGED
             self._record(action, "tenant", spec.slug, details)
             self._tenants[spec.slug] = tenant

@@ -26,7 +26,7 @@ from apps.configuration.plans import plans_export
 from apps.configuration.policies import policy_export
 from apps.configuration.reconcile import Reconciler
 from apps.configuration.reports import ApplyReport
-from apps.configuration.sign_in import sign_in_export
+from apps.configuration.sign_in import identity_provider_export, sign_in_export
 from apps.configuration.validation import config_parse
 from apps.retrieval.indexing import tool_index_queue
 from apps.tenants.keys import key_generate
@@ -124,6 +124,7 @@ def config_export() -> str:
                 **({"allow_private_networks": tenant.allow_private_networks}
                    if tenant.allow_private_networks is not None else {}),
                 **sign_in_export(tenant),
+                **identity_provider_export(tenant),
             }
         )
         for backend in backend_list(tenant=tenant):

@@ -30,6 +30,7 @@ from apps.configuration.document import (
     ConfigDocument,
     ConfigInvalid,
     CredentialSpec,
+    IdentityProviderSpec,
     KeySpec,
     MountSpec,
     PlanSpec,
@@ -43,6 +44,7 @@ from apps.configuration.issuers import token_issuers_check
 from apps.configuration.limits import rate_limits_check
 from apps.configuration.plans import plans_check, tenant_plan_check
 from apps.configuration.policies import policies_check
+from apps.oauth.services import identity_provider_problems
 from apps.tenants.models import slug_validator
 from apps.tenants.validators import ApiKeyFields, TenantFields, api_key_check, team_check, tenant_check
 
@@ -50,7 +52,9 @@ TOP_LEVEL_KEYS = (
     "plans", "tenants", "backends", "virtual_hosts", "policies", "rate_limits", "budgets", "tool_costs",
     "token_issuers",
 )
-_TENANT_FIELDS = ("slug", "name", "teams", "keys", "plan", "secrets", "allow_private_networks", "sign_in")
+_TENANT_FIELDS = ("slug", "name", "teams", "keys", "plan", "secrets", "allow_private_networks", "sign_in",
+                  "identity_provider")
+_PROVIDER_FIELDS = ("issuer", "client_id", "client_secret", "client_secret_env", "scope", "label", "role")
 _KEY_FIELDS = ("name", "team", "secret", "expires_at", "revoked", "scopes")
 _BACKEND_FIELDS = (
     "tenant", "name", "kind", "transport", "urls", "timeout_seconds",
@@ -169,12 +173,14 @@ class _Checker(FieldChecks):
             plan = tenant_plan_check(self, fields.get("plan"), f"{path}.plan", plans)
             shared = tenant_secrets_check(self, fields["secrets"], f"{path}.secrets") if "secrets" in fields else None
             sign_in = self.sign_in(fields["sign_in"], f"{path}.sign_in") if "sign_in" in fields else None
+            provider = (self.identity_provider(fields["identity_provider"], f"{path}.identity_provider")
+                        if "identity_provider" in fields else None)
             if slug in tenants:
                 self.add(f"{path}.slug", f"duplicate tenant {slug!r}")
             elif slug:
                 tenants[slug] = TenantSpec(
                     slug=slug, name=name, teams=tuple(teams), keys=tuple(keys), plan=plan, secrets=shared,
-                    allow_private_networks=private, sign_in=sign_in,
+                    allow_private_networks=private, sign_in=sign_in, identity_provider=provider,
                 )
         return tenants
 
@@ -196,6 +202,28 @@ class _Checker(FieldChecks):
                 return None
             flags[name] = value
         return SignInSpec(enabled=True, **flags)
+
+    def identity_provider(self, raw: Any, path: str) -> IdentityProviderSpec | None:
+        """`null` (remove it), or `{issuer, client_id, client_secret | client_secret_env, scope, label,
+        role}`; whether the provider answers is the service's to say when the file is applied."""
+        if raw is None:
+            return IdentityProviderSpec(remove=True)
+        before = len(self.problems)
+        fields = self.mapping(raw, path, fields=_PROVIDER_FIELDS, required=("issuer", "client_id"))
+        if fields is None:
+            return None
+        for name in _PROVIDER_FIELDS:
+            if name in fields and not isinstance(fields[name], str):
+                self.add(f"{path}.{name}", "must be a string")
+        if "client_secret" in fields and "client_secret_env" in fields:
+            self.add(path, "give at most one of 'client_secret' and 'client_secret_env'")
+        if len(self.problems) > before:
+            return None
+        spec = IdentityProviderSpec(**fields)
+        for name, problem in identity_provider_problems(issuer=spec.issuer, client_id=spec.client_id, scope=spec.scope,
+                                                        label=spec.label, role=spec.role).items():
+            self.add(f"{path}.{name}", problem)
+        return spec if len(self.problems) == before else None
 
     def keys(self, raw: Any, path: str, teams: list[str], secrets: dict[str, str]) -> list[KeySpec]:
         keys: list[KeySpec] = []

@@ -117,13 +117,9 @@ def oauth_rows_prune(*, now: datetime | None = None) -> dict[str, int]:
     return {"codes": codes, "refresh_tokens": tokens, "grants": grants_count}
 
 
-def identity_provider_set(
-    *, tenant: Tenant, issuer: str, client_id: str, client_secret: str | None = None, scope: str = "openid email profile",
-    label: str = "", role: str = "member",
-) -> IdentityProvider:
-    """Let people sign in through the tenant's OpenID Connect provider at `issuer` (replacing the one
-    set before); `client_secret` None keeps the stored one. The provider's metadata must be readable
-    now. Refused with a ValidationError naming the field."""
+def identity_provider_problems(*, issuer: str, client_id: str, scope: str, label: str, role: str) -> dict[str, str]:
+    """What is wrong with an identity provider's fields, by field (empty: nothing), before anyone asks
+    it: the rules the service, the console and configuration documents apply, in the same words."""
     problems: dict[str, str] = {}
     try:
         secure_url(issuer, "the issuer")
@@ -137,6 +133,17 @@ def identity_provider_set(
         problems["role"] = f"unknown role {role!r}; use one of {', '.join(Membership.Role.values)}"
     if len(label) > 100:
         problems["label"] = "the label is at most 100 characters"
+    return problems
+
+
+def identity_provider_set(
+    *, tenant: Tenant, issuer: str, client_id: str, client_secret: str | None = None, scope: str = "openid email profile",
+    label: str = "", role: str = "member",
+) -> IdentityProvider:
+    """Let people sign in through the tenant's OpenID Connect provider at `issuer` (replacing the one
+    set before); `client_secret` None keeps the stored one. The provider's metadata must be readable
+    now. Refused with a ValidationError naming the field."""
+    problems = identity_provider_problems(issuer=issuer, client_id=client_id, scope=scope, label=label, role=role)
     if not problems and (problem := identity_provider_check(issuer=issuer, allow_private=tenant.private_networks_allowed)):
         problems["issuer"] = problem
     if problems:

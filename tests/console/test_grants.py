@@ -84,3 +84,31 @@ def test_tenant_admins_switch_signing_in(client: Client, django_user_model: Any)
     client.post(url + "server/", {})
     assert not AuthorizationServer.objects.get(tenant=tenant).enabled
     assert client.get(f"/.well-known/oauth-authorization-server/oauth/{tenant.slug}").status_code == 404
+
+
+def test_tenant_admins_set_and_remove_the_identity_provider(client: Client, django_user_model: Any) -> None:
+    from apps.oauth.models import IdentityProvider
+
+    tenant = tenant_factory()
+    admin = django_user_model.objects.create_user(username="erin", password="pw")
+    member = django_user_model.objects.create_user(username="frank", password="pw")
+    membership_set(tenant=tenant, user=admin, role="admin")
+    membership_set(tenant=tenant, user=member, role="member")
+    url = f"/console/t/{tenant.slug}/signed-in-apps/"
+    form = {"issuer": "ftp://idp.example", "client_id": "gw", "client_secret": "s3cret-not-shown", "scope": "openid",
+            "role": "member"}
+    client.force_login(member)
+    assert 'aria-label="Identity provider"' not in client.get(url).content.decode()
+    assert client.post(url + "identity-provider/", form).status_code == 403
+    client.force_login(admin)
+    page = client.get(url).content.decode()
+    assert f"/oauth/{tenant.slug}/sign-in/callback" in page  # the redirect URI to register at the provider
+    refused = client.post(url + "identity-provider/", form)
+    assert refused.status_code == 400 and "is not an https URL" in refused.content.decode()
+    assert "s3cret-not-shown" not in refused.content.decode() and not IdentityProvider.objects.exists()
+    unreachable = client.post(url + "identity-provider/", {**form, "issuer": "http://127.0.0.1:9/"})
+    assert unreachable.status_code == 400 and "cannot be reached" in unreachable.content.decode()
+    IdentityProvider.objects.create(tenant=tenant, issuer="https://idp.example", client_id="gw")
+    assert "Stop signing people in" in client.get(url + "identity-provider/remove/").content.decode()
+    assert IdentityProvider.objects.exists()  # asking first
+    assert client.post(url + "identity-provider/remove/").status_code == 302 and not IdentityProvider.objects.exists()
