@@ -34,6 +34,7 @@ from apps.oauth.flow import (
     token_respond,
 )
 from apps.oauth.idp import SignInFailed, sign_in_complete, sign_in_start
+from apps.oauth.models import IdentityProvider
 from apps.oauth.registration import client_register_response
 from apps.oauth.selectors import (
     authorization_server_get,
@@ -244,6 +245,11 @@ def revoke(request: HttpRequest, tenant: str) -> HttpResponse:
     return revocation_respond(context=context, request=request) if isinstance(context, Context) else context
 
 
+def _identity_provider(tenant: str) -> IdentityProvider | None:
+    found = tenant_get(slug=tenant)
+    return identity_provider_get(tenant=found) if found is not None else None
+
+
 def _idp_callback_uri(request: HttpRequest, tenant: str) -> str:
     return request.build_absolute_uri(reverse("oauth-idp-callback", kwargs={"tenant": tenant}))
 
@@ -251,8 +257,7 @@ def _idp_callback_uri(request: HttpRequest, tenant: str) -> str:
 @require_http_methods(["GET"])
 def idp_sign_in(request: HttpRequest, tenant: str) -> HttpResponse:
     """Off to the tenant's identity provider; `next`: where the person was going (a path of this site)."""
-    found = tenant_get(slug=tenant)
-    provider = identity_provider_get(tenant=found) if found is not None else None
+    provider = _identity_provider(tenant)
     if provider is None:
         return _refusal_page(request, 404, "No sign-in here", "This tenant signs nobody in through an identity provider.")
     next_path = request.GET.get("next", "")
@@ -268,8 +273,7 @@ def idp_sign_in(request: HttpRequest, tenant: str) -> HttpResponse:
 @require_http_methods(["GET"])
 def idp_callback(request: HttpRequest, tenant: str) -> HttpResponse:
     """Back from the identity provider: the person is signed in, and goes where they were going."""
-    found = tenant_get(slug=tenant)
-    provider = identity_provider_get(tenant=found) if found is not None else None
+    provider = _identity_provider(tenant)
     if provider is None:
         return _refusal_page(request, 404, "No sign-in here", "This tenant signs nobody in through an identity provider.")
     try:

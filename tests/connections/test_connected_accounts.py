@@ -125,6 +125,13 @@ def call(site: Site, token: str, name: str = "whoami", *, capabilities: Any = No
     return message_of(post(site.url, body, key=token, headers=headers))
 
 
+def tools_list(site: Site, token: str) -> dict[str, Any]:
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}
+    return message_of(post(site.url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}},
+                           key=token, headers={"mcp-protocol-version": MODERN, "mcp-method": "tools/list"}))
+
+
 def legacy_call(site: Site, token: str, *, capabilities: Any) -> dict[str, Any]:
     """A handshake-era (2025-11-25) session's tools/call."""
     opened = post(site.url, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -274,10 +281,7 @@ def test_the_gateways_own_account_lists_the_backends_tools_on_a_host_of_several(
                                    ).status_code == 404  # admins only
     connect(site, "admin", upstream_url, account="service@tracker", gateway=True)
     connect(site, "alice", upstream_url, account="alice@tracker")
-    listed = message_of(post(both.url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
-        "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
-                  "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}}},
-        key=alice, headers={"mcp-protocol-version": MODERN, "mcp-method": "tools/list"}))
+    listed = tools_list(both, alice)
     assert "result" in listed, listed
     names = {t["name"] for t in listed["result"]["tools"]}
     whoami = next(n for n in names if n.endswith("whoami"))
@@ -369,10 +373,7 @@ def test_without_the_gateways_account_a_host_of_several_still_calls_as_each_pers
     both = Site(site.tenant, site.backend, f"{gateway_url}/mcp/{site.tenant.slug}/both", site.console, site.users)
     alice = person_token(both, "alice")
     connect(site, "alice", upstream_url, account="alice@tracker")
-    listed = message_of(post(both.url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
-        "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
-                  "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}}},
-        key=alice, headers={"mcp-protocol-version": MODERN, "mcp-method": "tools/list"}))
+    listed = tools_list(both, alice)
     names = {t["name"] for t in listed["result"]["tools"]}
     assert not any("whoami" in n for n in names)  # the gateway had no account to list the tracker's tools with
     # The gateway's own refusal there is not the backend's: the person's call still goes, as them.
