@@ -8,6 +8,7 @@ from apps.audit.urls import api_urls as audit_api_urls
 from apps.catalog.urls import api_urls as catalog_api_urls
 from apps.common.api_routes import api_not_found, api_path
 from apps.common.views import healthz, readyz
+from apps.connections.urls import urlpatterns as connections_urls
 from apps.console.auth import ThrottledAdminAuthenticationForm
 from apps.console.urls import console_urls
 from apps.gateway.urls import api_urls as gateway_api_urls
@@ -54,4 +55,5 @@ urlpatterns = [
         protected_resource_metadata,
     ),
     path("", include(oauth_urls)),
+    path("", include(connections_urls)),
 ]

@@ -36,6 +36,8 @@ class Found:
     scope: str
     iss_parameter: bool
     auth_methods: tuple[str, ...]
+    #: The server takes a client identified by the URL of its metadata document (the 2026-07-28 preference).
+    metadata_documents: bool = False
 
 
 def discover(*, backend_url: str, allow_private: bool) -> Found:
@@ -77,6 +79,7 @@ def discover(*, backend_url: str, allow_private: bool) -> Found:
             revocation_endpoint=secure_url(str(server["revocation_endpoint"]), "the revocation endpoint")
             if isinstance(server.get("revocation_endpoint"), str) else "",
             scope=scope[:500], iss_parameter=server.get("authorization_response_iss_parameter_supported") is True,
+            metadata_documents=server.get("client_id_metadata_document_supported") is True,
             auth_methods=tuple(m for m in methods if isinstance(m, str)) if isinstance(methods, list)
             else ("client_secret_basic",),
         )

@@ -19,6 +19,7 @@ class UpstreamServer(TimeStampedModel):
     class Registration(models.TextChoices):
         DYNAMIC = "dynamic", "registered by the gateway"
         PREREGISTERED = "preregistered", "registered by an admin"
+        METADATA_DOCUMENT = "metadata_document", "identified by the gateway's client metadata document"
 
     backend = models.OneToOneField(Backend, on_delete=models.CASCADE, related_name="upstream_server")
     #: The credential as of the discovery (its `updated_at`): another one means discover again.
@@ -30,7 +31,7 @@ class UpstreamServer(TimeStampedModel):
     revocation_endpoint = models.CharField(max_length=500, blank=True)
     scope = models.CharField(max_length=500, blank=True, help_text="What the gateway asks each person for.")
     iss_parameter = models.BooleanField(default=False, help_text="The server names itself on its answers (RFC 9207).")
-    registration = models.CharField(max_length=16, choices=Registration.choices)
+    registration = models.CharField(max_length=24, choices=Registration.choices)
     client_id = models.CharField(max_length=500)
     client_secret = models.TextField(blank=True, help_text="Encrypted; empty for a public client.")
     client_auth = models.CharField(max_length=32, default="none")

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cache
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 import orjson
 import redis
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
@@ -164,6 +165,10 @@ def _discovered(backend: Backend, credential: EgressCredential, url: str, redire
             registration = UpstreamServer.Registration.PREREGISTERED
             client_id, secret = credential.client_id, secret_decrypt(credential.secret) if credential.secret else ""
             client_auth = credential.client_auth if secret else "none"
+        elif found.metadata_documents and redirect_uri.startswith("https://"):
+            # The server fetches the document at the client id (which must be https): nothing to register.
+            registration = UpstreamServer.Registration.METADATA_DOCUMENT
+            client_id, secret, client_auth = client_document_url(backend=backend, redirect_uri=redirect_uri), "", "none"
         else:
             registration = UpstreamServer.Registration.DYNAMIC
             client_id, secret, client_auth = register(
@@ -182,6 +187,28 @@ def _discovered(backend: Backend, credential: EgressCredential, url: str, redire
         "client_secret": secret_encrypt(secret) if secret else "", "client_auth": client_auth,
         "redirect_uri": redirect_uri,
     }
+
+
+def client_document_url(*, backend: Backend, redirect_uri: str) -> str:
+    """The URL of the gateway's client metadata document for the backend, at the gateway's address
+    that `redirect_uri` is at: the client id an authorization server that takes such documents knows
+    the gateway by."""
+    parts = urlsplit(redirect_uri)
+    path = reverse("connections-client-document", kwargs={"tenant": backend.tenant.slug, "backend_id": backend.pk})
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+def client_document(*, tenant_slug: str, backend_id: int) -> dict[str, Any] | None:
+    """The gateway's client metadata document for the backend (draft-ietf-oauth-client-id-metadata-document),
+    as the server that identifies it by its URL found it; None unless the gateway is known there so."""
+    server = UpstreamServer.objects.select_related("backend__tenant").filter(
+        backend_id=backend_id, backend__tenant__slug=tenant_slug,
+        registration=UpstreamServer.Registration.METADATA_DOCUMENT).first()
+    if server is None:
+        return None
+    return {"client_id": server.client_id, "client_name": f"MCP gateway ({server.backend.tenant.name})",
+            "redirect_uris": [server.redirect_uri], "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"], "token_endpoint_auth_method": "none"}
 
 
 def connection_start(*, backend: Backend, user: Any, redirect_uri: str, for_gateway: bool = False,
