@@ -172,14 +172,17 @@ class Reconciler:
                 authorization_server_configure(
                     tenant=tenant, enabled=wanted.enabled, allow_registration=wanted.registration,
                     allow_metadata_documents=wanted.metadata_documents)
-            if spec.identity_provider is not None and (
-                    changed := identity_provider_reconcile(tenant=tenant, spec=spec.identity_provider)):
-                details.append(changed)
             action = Action.CREATED if created else Action.UPDATED if details else Action.UNCHANGED
             self._record(action, "tenant", spec.slug, details)
             self._tenants[spec.slug] = tenant
         if spec.slug not in self._tenants:
             return
+        if spec.identity_provider is not None:
+            # Its own path: the provider is asked for its metadata, and an answer it gives is its problem.
+            with self._reporting(f"{path}.identity_provider"):
+                changed = identity_provider_reconcile(tenant=tenant, spec=spec.identity_provider)
+                self._record(Action.UNCHANGED if changed is None else Action.DELETED if "removed" in changed
+                             else Action.UPDATED, "identity_provider", spec.slug)
         teams = {team.slug: team for team in team_list(tenant=tenant)}
         for j, slug in enumerate(spec.teams):
             name = f"{spec.slug}/{slug}"

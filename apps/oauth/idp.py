@@ -125,7 +125,7 @@ def sign_in_complete(*, provider: IdentityProvider, redirect_uri: str, session: 
             status, keys, _ = json_fetch(http, "GET", metadata.jwks_uri, "the provider's keys")
     except MetadataUnavailable as exc:
         raise SignInFailed(f"the identity provider cannot be reached: {exc}") from None
-    if status != 200 or not isinstance(keys, dict):
+    if status != 200 or not isinstance(keys, dict) or not isinstance(keys.get("keys"), list):
         raise SignInFailed(f"the identity provider's keys cannot be read (HTTP {status})")
     claims = _id_token_claims(provider, tokens.get("id_token"), keys, pending["nonce"])
     return _person(provider, claims), pending["next"]
@@ -167,27 +167,34 @@ def _id_token_claims(provider: IdentityProvider, id_token: object, keys: dict[st
             params={"nonce": nonce, "client_id": provider.client_id},
         )
         claims.validate(leeway=60)
-    except (JoseError, ValueError, TypeError) as exc:  # (Authlib's claims raise joserfc's errors)
+    except (JoseError, ValueError, TypeError, KeyError) as exc:  # (Authlib's claims raise joserfc's errors)
         raise SignInFailed(f"the identity provider's ID token is not valid here ({type(exc).__name__}: "
                            f"{str(exc)[:200]})") from None
-    if not isinstance(claims.get("sub"), str) or not claims["sub"]:
-        raise SignInFailed("the ID token names no subject")
+    if not isinstance(claims.get("sub"), str) or not 0 < len(claims["sub"]) <= 255:  # OIDC Core §2: at most 255
+        raise SignInFailed("the ID token names no subject of at most 255 characters")
     return dict(claims)
 
 
 @transaction.atomic
 def _person(provider: IdentityProvider, claims: dict[str, Any]) -> Any:
     """The console user the provider's `sub` is: known, or new (and then a member of the tenant with
-    the provider's role). A known person who left the tenant is not let back in by signing in."""
-    account = ExternalAccount.objects.select_related("user").filter(provider=provider, subject=claims["sub"][:255]).first()
+    the provider's role). A known person who left the tenant is not let back in by signing in, nor
+    is a platform admin ever signed in by a tenant's provider."""
+    # One first sign-in at a time per provider: two tabs make one person, not two (or an error).
+    IdentityProvider.objects.select_for_update().filter(pk=provider.pk).first()
+    account = ExternalAccount.objects.select_related("user").filter(
+        tenant_id=provider.tenant_id, issuer=provider.issuer, subject=claims["sub"]).first()
     if account is not None:
         user = account.user
+        if user.is_superuser or user.is_staff:
+            raise SignInFailed("platform admins sign in with their console account, not through a tenant's provider")
         if not user.is_active or not access_get(user=user).sees(provider.tenant_id):
             raise SignInFailed(f"{user.get_username()} is no longer a member of {provider.tenant.name}: ask a tenant "
                                "admin to add you again")
         return user
     user_model = get_user_model()
-    base = _USERNAME.sub("", str(claims.get("preferred_username") or claims.get("email") or claims["sub"]))[:100]
+    room = 150 - len(provider.tenant.slug) - 8  # a username is at most 150 characters: "<slug>.<base>-<n>"
+    base = _USERNAME.sub("", str(claims.get("preferred_username") or claims.get("email") or claims["sub"]))[:room]
     username, n = f"{provider.tenant.slug}.{base or 'person'}", 1
     while user_model.objects.filter(username__iexact=username).exists():
         n += 1
@@ -197,6 +204,6 @@ def _person(provider: IdentityProvider, claims: dict[str, Any]) -> Any:
         user.email = claims["email"][:254]
     user.set_unusable_password()  # they sign in through the provider only
     user.save()
-    ExternalAccount.objects.create(provider=provider, subject=claims["sub"][:255], user=user)
+    ExternalAccount.objects.create(tenant_id=provider.tenant_id, issuer=provider.issuer, subject=claims["sub"], user=user)
     membership_set(tenant=provider.tenant, user=user, role=provider.role)
     return user

@@ -107,14 +107,18 @@ class IdentityProvider(TimeStampedModel):
 
 
 class ExternalAccount(TimeStampedModel):
-    """A console user as a tenant's identity provider knows them (its `sub`)."""
+    """A console user as an identity provider of a tenant knows them: its `issuer` and `sub` (a `sub`
+    is unique only within its issuer). Kept when the tenant's provider is removed or changed, so a
+    person removed from the tenant stays out if the same provider comes back, and a new issuer's
+    subjects never sign in as the old one's people."""
 
-    provider = models.ForeignKey(IdentityProvider, on_delete=models.CASCADE, related_name="accounts")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="external_accounts")
+    issuer = models.CharField(max_length=500)
     subject = models.CharField(max_length=255)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_accounts")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["provider", "subject"], name="external_account_unique")]
+        constraints = [models.UniqueConstraint(fields=["tenant", "issuer", "subject"], name="external_account_unique")]
 
     def __str__(self) -> str:
-        return f"{self.provider}: {self.subject} → {self.user}"
+        return f"{self.tenant.slug}: {self.subject}@{self.issuer} → {self.user}"

@@ -141,14 +141,18 @@ def identity_provider_set(
     label: str = "", role: str = "member",
 ) -> IdentityProvider:
     """Let people sign in through the tenant's OpenID Connect provider at `issuer` (replacing the one
-    set before); `client_secret` None keeps the stored one. The provider's metadata must be readable
-    now. Refused with a ValidationError naming the field."""
+    set before); `client_secret` None keeps the stored one while the issuer and client id stay (else
+    the client has none until given). The provider's metadata must be readable now. Refused with a
+    ValidationError naming the field. People known to an earlier issuer stay linked to it only."""
     problems = identity_provider_problems(issuer=issuer, client_id=client_id, scope=scope, label=label, role=role)
     if not problems and (problem := identity_provider_check(issuer=issuer, allow_private=tenant.private_networks_allowed)):
         problems["issuer"] = problem
     if problems:
         raise ValidationError(problems)
     defaults: dict[str, Any] = {"issuer": issuer, "client_id": client_id, "scope": scope, "label": label, "role": role}
+    stored = IdentityProvider.objects.filter(tenant=tenant).first()
+    if client_secret is None and stored is not None and (stored.issuer, stored.client_id) != (issuer, client_id):
+        client_secret = ""  # a secret is another server's (or client's) to keep: never sent to a new one
     if client_secret is not None:
         defaults["client_secret"] = secret_encrypt(client_secret) if client_secret else ""
     provider, _ = IdentityProvider.objects.update_or_create(tenant=tenant, defaults=defaults)

@@ -15,6 +15,8 @@ log = logging.getLogger(__name__)
 
 REGISTRATIONS_PER_HOUR = 30
 DOCUMENT_FETCHES_PER_MINUTE = 20
+#: Sign-ins started through a tenant's identity provider (each reads its metadata).
+PROVIDER_SIGN_INS_PER_MINUTE = 20
 
 
 def attempt_allowed(*, kind: str, address: str, limit: int, window_seconds: int) -> bool:

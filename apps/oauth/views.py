@@ -44,7 +44,12 @@ from apps.oauth.selectors import (
     resource_host_get,
     server_metadata,
 )
-from apps.oauth.throttle import DOCUMENT_FETCHES_PER_MINUTE, REGISTRATIONS_PER_HOUR, attempt_allowed
+from apps.oauth.throttle import (
+    DOCUMENT_FETCHES_PER_MINUTE,
+    PROVIDER_SIGN_INS_PER_MINUTE,
+    REGISTRATIONS_PER_HOUR,
+    attempt_allowed,
+)
 from apps.tenants.access import access_get
 from apps.tenants.selectors import tenant_get
 
@@ -260,6 +265,9 @@ def idp_sign_in(request: HttpRequest, tenant: str) -> HttpResponse:
     provider = _identity_provider(tenant)
     if provider is None:
         return _refusal_page(request, 404, "No sign-in here", "This tenant signs nobody in through an identity provider.")
+    if not attempt_allowed(kind="idp-sign-in", address=_address(request), limit=PROVIDER_SIGN_INS_PER_MINUTE,
+                           window_seconds=60):
+        return _refusal_page(request, 429, "Too many sign-ins", "Too many sign-ins from this address: wait a minute.")
     next_path = request.GET.get("next", "")
     if len(next_path) > 2000 or not url_has_allowed_host_and_scheme(next_path, allowed_hosts=None):
         next_path = ""

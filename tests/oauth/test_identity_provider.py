@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -18,7 +19,7 @@ from django.test import Client
 from playwright.sync_api import Browser, Page, expect
 
 from apps.oauth.models import ExternalAccount
-from apps.oauth.services import authorization_server_enable, identity_provider_set
+from apps.oauth.services import authorization_server_enable, identity_provider_clear, identity_provider_set
 from apps.tenants.models import Membership
 from tests import factories
 from tests.browser import docs_screenshot
@@ -127,3 +128,15 @@ def test_a_provider_is_checked_before_it_is_kept(tenant: object, demo_backend_ur
         identity_provider_set(tenant=tenant, issuer=demo_backend_url.rsplit("/", 1)[0], client_id="x")  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="the scopes must include openid"):
         identity_provider_set(tenant=tenant, issuer="https://idp.example.test", client_id="x", scope="email")  # type: ignore[arg-type]
+
+
+def test_people_stay_linked_to_their_issuer_and_a_secret_to_its_client(tenant: Any, idp_url: str) -> None:
+    ada = get_user_model().objects.create_user(username=f"{TENANT}.ada")
+    ExternalAccount.objects.create(tenant=tenant, issuer=idp_url, subject="ada", user=ada)
+    # Removed and added back: the same people (those removed from the tenant meanwhile stay out).
+    identity_provider_clear(tenant=tenant)
+    identity_provider_set(tenant=tenant, issuer=idp_url, client_id=CLIENT_ID, client_secret=CLIENT_SECRET)
+    assert ExternalAccount.objects.get().user == ada
+    # Another client id without a secret: the old client's secret is not sent for it.
+    stored = identity_provider_set(tenant=tenant, issuer=idp_url, client_id="another-client")
+    assert stored.client_secret == ""

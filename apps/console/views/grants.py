@@ -108,8 +108,9 @@ def identity_provider_remove(request: HttpRequest, tenant: Tenant) -> HttpRespon
         return redirect("console:grant-list", tenant=tenant.slug)
     return render(request, "console/keys/confirm.html", {
         "title": "Stop signing people in through the identity provider?",
-        "what": ["Its sign-in button goes from the sign-in page; people it signed in keep their console accounts, "
-                 "but without a password they cannot sign in until a tenant admin sets one or adds the provider again."],
+        "what": ["Its sign-in button goes from the sign-in page. People it signed in keep their console accounts, "
+                 "which have no password: they sign in again once the same provider is added back (as the same "
+                 "people; those removed from the tenant meanwhile stay out)."],
         "action": "Remove",
         "back_url": reverse("console:grant-list", kwargs={"tenant": tenant.slug}),
     })
