@@ -230,6 +230,12 @@ def test_disconnecting_revokes_at_the_backend_and_stops_the_calls(site: Site, up
     connection = Connection.objects.get(user=site.users["alice"])
     http = site.login("bob")  # someone else's connection is not theirs to end
     assert http.post(f"/console/t/{site.tenant.slug}/accounts/connections/{connection.pk}/disconnect/").status_code == 404
+    connect(site, "bob", upstream_url, account="bob@tracker")  # ... but a tenant admin ends anyone's
+    bobs = Connection.objects.get(user=site.users["bob"])
+    admin = site.login("admin")
+    assert f"bob-{site.tenant.slug}" in admin.get(f"/console/t/{site.tenant.slug}/accounts/").content.decode()
+    assert admin.post(f"/console/t/{site.tenant.slug}/accounts/connections/{bobs.pk}/disconnect/").status_code == 302
+    assert not Connection.objects.filter(pk=bobs.pk).exists()
     http = site.login("alice")
     confirm = http.get(f"/console/t/{site.tenant.slug}/accounts/connections/{connection.pk}/disconnect/")
     assert "Disconnect your" not in confirm.content.decode() and "Disconnect" in confirm.content.decode()
