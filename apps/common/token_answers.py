@@ -31,6 +31,11 @@ def token_answer_read(status: int, content: bytes) -> dict[str, Any]:
             body = orjson.loads(content)
         except orjson.JSONDecodeError:
             pass
+    return token_answer_check(status, body)
+
+
+def token_answer_check(status: int, body: Any) -> dict[str, Any]:
+    """`token_answer_read` for an answer already read as JSON (None: it was not JSON)."""
     token = body.get("access_token") if isinstance(body, dict) else None
     if status != 200 or not isinstance(token, str):
         reason = error = ""

@@ -24,10 +24,10 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
-from apps.common.guarded_http import address_refusal, guarded_client
+from apps.common.guarded_http import guarded_client
 from apps.common.oauth_metadata import MetadataUnavailable, json_fetch, secure_url, well_known
 from apps.common.secrets import SecretUnreadable, secret_decrypt
-from apps.common.token_answers import TokenAnswerRefused, token_answer_read
+from apps.common.token_answers import TokenAnswerRefused, token_answer_check
 from apps.oauth.models import ExternalAccount, IdentityProvider
 from apps.tenants.access import access_get
 from apps.tenants.services import membership_set
@@ -145,14 +145,11 @@ def _token_request(http: httpx.Client, provider: IdentityProvider, metadata: _Me
     elif secret:  # RFC 6749 §2.3.1: form-encoded, then joined
         auth = (quote(provider.client_id, safe=""), quote(secret, safe=""))
     try:
-        response = http.post(metadata.token_endpoint, data=form, auth=auth, headers={"accept": "application/json"})
-        return token_answer_read(response.status_code, response.content)
+        status, body, _ = json_fetch(http, "POST", metadata.token_endpoint, "the identity provider's token endpoint",
+                                     data=form, auth=auth, headers={"accept": "application/json"})  # read capped
+        return token_answer_check(status, body)
     except TokenAnswerRefused as exc:
         raise SignInFailed(f"the identity provider refused the sign-in ({exc})") from None
-    except httpx.HTTPError as exc:
-        refusal = address_refusal(exc)
-        reason = f"the address is not allowed ({refusal.reason})" if refusal else type(exc).__name__
-        raise SignInFailed(f"the identity provider's token endpoint cannot be reached: {reason}") from None
 
 
 def _id_token_claims(provider: IdentityProvider, id_token: object, keys: dict[str, Any], nonce: str) -> dict[str, Any]:

@@ -7,15 +7,18 @@ instead of registering."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
+import httpx
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.wsgi import get_wsgi_application
 from django.test import Client
 
 from apps.catalog.credentials import egress_credential_set
 from apps.connections.models import Connection, UpstreamServer
 from apps.connections.services import upstream_server_ensure
+from apps.oauth.client_documents import client_document_get
 from apps.oauth.models import Grant, OAuthClient
 from apps.oauth.services import authorization_server_enable
 from apps.tenants.services import membership_set
@@ -67,6 +70,9 @@ def test_a_person_reaches_another_tenants_host_as_themselves(
 def test_with_an_https_address_the_gateway_is_known_by_its_metadata_document(
     transactional_db: None, gateway_url: str, demo_backend_url: str
 ) -> None:
+    """The gateway's document is taken by a server that knows clients so (the gateway's own
+    authorization server, fetching it here through an in-process transport instead of TLS), and the
+    person connects as that client: a public client with PKCE, nothing registered."""
     upstream = factories.tenant_factory()
     authorization_server_enable(tenant=upstream)  # it takes clients known by their metadata document
     factories.virtual_host_factory(tenant=upstream, slug="main", mounts={"demo": factories.backend_factory(
@@ -74,9 +80,12 @@ def test_with_an_https_address_the_gateway_is_known_by_its_metadata_document(
     tenant = factories.tenant_factory(name="Downstream")
     backend = factories.backend_factory(tenant=tenant, urls=[f"{gateway_url}/mcp/{upstream.slug}/main"])
     egress_credential_set(backend=backend, source="per_person")
-    redirect = f"https://gateway.example.test/console/t/{tenant.slug}/accounts/callback/"
+    alice = get_user_model().objects.create_user(username=f"alice-{tenant.slug}", password="pw")
+    for joined in (tenant, upstream):
+        membership_set(tenant=joined, user=alice, role="member")
+    redirect = f"https://testserver/console/t/{tenant.slug}/accounts/callback/"
     server = upstream_server_ensure(backend=backend, redirect_uri=redirect)
-    document_url = f"https://gateway.example.test/oauth/{tenant.slug}/clients/{backend.pk}"
+    document_url = f"https://testserver/oauth/{tenant.slug}/clients/{backend.pk}"
     assert (server.registration, server.client_id, server.client_auth) == ("metadata_document", document_url, "none")
     assert not OAuthClient.objects.exists()  # nothing registered
     document = Client().get(f"/oauth/{tenant.slug}/clients/{backend.pk}", secure=True)
@@ -85,3 +94,21 @@ def test_with_an_https_address_the_gateway_is_known_by_its_metadata_document(
         "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
         "token_endpoint_auth_method": "none"}
     assert Client().get(f"/oauth/{tenant.slug}/clients/{backend.pk + 1000}").status_code == 404
+
+    # The upstream server fetches the document (kept a while: it is not fetched again below) and takes it.
+    known = client_document_get(tenant=upstream, url=document_url, http=lambda: httpx.Client(
+        transport=httpx.WSGITransport(app=get_wsgi_application())))
+    assert (known.kind, known.client_id, known.redirect_uris) == ("metadata_document", document_url, [redirect])
+    console = Client(HTTP_HOST="testserver")
+    console.force_login(alice)
+    started = console.post(f"/console/t/{tenant.slug}/accounts/{backend.pk}/connect/", secure=True)
+    authorize = urlsplit(started["Location"])
+    assert authorize.path == f"/oauth/{upstream.slug}/authorize" and f"client_id={quote(document_url, safe='')}" in authorize.query
+    at_upstream = Client(HTTP_HOST=urlsplit(gateway_url).netloc)
+    at_upstream.force_login(alice)
+    consent = at_upstream.post(f"{authorize.path}?{authorize.query}", {"decision": "allow"})
+    answer = urlsplit(consent["Location"])
+    assert f"https://{answer.netloc}{answer.path}" == redirect, consent["Location"]
+    done = console.get(f"{answer.path}?{answer.query}", secure=True)
+    assert done.status_code == 302 and Connection.objects.filter(user=alice).exists()  # the code, with PKCE, as a public client
+    assert Grant.objects.get(tenant=upstream).client == known
