@@ -78,6 +78,11 @@ class AuditRecord(models.Model):
         max_length=150, blank=True, default="", db_default="",
         help_text="The console user who ran the call in the tool tester (origin console).",
     )
+    interceptions = models.JSONField(
+        null=True, blank=True,
+        help_text="What the host's interceptors decided, each decision but a built-in's plain pass: interceptor, "
+                  "kind, phase, action, findings (types, never values), a webhook's ms (docs/interceptors.md).",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

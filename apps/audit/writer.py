@@ -46,7 +46,7 @@ _COLUMNS = (
     "created_at", "tenant_id", "tenant_slug", "virtual_host", "principal", "api_key_id", "backend", "method",
     "exposed_name", "upstream_name", "outcome", "error_code", "latency_ms", "bytes_in", "bytes_out",
     "session_id", "trace_id", "backend_kind", "rule", "limit_state", "arguments", "cost", "team", "task_id",
-    "origin", "console_user",
+    "origin", "console_user", "interceptions",
 )
 _ERRORS = {"error", "tool_error"}
 _REFUSALS = ("denied", "rate_limited", "over_budget")
@@ -92,6 +92,7 @@ def audit_records_write(entries: list[AuditEntry]) -> None:
                     _text(entry.task_id, 255),
                     entry.origin,
                     _text(principal.console_user, 150),
+                    _json(list(entry.interceptions)) if entry.interceptions else None,
                 ))
     try:
         with transaction.atomic(), connection.cursor() as cursor:

@@ -396,5 +396,9 @@ def tenant_secret_delete(*, tenant: Tenant, name: str) -> None:
     if users:
         raise ValidationError({"name": f"the secret {name!r} is used by the credential of {', '.join(users)}; "
                                        "change those first"})
+    hooks = sorted(f"{host}/{hook}" for host, hook in shared.interceptors.values_list("virtual_host__slug", "name"))
+    if hooks:
+        raise ValidationError({"name": f"the secret {name!r} signs the requests of the webhook interceptor "
+                                       f"{', '.join(hooks)}; change those first"})
     shared.delete()
     config_version_bump(tenant_id=tenant.pk)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from apps.kernel.curation import ToolRuleSpec
+from apps.kernel.interceptors import InterceptorSpec
 from apps.kernel.policy import RuleSpec
 
 
@@ -177,6 +178,8 @@ class VirtualHostSpec:
     #: The host's tool curation (`tools`: include/exclude rules; descriptions as (map key, tool, text)).
     tool_rules: tuple[ToolRuleSpec, ...] = ()
     tool_descriptions: tuple[tuple[str, str, str], ...] = ()
+    #: The host's interceptors, in order; None (no `interceptors` section): the host keeps its own.
+    interceptors: tuple[InterceptorSpec, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from apps.configuration.document import (
     ToolCostEntrySpec,
     VirtualHostSpec,
 )
+from apps.configuration.interceptors import interceptors_prune, interceptors_reconcile
 from apps.configuration.issuers import token_issuer_reconcile, token_issuers_prune
 from apps.configuration.limits import rate_limit_reconcile, rate_limits_prune
 from apps.configuration.plans import plan_locks_newly, plan_reconcile, plans_prune
@@ -299,6 +300,10 @@ class Reconciler:
         with self._reporting(f"{path}.tools"):
             self.changes.extend(curation_reconcile(
                 host=host, rules=spec.tool_rules, descriptions=spec.tool_descriptions, name=f"{spec.tenant}/{spec.slug}"))
+        if spec.interceptors is not None:
+            with self._reporting(f"{path}.interceptors"):
+                self.changes.extend(interceptors_reconcile(host=host, specs=spec.interceptors,
+                                                           name=f"{spec.tenant}/{spec.slug}"))
 
     def _mounts_and_aliases(self, host: VirtualHost, spec: VirtualHostSpec, path: str) -> None:
         prefix = f"{spec.tenant}/{spec.slug}"
@@ -392,6 +397,8 @@ class Reconciler:
                 if mount.map_key not in named_mounts:
                     mount_delete(mount=mount)
                     self._record(Action.DELETED, "mount", f"{prefix}:{mount.map_key}")
+            if spec.interceptors is None and (change := interceptors_prune(host=host, name=prefix)):
+                self.changes.append(change)
             if (spec.tenant, spec.slug) not in with_policy and (change := policy_prune(virtual_host=host, name=prefix)):
                 self.changes.append(change)
             if (spec.tenant, spec.slug) not in with_costs and (

@@ -20,6 +20,7 @@ from apps.catalog.services import DEFAULT_TIMEOUT_SECONDS, DEFAULT_TOOL_NAME_MAX
 from apps.configuration.budgets import budgets_export, tool_costs_export
 from apps.configuration.curation import curation_export
 from apps.configuration.document import ConfigInvalid
+from apps.configuration.interceptors import interceptors_export
 from apps.configuration.issuers import token_issuers_export
 from apps.configuration.limits import rate_limits_export
 from apps.configuration.plans import plans_export
@@ -162,6 +163,8 @@ def config_export() -> str:
                 item["tool_search_name"] = host.tool_search_name
             if tools := curation_export(host=host):
                 item["tools"] = tools
+            if interceptors := interceptors_export(host=host):
+                item["interceptors"] = interceptors
             virtual_hosts.append(item)
             if (policy := policy_export(virtual_host=host)) is not None:
                 policies.append(policy)

@@ -40,6 +40,7 @@ from apps.configuration.document import (
     VirtualHostSpec,
 )
 from apps.configuration.fields import FieldChecks, private_networks_allowed
+from apps.configuration.interceptors import interceptors_section_check
 from apps.configuration.issuers import token_issuers_check
 from apps.configuration.limits import rate_limits_check
 from apps.configuration.plans import plans_check, tenant_plan_check
@@ -64,7 +65,7 @@ _BACKEND_FIELDS = (
 _OPENAPI_ONLY = ("base_url", "spec", "tool_name_max_length", "include_deprecated", "allow_removals")
 _VHOST_FIELDS = (
     "tenant", "slug", "backends", "tool_aliases", "allow_anonymous", "anonymous_key", "tool_search", "tool_search_name",
-    "tools",
+    "tools", "interceptors",
 )
 _UPSTREAM_NAME_MAX_LENGTH = 128
 
@@ -406,6 +407,7 @@ class _Checker(FieldChecks):
             aliases = self.aliases(fields.get("tool_aliases"), f"{path}.tool_aliases")
             tool_rules, tool_descriptions = curation_check(self, fields.get("tools"), f"{path}.tools",
                                                            map_keys={m.map_key for m in mounts})
+            interceptors = interceptors_section_check(self, fields.get("interceptors"), f"{path}.interceptors")
             allow_anonymous = (
                 self.flag(fields["allow_anonymous"], f"{path}.allow_anonymous") if "allow_anonymous" in fields else False
             )
@@ -434,6 +436,7 @@ class _Checker(FieldChecks):
                     tenant=tenant, slug=slug, mounts=tuple(mounts), tool_aliases=tuple(aliases),
                     allow_anonymous=allow_anonymous, anonymous_key=anonymous_key, tool_search=tool_search,
                     tool_search_name=search_name, tool_rules=tool_rules, tool_descriptions=tool_descriptions,
+                    interceptors=interceptors,
                 )
         return tuple(hosts.values())
 

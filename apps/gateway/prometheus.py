@@ -54,6 +54,7 @@ _CODE_CLASSES = {
     -32003: "policy_denied",
     -32004: "backend_unavailable",
     -32005: "rate_limited",
+    -32006: "interceptor_refused",
     -32020: "header_mismatch",
     -32021: "missing_client_capability",
     -32022: "unsupported_protocol_version",
@@ -118,6 +119,10 @@ _COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
                     ("scope", "period")),
     "rate_limit_unchecked": ("rate_limit_unchecked", "Calls whose rate limits could not be checked (Redis "
                              "unreachable)", ()),
+    "interceptions": ("interceptions", "Interceptor decisions other than a plain pass, by kind (secrets | "
+                      "personal_data | fields | size | injection | webhook), phase (request | result) and action "
+                      "(rewrite | refuse | flag | failed_open | failed_closed; a webhook's pass too)",
+                      ("kind", "phase", "action")),
     "budget_unchecked": ("budget_unchecked", "Calls whose budgets could not be checked (Redis unreachable)", ()),
     "cache": ("cache_lookups", "Lookups in the gateway's in-process caches by cache (snapshot | session | "
               "merged_list | backend_list | tool_search) and result (hit | miss)", ("cache", "result")),

@@ -16,6 +16,7 @@ from apps.common.secrets import derived_key
 from apps.gateway.adapters.channel_mailbox import ChannelMailbox
 from apps.gateway.adapters.egress_credentials import OAuthTokens
 from apps.gateway.adapters.http_upstream import HttpUpstream, http_upstream
+from apps.gateway.adapters.http_webhooks import HttpHooks
 from apps.gateway.adapters.index_tool_finder import IndexFinder
 from apps.gateway.adapters.openapi_tool_server import OpenApiHttp
 from apps.gateway.adapters.otel_tracing import gateway_tracing
@@ -134,6 +135,7 @@ def gateway() -> Gateway:
             mailbox=mailbox,
             counters=counters,
             tracing=gateway_tracing(),
+            hooks=HttpHooks(),
         )
         _gateways[loop_id] = instance
         instance.start()  # on this loop, which serves it

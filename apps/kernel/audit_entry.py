@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from apps.kernel.identity import Principal
+
+
+class Interception(TypedDict):
+    """One interceptor's decision on a call, as its audit row keeps it (docs/interceptors.md): every
+    decision but a built-in's plain pass. `findings` name what was found by type, never the values."""
+
+    interceptor: str
+    kind: str
+    phase: str  # request | result
+    action: str  # pass (a webhook's) | rewrite | refuse | flag | failed_open | failed_closed
+    findings: NotRequired[list[str]]
+    ms: NotRequired[float]  # a webhook's round trip
+    reason: NotRequired[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +44,8 @@ class AuditEntry:
     cost: int = 0  # budget units the call costs (charged at admission); 0 when it was refused
     #: The backend's id of the task the call created (outcome `working` until a `TaskEnd` comes).
     task_id: str = ""
+    #: What the host's interceptors decided on the call (empty: nothing but plain passes).
+    interceptions: tuple[Interception, ...] = ()
 
     @property
     def api_key_id(self) -> int | None:

@@ -1,5 +1,6 @@
 """The policies REST API (DRF): a virtual host's access policy and its simulator, the tenant's rate
-limits and budgets (with the values in force and their current use) and a host's tool costs.
+limits and budgets (with the values in force and their current use), a host's tool costs, and its
+interceptors (with a trial on sample content).
 
 Views are thin: each checks the body's shape, calls one service or selector and shapes the answer.
 A service's refusal answers 400 `{"detail": ...}` with its message; a host, limit or budget the
@@ -20,6 +21,7 @@ from rest_framework.response import Response
 
 from apps.catalog.models import VirtualHost
 from apps.kernel.costs import ToolCostSpec
+from apps.kernel.interceptors import KINDS, MAX_INTERCEPTORS, interceptor_fields, interceptor_spec
 from apps.kernel.policy import RuleSpec
 from apps.policies import selectors
 from apps.policies.models import Budget, RateLimit
@@ -27,6 +29,9 @@ from apps.policies.serializers import (
     AccessPolicySerializer,
     BudgetInputSerializer,
     BudgetSerializer,
+    InterceptorSerializer,
+    InterceptorTrialRequestSerializer,
+    InterceptorTrialSerializer,
     RateLimitInputSerializer,
     RateLimitSerializer,
     SimulationRequestSerializer,
@@ -39,6 +44,7 @@ from apps.policies.services import (
     access_policy_set,
     budget_clear,
     budget_set,
+    interceptors_set,
     rate_limit_clear,
     rate_limit_set,
     tool_costs_set,
@@ -313,3 +319,57 @@ class ToolCostsView(PoliciesAPIView):
         except ValidationError as exc:
             return refused(exc)
         return Response([{"tools": list(spec.tools), "cost": spec.cost} for spec in specs])
+
+
+class InterceptorsView(PoliciesAPIView):
+    """`/virtual-hosts/<id>/interceptors`: `GET` the host's interceptors in the order they run;
+    `PUT` a list replaces them all (`[]`: none), each checked first (400 naming the first problem at
+    `<position>.<field>`, 1-based; nothing changes). docs/interceptors.md."""
+
+    @extend_schema(responses={200: InterceptorSerializer(many=True)})
+    def get(self, request: Request, tenant: str, virtual_host_id: int) -> Response:
+        host = _host_or_404(self.tenant, virtual_host_id)
+        return Response([interceptor_fields(spec) for spec in selectors.interceptor_specs_list(virtual_host=host)])
+
+    @extend_schema(request=InterceptorSerializer(many=True), responses={200: InterceptorSerializer(many=True)})
+    def put(self, request: Request, tenant: str, virtual_host_id: int) -> Response:
+        host = _host_or_404(self.tenant, virtual_host_id)
+        given = InterceptorSerializer(data=request.data, many=True, max_length=MAX_INTERCEPTORS)
+        if not given.is_valid():
+            return _shape_problem(given)
+        specs = []
+        for number, fields in enumerate(given.validated_data, start=1):
+            spec = interceptor_spec(fields)
+            if spec is None:
+                return problem(f"{number}.kind: kind must be one of: {', '.join(KINDS)}")
+            specs.append(spec)
+        try:
+            interceptors_set(virtual_host=host, interceptors=specs)
+        except ValidationError as exc:
+            return problem("; ".join(f"{field}: {message}" for field, messages in exc.message_dict.items()
+                                     for message in messages))
+        return Response([interceptor_fields(spec) for spec in specs])
+
+
+class InterceptorTrialView(PoliciesAPIView):
+    """`POST /virtual-hosts/<id>/interceptors/try`: the host's stored interceptors run over sample
+    content (`payload`: a request's params, or a JSON-RPC response) as a call on `method` naming
+    `target` would meet them; what each decided and the content as they left it. Webhooks are not
+    asked. Nothing is stored or forwarded."""
+
+    @extend_schema(request=InterceptorTrialRequestSerializer, responses={200: InterceptorTrialSerializer})
+    def post(self, request: Request, tenant: str, virtual_host_id: int) -> Response:
+        host = _host_or_404(self.tenant, virtual_host_id)
+        given = InterceptorTrialRequestSerializer(data=request.data)
+        if not given.is_valid():
+            return _shape_problem(given)
+        data = given.validated_data
+        if not isinstance(data["payload"], dict):
+            return problem("payload: must be a JSON object (a request's params, or a JSON-RPC response)")
+        trial = selectors.interceptors_trial(virtual_host=host, phase=data["phase"], method=data["method"],
+                                             target=data["target"], value=data["payload"])
+        return Response({
+            "steps": [{"name": s.name, "kind": s.kind, "action": s.action, "findings": list(s.findings),
+                       "reason": s.reason} for s in trial.steps],
+            "payload": trial.payload, "refused_by": trial.refused_by,
+        })

@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from apps.catalog.models import VirtualHost
+from apps.catalog.models import TenantSecret, VirtualHost
 from apps.common.models import TimeStampedModel
 
 
@@ -121,3 +121,42 @@ class ToolCost(models.Model):
 
     def __str__(self) -> str:
         return f"{self.virtual_host}: {', '.join(self.tools)} = {self.cost}"
+
+
+class Interceptor(models.Model):
+    """One interceptor of a virtual host: what inspects each call's request and result there, in
+    `position` order (the semantics and each kind's settings: apps/kernel/interceptors,
+    docs/interceptors.md). A webhook's signing key is a tenant secret (`secret`), which cannot be
+    deleted while a webhook uses it."""
+
+    class Kind(models.TextChoices):
+        SECRETS = "secrets", "Secrets"
+        PERSONAL_DATA = "personal_data", "Personal data"
+        FIELDS = "fields", "Field rules"
+        SIZE = "size", "Size"
+        INJECTION = "injection", "Injection markers"
+        WEBHOOK = "webhook", "Webhook"
+
+    virtual_host = models.ForeignKey(VirtualHost, on_delete=models.CASCADE, related_name="interceptors")
+    position = models.PositiveIntegerField()
+    name = models.CharField(max_length=64)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    phases = models.JSONField(help_text="request, result or both.")
+    methods = models.JSONField(help_text="tools/call, resources/read, prompts/get.")
+    targets = models.JSONField(default=list, blank=True, help_text="Globs of tool or prompt names or resource URIs; "
+                                                                   "empty: every call.")
+    settings = models.JSONField(default=dict, blank=True, help_text="The kind's settings (a webhook's secret is "
+                                                                    "`secret`, below).")
+    secret = models.ForeignKey(TenantSecret, on_delete=models.PROTECT, null=True, blank=True,
+                               related_name="interceptors", help_text="A webhook's signing key.")
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["virtual_host", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["virtual_host", "position"], name="interceptor_unique_position"),
+            models.UniqueConstraint(fields=["virtual_host", "name"], name="interceptor_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.virtual_host}: {self.name} ({self.kind})"

@@ -19,12 +19,22 @@ from django.db.models import Count, Prefetch, QuerySet
 from apps.catalog.models import Backend, Tool, VirtualHost
 from apps.catalog.selectors import virtual_host_naming_get
 from apps.common.redis import redis_client
+from apps.common.secrets import secret_decrypt
 from apps.kernel.costs import ToolCosts, ToolCostSpec, call_cost, tool_costs_compile
 from apps.kernel.identity import Budget, Limit, Principal
+from apps.kernel.interceptors import (
+    InterceptorError,
+    Interceptors,
+    InterceptorSpec,
+    Trial,
+    interceptors_compile,
+    interceptors_refusing,
+    interceptors_try,
+)
 from apps.kernel.names import Naming
 from apps.kernel.policy import ConditionError, Policy, PolicyError, RuleSpec, patterns_unmatched, policy_compile
 from apps.policies.counters import bucket_key, budget_key
-from apps.policies.models import AccessPolicy, AccessRule, RateLimit, ToolCost
+from apps.policies.models import AccessPolicy, AccessRule, Interceptor, RateLimit, ToolCost
 from apps.policies.models import Budget as StoredBudget
 from apps.retrieval.models import IndexedTool
 from apps.tenants.models import ApiKey, Tenant
@@ -63,6 +73,36 @@ def tool_costs_compiled(*, virtual_host: VirtualHost) -> ToolCosts | None:
     except PolicyError as exc:
         log.error("virtual host %s: tool costs do not compile, charging 1 unit per call: %s", virtual_host, exc)
         return None
+
+
+def interceptor_specs_list(*, virtual_host: VirtualHost) -> list[InterceptorSpec]:
+    """The host's interceptors as configured, in order (prefetched `interceptors__secret` are used);
+    a webhook's `secret` setting names its tenant secret."""
+    return [_spec(row) for row in virtual_host.interceptors.all()]
+
+
+def _spec(row: Interceptor) -> InterceptorSpec:
+    settings = dict(row.settings)
+    if row.secret is not None:
+        settings["secret"] = row.secret.name
+    return InterceptorSpec(row.name, row.kind, tuple(row.phases), tuple(row.methods), tuple(row.targets), settings,
+                           row.enabled)
+
+
+def interceptors_compiled(*, virtual_host: VirtualHost, allow_private: bool) -> Interceptors | None:
+    """The host's enabled interceptors, compiled (prefetched `interceptors__secret` are used); None
+    when it has none. They are checked when set, so one that no longer compiles (a detector library
+    upgrade) is a bug: the host then refuses every call it would have inspected rather than let
+    through what it was told to stop."""
+    rows = list(virtual_host.interceptors.all())
+    if not rows:
+        return None
+    keys = {row.secret.name: secret_decrypt(row.secret.value).encode() for row in rows if row.secret is not None}
+    try:
+        return interceptors_compile([_spec(row) for row in rows], keys=keys, allow_private=allow_private)
+    except InterceptorError as exc:
+        log.error("virtual host %s: interceptors do not compile, refusing its calls: %s", virtual_host, exc)
+        return interceptors_refusing(f"the host's interceptors cannot run ({exc}); an administrator must fix them")
 
 
 # --- The tools a host exposes, as the catalog knows them ----------------------------------------
@@ -422,3 +462,10 @@ def budget_usage(*, tenant: Tenant, subjects: Sequence[tuple[str, str]]) -> dict
         spent_month = int(mu) if m is not None and int(m) == month and mu is not None else 0
         usage[subject] = BudgetUsage(spent_day, spent_month)
     return usage
+
+
+def interceptors_trial(*, virtual_host: VirtualHost, phase: str, method: str, target: str, value: Any) -> Trial:
+    """The host's interceptors as stored, run over sample content (`kernel.interceptors.interceptors_try`)."""
+    host = VirtualHost.objects.prefetch_related("interceptors__secret").select_related("tenant").get(pk=virtual_host.pk)
+    chain = interceptors_compiled(virtual_host=host, allow_private=host.tenant.private_networks_allowed)
+    return interceptors_try(chain, phase=phase, method=method, target=target, value=value)

@@ -149,3 +149,36 @@ class BudgetInputSerializer(serializers.Serializer):
 class ToolCostSerializer(serializers.Serializer):
     tools = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False))
     cost = serializers.IntegerField()
+
+
+class InterceptorSerializer(serializers.Serializer):
+    """One interceptor's shape; its values are checked by `kernel.interceptors.interceptor_check`."""
+
+    name = serializers.CharField(trim_whitespace=False)
+    kind = serializers.CharField()
+    phases = serializers.ListField(child=serializers.CharField(), required=False)
+    methods = serializers.ListField(child=serializers.CharField(), required=False)
+    targets = serializers.ListField(child=serializers.CharField(trim_whitespace=False), required=False)
+    settings = serializers.DictField(required=False)
+    enabled = serializers.BooleanField(required=False)
+
+
+class InterceptorTrialRequestSerializer(serializers.Serializer):
+    phase = serializers.ChoiceField(choices=["request", "result"])
+    method = serializers.ChoiceField(choices=["tools/call", "resources/read", "prompts/get"], default="tools/call")
+    target = serializers.CharField(allow_blank=True, default="")
+    payload = serializers.JSONField(help_text="The request's params, or the JSON-RPC response.")
+
+
+class InterceptorTrialStepSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    action = serializers.CharField()
+    findings = serializers.ListField(child=serializers.CharField())
+    reason = serializers.CharField()
+
+
+class InterceptorTrialSerializer(serializers.Serializer):
+    steps = InterceptorTrialStepSerializer(many=True)
+    payload = serializers.JSONField(allow_null=True)
+    refused_by = serializers.CharField(allow_null=True)

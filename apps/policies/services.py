@@ -1,21 +1,22 @@
 """Setting and clearing what a tenant's callers may do: the access policy of a virtual host, rate
-limits, budgets and tool costs. Rate limits, budgets and tool costs are the tenant's *limits*: a
+limits, budgets, tool costs, and the interceptors that inspect what calls carry. Rate limits, budgets and tool costs are the tenant's *limits*: a
 plan that does not let its tenants edit them (`Plan.limits_editable`) refuses every change here."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from apps.catalog.models import VirtualHost
+from apps.catalog.models import TenantSecret, VirtualHost
 from apps.common.config_version import config_version_bump
 from apps.common.validation_errors import problems_refuse
 from apps.kernel.costs import UNITS_MAX, ToolCostSpec, tool_costs_check
+from apps.kernel.interceptors import InterceptorSpec, interceptors_check
 from apps.kernel.policy import PolicyError, RuleSpec, policy_check
 from apps.kernel.problems import FieldProblem
-from apps.policies.models import AccessPolicy, AccessRule, Budget, RateLimit, ToolCost
+from apps.policies.models import AccessPolicy, AccessRule, Budget, Interceptor, RateLimit, ToolCost
 from apps.policies.selectors import access_rules_unmatched
 from apps.tenants.models import Plan, Tenant
 
@@ -190,3 +191,35 @@ def tool_costs_set(*, virtual_host: VirtualHost, costs: Sequence[ToolCostSpec]) 
 def tool_costs_clear(*, virtual_host: VirtualHost) -> None:
     """Every call on the host costs 1 unit again."""
     tool_costs_set(virtual_host=virtual_host, costs=[])
+
+
+def interceptors_problems(*, virtual_host: VirtualHost, interceptors: Sequence[InterceptorSpec]) -> list[FieldProblem]:
+    """What is wrong with `interceptors` as the host's chain (`kernel.interceptors.interceptors_check`,
+    at `<position>.<field>`), and each webhook's signing secret that the tenant does not have."""
+    problems = interceptors_check(interceptors)
+    names = set(TenantSecret.objects.filter(tenant_id=virtual_host.tenant_id).values_list("name", flat=True))
+    for number, spec in enumerate(interceptors, start=1):
+        secret = spec.settings.get("secret") if isinstance(spec.settings, Mapping) else None
+        if spec.kind == "webhook" and isinstance(secret, str) and secret and secret not in names:
+            problems.append(FieldProblem(f"{number}.settings.secret", f"the tenant has no secret named {secret!r}"))
+    return problems
+
+
+@transaction.atomic
+def interceptors_set(*, virtual_host: VirtualHost, interceptors: Sequence[InterceptorSpec]) -> list[Interceptor]:
+    """Replace the host's interceptors, run in the order given from the next call on. Every one is
+    checked first (`interceptors_problems`), so a bad one changes nothing."""
+    problems_refuse(interceptors_problems(virtual_host=virtual_host, interceptors=interceptors))
+    secrets = {s.name: s for s in TenantSecret.objects.filter(tenant_id=virtual_host.tenant_id)}
+    virtual_host.interceptors.all().delete()
+    created = Interceptor.objects.bulk_create(
+        Interceptor(
+            virtual_host=virtual_host, position=position, name=spec.name, kind=spec.kind, phases=list(spec.phases),
+            methods=list(spec.methods), targets=list(spec.targets), enabled=spec.enabled,
+            settings={key: value for key, value in spec.settings.items() if key != "secret"},
+            secret=secrets[spec.settings["secret"]] if spec.kind == "webhook" else None,
+        )
+        for position, spec in enumerate(interceptors)
+    )
+    config_version_bump(tenant_id=virtual_host.tenant_id)
+    return created

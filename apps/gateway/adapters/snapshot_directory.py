@@ -30,7 +30,13 @@ from apps.kernel.identity import Limit, OwnIssuerView, Principal, TokenIssuerVie
 from apps.kernel.singleflight import SingleFlight
 from apps.oauth.selectors import own_issuer_get
 from apps.policies.models import RateLimit
-from apps.policies.selectors import EffectiveBudgets, access_policy_compiled, budgets_effective, tool_costs_compiled
+from apps.policies.selectors import (
+    EffectiveBudgets,
+    access_policy_compiled,
+    budgets_effective,
+    interceptors_compiled,
+    tool_costs_compiled,
+)
 from apps.tenants.keys import key_hash
 from apps.tenants.models import ApiKey, Team, Tenant, TokenIssuer
 
@@ -213,6 +219,7 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
         "tool_overrides",
         "access_policy__rules",
         "tool_costs",
+        "interceptors__secret",
     )
     indexed: dict[int, int] | None = None  # counted when a host's tool_search is `auto`
     for vhost in vhost_rows:
@@ -239,6 +246,7 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
             audit_arguments=tenant.audit_arguments,
             policy=access_policy_compiled(virtual_host=vhost),
             costs=tool_costs_compiled(virtual_host=vhost),
+            interceptors=interceptors_compiled(virtual_host=vhost, allow_private=tenant.private_networks_allowed),
             tool_search=None if mode == VirtualHost.ToolSearch.OFF else ToolSearchConfig(
                 vhost.tool_search_name, only=mode == VirtualHost.ToolSearch.ONLY),
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -18,6 +18,7 @@ from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendVie
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import GatewayError
 from apps.gateway.protocol.jsonrpc import Kind, Message, RequestId
+from apps.kernel.audit_entry import Interception
 from apps.kernel.costs import call_cost
 from apps.kernel.identity import Principal
 
@@ -79,6 +80,8 @@ class Call:
     #: The site the client reached ("<scheme>://<host>"), for links the answer gives (where to
     #: connect an account). The host was checked before any call began (`Gateway.check_origin`).
     origin: str = ""
+    #: The params the client sent, when an interceptor rewrote them (`with_params`).
+    params_before: Mapping[str, Any] | None = None
 
     @classmethod
     def begin(
@@ -136,6 +139,13 @@ class Call:
             translate = out.restore if translate is None else _chained(translate, out.restore)
         return replace(self, upstream_id=out.upstream_id, translate=translate)
 
+    def with_params(self, params: dict[str, Any]) -> Call:
+        """The call with its request's params rewritten (by an interceptor): the backend gets them."""
+        raw = {**self.message.raw, "params": params}
+        message = Message(self.message.kind, raw, method=self.message.method, id=self.message.id)
+        before = self.message.params if self.params_before is None else self.params_before
+        return replace(self, message=message, body=jsonrpc.dumps(raw), params_before=before)
+
     @property
     def headers(self) -> Headers:
         """What every reply to the call carries (the session id)."""
@@ -190,6 +200,10 @@ class Outcome:
     task_id: str = ""  # the backend's id of the task the call created
     #: What a request following a task found: the task ended, with this outcome and error code.
     task_end: tuple[str, int | None] | None = None
+    #: What the host's interceptors decided (every decision but a built-in's plain pass).
+    interceptions: list[Interception] | None = None
+    #: The request's arguments as forwarded, when an interceptor rewrote them (what the audit row keeps).
+    arguments_sent: Any = None
 
     def answered(self, outcome: str, code: int | None, bytes_out: int) -> None:
         self.outcome, self.code, self.bytes_out = outcome, code, bytes_out
@@ -208,13 +222,16 @@ class Outcome:
             self.task_end = task_ended(method, response)
 
 
-#: The rest of a call's stages: what a stage awaits to go on.
-Next = Callable[[], Awaitable[Reply]]
+class Next(Protocol):
+    """The rest of a call's stages: what a stage awaits to go on, with the call as it came or as
+    the stage changed it."""
+
+    def __call__(self, call: Call | None = None) -> Awaitable[Reply]: ...
 
 
 class Stage(Protocol):
     """One stage of every call (`forwarder.Forwarder.stages`): answers the call itself (a refusal),
-    or awaits `then()` for the stages after it and returns (or rewrites) their reply. It notes what
+    or awaits `then()` (`then(changed_call)`) for the stages after it and returns (or rewrites) their reply. It notes what
     it decided in `outcome`; it raises what the forwarder turns into the call's error."""
 
     def applies(self, call: Call) -> bool:

@@ -3,7 +3,7 @@
     route → authorize          (`routed`, on a host whose names are rewritten)
     Call.begin                 (built once, frozen)
     span "gateway.forward"
-      stages: Denied → Limits  (each only where it applies)
+      stages: Denied → Limits → Interception  (each only where it applies)
       answer: local tools, or the era's leg → upstream → the backend's answer
               (each exchange with a backend holds one of its slots: `admission.Slots`)
     finally: the audit row     (from the `Outcome` the stages set; a stream's when it closes)
@@ -17,7 +17,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -37,12 +37,14 @@ from apps.gateway.pipeline.calls import (
 from apps.gateway.pipeline.compose import BackendMessages, admit, route, stream_event_id
 from apps.gateway.pipeline.concurrency import BackendBusy, BackendGates
 from apps.gateway.pipeline.host_lists import HostLists
+from apps.gateway.pipeline.interception import Interception
 from apps.gateway.pipeline.list_pieces import ListPieces
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.metrics import Counters, note_error
 from apps.gateway.pipeline.ports import (
     AuditSink,
     ConnectionRequired,
+    InterceptorHooks,
     RateLimiter,
     ReplicaUnreachable,
     ToolServer,
@@ -51,6 +53,7 @@ from apps.gateway.pipeline.ports import (
     UpstreamUnavailable,
 )
 from apps.gateway.pipeline.replies import Reply, accepted, error_reply, result_reply
+from apps.gateway.pipeline.standalone import NoHooks
 from apps.gateway.pipeline.task_ids import TaskIds
 from apps.gateway.pipeline.tracing import NO_SPAN, Tracer
 from apps.gateway.pipeline.values import HttpRequest, VirtualHostView
@@ -90,6 +93,7 @@ class Forwarder:
         hash_key: bytes = b"",
         stream_caps: StreamCaps | None = None,
         task_ids: TaskIds | None = None,
+        hooks: InterceptorHooks | None = None,
     ) -> None:
         self._upstream = upstream
         self._backends = backends
@@ -103,7 +107,7 @@ class Forwarder:
         #: What one call's answer stream from a backend may bring.
         self._stream_caps = stream_caps or StreamCaps()
         #: The stages of every call, in order.
-        self.stages: Sequence[Stage] = (Denied(), Limits(limiter, counters))
+        self.stages: Sequence[Stage] = (Denied(), Limits(limiter, counters), Interception(hooks or NoHooks(), counters))
         #: The backend's concurrency slots, held around each exchange with it.
         self._slots = Slots(gates)
         #: Task ids on hosts with several backends (without a shared secret, valid on this instance only).
@@ -242,7 +246,10 @@ class Forwarder:
         while index < len(stages):
             stage = stages[index]
             if stage.applies(call):
-                return await stage(call, outcome, partial(self._staged, call, leg, outcome, index + 1))
+                def then(changed: Call | None = None, after: int = index + 1) -> Awaitable[Reply]:
+                    return self._staged(call if changed is None else changed, leg, outcome, after)
+
+                return await stage(call, outcome, then)
             index += 1
         return await self._answer(call, leg, outcome)
 
@@ -435,9 +442,11 @@ class Forwarder:
                 backend_kind=call.backend.kind,
                 rule=call.rule,
                 limit_state=outcome.limit_state,
-                arguments=arguments_kept(call.vhost.audit_arguments, call.message.params.get("arguments"), self._hash_key),
+                arguments=arguments_kept(call.vhost.audit_arguments, call.message.params.get("arguments")
+                                         if outcome.arguments_sent is None else outcome.arguments_sent, self._hash_key),
                 cost=outcome.cost,
                 task_id=outcome.task_id,
+                interceptions=() if outcome.interceptions is None else tuple(outcome.interceptions),
             )
         )
 

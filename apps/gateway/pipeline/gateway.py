@@ -31,6 +31,7 @@ from apps.gateway.pipeline.ports import (
     ChangeFeed,
     Directory,
     HealthFeed,
+    InterceptorHooks,
     Mailbox,
     RateLimiter,
     SessionStore,
@@ -150,6 +151,7 @@ class Gateway:
         mailbox: Mailbox,
         tracing: Tracing,
         counters: Counters,
+        hooks: InterceptorHooks,
     ) -> None:
         """Every port is required: a gateway that runs without one of the shared services gets its
         stand-in from `standalone.py`. Nothing runs in the background until `start()`."""
@@ -180,6 +182,7 @@ class Gateway:
             local=LocalTools(self.tracer, ToolSearch(lists, finder, self.counters), codec, pages),
             limiter=limiter, gates=BackendGates(queue_seconds=settings.backend_queue_seconds),
             hash_key=settings.audit_hash_key, stream_caps=settings.stream_caps, task_ids=TaskIds(cursor_secret),
+            hooks=hooks,
         )
         listen = ComposedListen(client, lists, self.backends, timeout=settings.lists.timeout,
                                 task_of=forwarder.task_of, messages=forwarder.backend_messages)

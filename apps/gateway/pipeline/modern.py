@@ -280,9 +280,44 @@ class _Leg:
             headers = [h for h in headers if h[0] != "mcp-name"]
             if isinstance(value, str):
                 headers.append(("mcp-name", encode_header_value(value)))
-        headers.extend((name, value) for name, value in request.headers.items() if name.startswith("mcp-param-"))
+        mirrored = [(name, value) for name, value in request.headers.items() if name.startswith("mcp-param-")]
+        if mirrored and call.params_before is not None:
+            mirrored = _mirrors_rewritten(mirrored, call.params_before, call.message.params)
+        headers.extend(mirrored)
         replicas, backend = self._era.replicas, call.backend
         return Outbound(headers, call.body, pick=lambda: replicas.pick(backend, None))
+
+
+def _mirrors_rewritten(
+    mirrored: list[tuple[str, str]], before: Mapping[str, Any], after: Mapping[str, Any],
+) -> list[tuple[str, str]]:
+    """The request's `Mcp-Param-*` headers after an interceptor rewrote its arguments: a header
+    mirroring an argument that changed carries the new value (or goes, with the argument), so the
+    backend's header/body check still holds and a masked value does not travel in a header. A
+    header is matched to its argument by value: the schema's `x-mcp-header` is the backend's."""
+    old = before.get("arguments")
+    new = after.get("arguments")
+    if not isinstance(old, dict):
+        return mirrored
+    new = new if isinstance(new, dict) else {}
+    shown = {encode_header_value(_header_form(value)): key for key, value in old.items() if _header_form(value) is not None}
+    kept = []
+    for name, value in mirrored:
+        key = shown.get(value)
+        if key is None or new.get(key) == old[key]:
+            kept.append((name, value))
+        elif (form := _header_form(new.get(key))) is not None:
+            kept.append((name, encode_header_value(form)))
+    return kept
+
+
+def _header_form(value: object) -> str | None:
+    """A primitive argument as a header mirrors it (None: an object or array is never mirrored)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    return None
 
 
 def _stateless_view(capabilities: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -11,6 +11,9 @@ from apps.gateway.pipeline.values import BackendInfo, BackendSession, BackendVie
 from apps.gateway.protocol.sse import SseEvent
 from apps.kernel.audit_entry import AuditEntry, TaskEnd
 from apps.kernel.identity import Budget, Limit, OwnIssuerView, Principal, TokenIssuerView
+from apps.kernel.interceptors import Webhook
+from apps.kernel.interceptors.base import Decision
+from apps.kernel.interceptors.webhook import HookRequest
 from apps.kernel.search_tool import Found
 
 
@@ -322,3 +325,21 @@ class AuditSink(Protocol):
     def task_ended(self, end: TaskEnd) -> None:
         """Queue the final outcome of the row of the call that created the task; the same terms as
         `record`. Seen again (every later `tasks/get` of an ended task shows it), it changes nothing."""
+
+
+class HookFailed(Exception):
+    """A webhook interceptor gave no usable answer (timed out, unreachable, refused by the SSRF
+    guard, or answered something that is not a decision); `kind` is timeout | unavailable | bad_answer."""
+
+    def __init__(self, message: str, *, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class InterceptorHooks(Protocol):
+    """Asks webhook interceptors (docs/interceptors.md#webhooks)."""
+
+    async def ask(self, webhook: Webhook, request: HookRequest) -> Decision:
+        """The outside service's decision on `request`, posted signed to `webhook.url` and waited
+        for at most `webhook.timeout`; raises HookFailed when there is none."""
+        ...

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from apps.gateway.pipeline.ports import Admission, ReplicaState, UpstreamUnavailable
+from apps.gateway.pipeline.ports import Admission, HookFailed, ReplicaState, UpstreamUnavailable
 from apps.kernel.identity import Budget, InvalidToken, Limit
 from apps.kernel.search_tool import Found
 
@@ -49,6 +49,14 @@ class NoTokens:
 
     async def verify(self, token: str, issuers: object) -> Any:
         raise InvalidToken("this gateway verifies no access tokens")
+
+
+class NoHooks:
+    """`InterceptorHooks` that reach no outside service: each webhook interceptor fails (open or
+    closed, as configured)."""
+
+    async def ask(self, webhook: Any, request: Any) -> Any:
+        raise HookFailed("this gateway asks no outside services", kind="unavailable")
 
 
 class NoFinder:

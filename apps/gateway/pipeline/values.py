@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from apps.gateway.pipeline.ports import Egress, ToolServer
     from apps.kernel.costs import ToolCosts
     from apps.kernel.curation import Curation
+    from apps.kernel.interceptors import Interceptors
     from apps.kernel.policy import Policy
 
 
@@ -65,6 +66,8 @@ class VirtualHostView:
     costs: ToolCosts | None = field(default=None, compare=False, repr=False)
     #: The host's `tool_search` tool; None: it has none.
     tool_search: ToolSearchConfig | None = None
+    #: What inspects each call's request and result (`apps.kernel.interceptors`); None: nothing.
+    interceptors: Interceptors | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.naming is None:

@@ -13,6 +13,8 @@ INTERNAL_ERROR = -32603
 POLICY_DENIED = -32003
 BACKEND_UNAVAILABLE = -32004
 RATE_LIMITED = -32005
+#: A host's interceptor refused the call's request or its result (`data.interceptor` names it).
+INTERCEPTOR_REFUSED = -32006
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
@@ -90,6 +92,10 @@ class PolicyDenied(GatewayError):
 
 class RateLimited(GatewayError):
     code = RATE_LIMITED
+
+
+class InterceptorRefused(GatewayError):
+    code = INTERCEPTOR_REFUSED
 
 
 class BackendUnavailable(GatewayError):

@@ -20,7 +20,15 @@ from apps.gateway.pipeline.listing import PageLimits
 from apps.gateway.pipeline.local import LocalTools
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import ReplicaState, StoreUnavailable, UpstreamUnavailable
-from apps.gateway.pipeline.standalone import LocalMailbox, NoChanges, NoFinder, NoHealthFeed, NoLimiter, NoTokens
+from apps.gateway.pipeline.standalone import (
+    LocalMailbox,
+    NoChanges,
+    NoFinder,
+    NoHealthFeed,
+    NoHooks,
+    NoLimiter,
+    NoTokens,
+)
 from apps.gateway.pipeline.tool_search import ToolSearch
 from apps.gateway.pipeline.tracing import NoTracing, Tracer
 from apps.gateway.pipeline.values import BackendInfo, BackendView, HttpRequest, SessionState, VirtualHostView
@@ -95,7 +103,7 @@ def standalone_gateway(**ports: Any) -> Gateway:
         "directory": Directory(), "sessions": DownSessions(), "upstream": DownUpstream(), "audit": Audit(),
         "settings": settings, "changes": NoChanges(), "health": NoHealthFeed(), "limiter": NoLimiter(),
         "tokens": NoTokens(), "finder": NoFinder(), "mailbox": LocalMailbox(), "tracing": NoTracing(),
-        "counters": Counters(), **ports,
+        "counters": Counters(), "hooks": NoHooks(), **ports,
     })
 
 
@@ -204,6 +212,7 @@ HANDSHAKE_ERA = BackendInfo("2025-11-25", {}, (), {}, {"name": "backend", "versi
 def forwarder(
     upstream: Any = None, audit: Audit | None = None, *, gates: BackendGates | None = None,  # None: no waiting
     info: BackendInfo = HANDSHAKE_ERA, pages: PageLimits | None = None, codec: CursorCodec | None = None,
+    hooks: Any = None, counters: Counters | None = None,
 ) -> Forwarder:
     """The forwarder of a gateway whose ports are faked: every backend speaks `info`'s eras."""
     upstream = upstream or DownUpstream()
@@ -213,5 +222,5 @@ def forwarder(
     lists = HostLists(BackendClient(upstream, KnownBackends(info)), codec, ListSettings(pages=pages), Counters())
     return Forwarder(upstream=upstream, backends=KnownBackends(info), lists=lists, pieces=ListPieces(codec, pages),
                      local=LocalTools(tracer, ToolSearch(lists, NoFinder()), codec, pages), limiter=NoLimiter(),
-                     audit=audit or Audit(), counters=Counters(), tracer=tracer,
-                     gates=gates or BackendGates(queue_seconds=0.0))
+                     audit=audit or Audit(), counters=counters or Counters(), tracer=tracer,
+                     gates=gates or BackendGates(queue_seconds=0.0), hooks=hooks)

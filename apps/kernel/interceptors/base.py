@@ -1,0 +1,136 @@
+"""What an interceptor sees of a call and what it decides (docs/interceptors.md). Pure: the built-ins
+inspect a `Subject` and return a `Decision`; the pipeline runs a host's chain of them, in order, on a
+call's request and on its result."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from apps.kernel.problems import FieldProblem
+
+#: Where a call is inspected: its request (before it is forwarded) and its result (before the client sees it).
+PHASES = ("request", "result")
+#: The methods whose calls are inspected.
+METHODS = ("tools/call", "resources/read", "prompts/get")
+
+_MISSING: Any = object()
+
+
+class Payload:
+    """One JSON value under inspection, held as JSON text, as a value, or both; the other is made
+    once, when first asked for. Scanners read `text` (one pass over the whole value, keys and all:
+    `"aws_secret_access_key": "…"` is seen with its context); structure walkers read `value`.
+
+    On a call's request the value is the request's `params`; on its result, the JSON-RPC response
+    (`{"jsonrpc", "id", "result"}` or `{… "error"}`), so a backend's error is inspected too."""
+
+    __slots__ = ("_text", "_value")
+
+    def __init__(self, *, text: str | None = None, value: Any = _MISSING) -> None:
+        if text is None and value is _MISSING:
+            raise TypeError("a payload needs its text or its value")
+        self._text = text
+        self._value = value
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = orjson.dumps(self._value).decode()
+        return self._text
+
+    @property
+    def value(self) -> Any:
+        if self._value is _MISSING:
+            self._value = orjson.loads(self._text)  # type: ignore[arg-type]
+        return self._value
+
+    @property
+    def parsed(self) -> bool:
+        """Whether the value is at hand (no parse needed to read it)."""
+        return self._value is not _MISSING
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What one interceptor inspects."""
+
+    phase: str  # request | result
+    method: str  # tools/call | resources/read | prompts/get
+    #: The tool or prompt name as the client called it, or the resource URI.
+    target: str
+    payload: Payload
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What an interceptor decided. `findings` name what was found by type (`aws-access-key`,
+    `email`…), never the values: they go to the audit row and the client's error."""
+
+    action: str  # pass | rewrite | refuse | flag
+    #: rewrite: the payload as it goes on.
+    payload: Payload | None = None
+    #: refuse: why, in the words of the client's error; otherwise a short note (may be "").
+    reason: str = ""
+    findings: tuple[str, ...] = ()
+    #: flag: what the result's `_meta` carries for the client (under the gateway's key).
+    meta: Mapping[str, Any] | None = None
+
+
+PASS = Decision("pass")
+
+
+class Inspector(Protocol):
+    """A built-in, compiled once per configuration snapshot from its settings."""
+
+    def inspect(self, subject: Subject) -> Decision: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A stretch of a payload's text to replace with `[REDACTED:<kind>]`."""
+
+    start: int
+    end: int
+    kind: str
+
+
+def masked(payload: Payload, spans: Sequence[Span]) -> Payload | None:
+    """`payload` with each span's text replaced by `[REDACTED:<kind>]` (overlapping spans merged:
+    the first one's kind names the merge); None when the result is no longer JSON (a span cut
+    through the value's syntax): the caller refuses rather than send what it could not mask."""
+    if not spans:
+        return payload
+    text = payload.text
+    pieces: list[str] = []
+    at = 0
+    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
+        if span.end <= at:
+            continue
+        start = max(span.start, at)
+        if start > at or not pieces:
+            pieces.append(text[at:start])
+        pieces.append(f"[REDACTED:{span.kind}]")
+        at = span.end
+    pieces.append(text[at:])
+    out = "".join(pieces)
+    try:
+        value = orjson.loads(out)
+    except orjson.JSONDecodeError:
+        return None
+    return Payload(text=out, value=value)
+
+
+def settings_problems(settings: object, known: Mapping[str, str]) -> list[FieldProblem]:
+    """The problems of a built-in's settings that are not an object or name a setting it does
+    not have; `known` maps each setting to what it is (for the words of the problem)."""
+    if not isinstance(settings, Mapping):
+        return [FieldProblem("settings", "settings must be an object")]
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        return [FieldProblem(f"settings.{unknown[0]}",
+                             f"unknown setting {unknown[0]!r}; the settings are: {', '.join(sorted(known))}")]
+    return []
