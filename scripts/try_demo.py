@@ -22,6 +22,9 @@ async def main(url: str, key: str) -> None:
                 result = await client.call_tool("add", {"a": 2, "b": 40})
                 print(f"{mode:>10}: protocol {client.protocol_version}; tools {[t.name for t in tools.tools]}; "
                       f"add(2, 40) = {result.content[0].text}")
+                # The host's secrets interceptor masks credentials both ways (AWS's documented example key).
+                echoed = await client.call_tool("echo", {"text": "aws_access_key_id=AKIAIOSFODNN7EXAMPLE"})
+                print(f"{'':>10}  echo(a cloud key) = {echoed.content[0].text}")
     # The pet store is a REST service: the gateway compiled its OpenAPI spec into these tools.
     rest = url.rsplit("/", 1)[0] + "/rest"
     # A long read timeout: the first search of a fresh gateway loads the embedding model (~10 s).

@@ -136,3 +136,12 @@ async def mcp_client(url: str, key: str | None, mode: str = "auto", **options: o
     async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
         async with Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client:
             yield client
+
+
+@pytest.fixture(scope="session")
+def webhook_service_url() -> Iterator[str]:
+    """The outside service of webhook interceptors (tests/backends/webhook_service.py); tests that
+    read what it recorded POST `/__reset` first."""
+    port = free_port()
+    with running(backend_argv("tests.backends.webhook_service", port), port, log_name="webhook-service"):
+        yield f"http://127.0.0.1:{port}"

@@ -195,7 +195,8 @@ def _export_key(key: ApiKey) -> dict[str, Any]:
 
 def demo_seed(*, backend_url: str, key_file: Path, admin_password_file: Path) -> ApplyReport:
     """Idempotently set up the demo: tenant `demo` (team `default`, key `demo-agent`), backend
-    `demo` at `backend_url`, virtual host `main` mounting it as `demo`, the OpenAPI backend
+    `demo` at `backend_url`, virtual host `main` mounting it as `demo` (with the secrets interceptor
+    on), the OpenAPI backend
     `petstore` (docs/examples/petstore.yaml, served by the demo server under `/rest`) on virtual
     host `rest`, which lists `tool_search` too, a superuser `admin`, and the tenant's authorization
     server switched on (docs/identity.md, "Signing in people"). The spec compiles, and its
@@ -236,7 +237,10 @@ def demo_seed(*, backend_url: str, key_file: Path, admin_password_file: Path) ->
             },
         ],
         "virtual_hosts": [
-            {"tenant": DEMO_TENANT, "slug": DEMO_VIRTUAL_HOST, "backends": {"demo": DEMO_BACKEND}, "tool_aliases": {}},
+            # Its secrets interceptor masks credentials in calls and results (docs/interceptors.md):
+            # `echo` of a cloud key comes back masked.
+            {"tenant": DEMO_TENANT, "slug": DEMO_VIRTUAL_HOST, "backends": {"demo": DEMO_BACKEND}, "tool_aliases": {},
+             "interceptors": [{"name": "secrets", "kind": "secrets"}]},
             {"tenant": DEMO_TENANT, "slug": DEMO_REST_VIRTUAL_HOST, "backends": {"pets": DEMO_REST_BACKEND},
              "tool_search": "listed"},
         ],
