@@ -1,11 +1,22 @@
 """Many regular expressions over one text, fast: Hyperscan, compiled once in prefilter mode, finds in
 one pass which expressions may match (a superset: prefilter mode approximates what it cannot run,
-look-behinds and all); Python's `re` then finds the matches of only those. A 2 KiB result is
-scanned by every detector in microseconds, where running each expression in turn takes most of a
-millisecond. Without Hyperscan (another platform), every expression is run: the same matches, slower."""
+look-behinds and all); Python's `re` then finds the matches of only those, in the text itself. A
+2 KiB result is scanned by every detector in microseconds, where running each expression in turn
+takes one or two milliseconds. Without Hyperscan (another platform), every expression is run: the
+same matches, slower.
+
+Hyperscan runs on bytes, one per character: its Unicode mode makes compiling some of the built-ins'
+expressions take minutes. So it scans a stand-in of the text with one ASCII byte per character,
+which keeps what the expressions can tell apart: ASCII as is; another character by what Python's
+`re` sees in it — its one-letter ASCII case fold (the Kelvin sign is `k`: IGNORECASE matches it
+so), else a space for whitespace, `0` for a digit, `a` for another word character, `~` for the rest.
+`\\s`, `\\d`, `\\w`, `.` and lengths then mean for Hyperscan what they mean for `re` on the text. An
+expression that names a non-ASCII character itself is always run by `re` (such expressions are
+plain character classes, quick to run)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -19,48 +30,50 @@ try:
 except ImportError:  # pragma: no cover - the wheel exists for x86-64 and arm64 Linux
     hyperscan = None
 
+#: An expression that names a character outside ASCII (itself, or by an escape).
+_NAMES_NON_ASCII = re.compile(r"[^\x00-\x7f]|\\(?:u|U|N\{|x[89a-fA-F]|[0-3][0-7]{2})")
+
 
 class PatternSet:
     """Named expressions, matched together: `matches(text)` yields (name, match) for each match
-    of each expression, expression by expression in the order given."""
+    of each expression, expression by expression in the order given. Build one with
+    `pattern_set`, which keeps it for the process: compiling takes up to seconds."""
 
     def __init__(self, patterns: Sequence[tuple[str, re.Pattern[str]]]) -> None:
         self._patterns = tuple(patterns)
-        #: Expressions Hyperscan could not take even approximately: always run.
+        #: Expressions Hyperscan does not prefilter: always run.
         self._always: tuple[int, ...] = ()
         self._database: Any = None
-        self._local = threading.local()  # a Hyperscan scratch space is one scan's at a time
+        self._local = threading.local()  # a Hyperscan scratch space serves one scan at a time
         if hyperscan is not None and self._patterns:
             self._database = self._prefilter()
 
     def _prefilter(self) -> Any:
-        expressions: list[bytes] = []
-        ids: list[int] = []
-        flags: list[int] = []
+        entries: list[tuple[int, bytes, int]] = []
         always: list[int] = []
         for index, (_, pattern) in enumerate(self._patterns):
+            if _NAMES_NON_ASCII.search(pattern.pattern):
+                always.append(index)
+                continue
             flag = hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_ALLOWEMPTY
-            flag |= hyperscan.HS_FLAG_UTF8 | hyperscan.HS_FLAG_UCP
             if pattern.flags & re.IGNORECASE:
                 flag |= hyperscan.HS_FLAG_CASELESS
             if pattern.flags & re.DOTALL:
                 flag |= hyperscan.HS_FLAG_DOTALL
             if pattern.flags & re.MULTILINE:
                 flag |= hyperscan.HS_FLAG_MULTILINE
-            source = _without_verbose(pattern)
-            try:  # one at a time first: a bad one must not take the others' prefilter away
-                hyperscan.Database().compile(expressions=[source.encode()], ids=[index], flags=[flag])
-            except hyperscan.error:
-                always.append(index)
-                continue
-            expressions.append(source.encode())
-            ids.append(index)
-            flags.append(flag)
-        self._always = tuple(always)
-        if not expressions:
-            return None
-        database = hyperscan.Database()
-        database.compile(expressions=expressions, ids=ids, flags=flags)
+            entries.append((index, _without_verbose(pattern).encode(), flag))
+        database = _compiled(entries)
+        if database is None and entries:
+            # One of them cannot be taken even approximately: find which, and run those in `re`.
+            kept = []
+            for entry in entries:
+                if _compiled([entry]) is None:
+                    always.append(entry[0])
+                else:
+                    kept.append(entry)
+            database = _compiled(kept)
+        self._always = tuple(sorted(always))
         return database
 
     def candidates(self, text: str) -> list[int]:
@@ -75,7 +88,7 @@ class PatternSet:
         def hit(index: int, start: int, end: int, flags: int, context: object) -> None:
             hits.add(index)
 
-        self._database.scan(text.encode(), match_event_handler=hit, scratch=scratch)
+        self._database.scan(stand_in(text), match_event_handler=hit, scratch=scratch)
         return sorted(hits)
 
     def matches(self, text: str) -> Iterator[tuple[str, re.Match[str]]]:
@@ -85,10 +98,64 @@ class PatternSet:
                 yield name, match
 
 
+@functools.lru_cache(maxsize=64)
+def _cached(patterns: tuple[tuple[str, re.Pattern[str]], ...]) -> PatternSet:
+    return PatternSet(patterns)
+
+
+def pattern_set(patterns: Sequence[tuple[str, re.Pattern[str]]]) -> PatternSet:
+    """The `PatternSet` of `patterns`, compiled once per process (a configuration snapshot is
+    rebuilt on every change; its interceptors' expressions rarely are)."""
+    return _cached(tuple(patterns))
+
+
+def _compiled(entries: Sequence[tuple[int, bytes, int]]) -> Any:
+    if not entries:
+        return None
+    database = hyperscan.Database()
+    try:
+        database.compile(expressions=[e[1] for e in entries], ids=[e[0] for e in entries],
+                         flags=[e[2] for e in entries])
+    except hyperscan.error:
+        return None
+    return database
+
+
+def stand_in(text: str) -> bytes:
+    """`text` as Hyperscan scans it: one ASCII byte per character (see the module's docstring)."""
+    if text.isascii():
+        return text.encode()
+    return text.translate(_StandIns()).encode()
+
+
+class _StandIns(dict[int, str]):
+    """`str.translate`'s table of stand-ins, made as characters are met."""
+
+    def __missing__(self, code: int) -> str:
+        self[code] = found = _stand_in(code)
+        return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _stand_in(code: int) -> str:
+    if code < 128:
+        return chr(code)
+    char = chr(code)
+    folded = char.casefold()
+    if len(folded) == 1 and folded.isascii() and folded.isalpha():
+        return folded
+    if char.isspace():
+        return " "
+    if char.isdecimal():
+        return "0"
+    if char.isalnum():
+        return "a"
+    return "~"
+
+
 def _without_verbose(pattern: re.Pattern[str]) -> str:
-    """The expression's source as Hyperscan reads it: a verbose one's whitespace and comments dropped
-    (Hyperscan has no verbose mode; `(?x)` is read by PCRE, which Hyperscan follows, but not in
-    every construct, so the source is flattened)."""
+    """The expression's source as Hyperscan reads it: a verbose one's whitespace and comments
+    dropped (Hyperscan has no verbose mode)."""
     source = pattern.pattern
     if not pattern.flags & re.VERBOSE:
         return source
