@@ -38,19 +38,26 @@ class Refused(Exception):
 
 class Interception:
     """Runs the host's interceptors over an audited call (`tools/call`, `resources/read`,
-    `prompts/get`) they apply to."""
+    `prompts/get`) they apply to, and over the result a task's follow-up brings."""
 
     def __init__(self, hooks: InterceptorHooks, counters: Counters) -> None:
         self._hooks = hooks
         self._counters = counters
 
     def applies(self, call: Call) -> bool:
-        return call.vhost.interceptors is not None and call.audited
+        return call.vhost.interceptors is not None and call.read_back
 
     async def __call__(self, call: Call, outcome: Outcome, then: Next) -> Reply:
         interceptors = call.vhost.interceptors
         assert interceptors is not None
         method = call.message.method or ""
+        if method not in AUDITED:
+            # A task's follow-up (`tasks/result`, `tasks/get`) may bring the tool's result: it is
+            # inspected as a `tools/call` result by the interceptors that apply to every tool
+            # (the tool it ran is not known here).
+            reply = await then()
+            chain = interceptors.on("result", "tools/call", "")
+            return reply if not chain else await self._result(chain, call, outcome, reply, "tools/call", "")
         target = call.exposed_name if call.exposed_name is not None else call.target_name()
         if chain := interceptors.on("request", method, target):
             try:

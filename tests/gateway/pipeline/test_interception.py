@@ -6,6 +6,7 @@ audit row; webhooks fail open or closed; a host without interceptors is not touc
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -249,3 +250,14 @@ async def test_an_inspected_stream_closed_unread_closes_the_backends_answer() ->
     assert reply.stream is not None
     await reply.stream.aclose()
     assert answer.closed and [e.outcome for e in audit.entries] == ["cancelled"]
+
+
+async def test_a_tasks_result_is_inspected_by_the_interceptors_that_apply_to_every_tool() -> None:
+    every = _interceptor("mask", Replace("AKIA", "[X]"), phases=("result",))
+    scoped = replace(_interceptor("scoped", RefuseIf("AKIA"), phases=("result",)), targets=re.compile("pay_.*"))
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tasks/result", "params": {"taskId": "t-1"}}
+    request = HttpRequest("POST", "acme", "main", {"accept": "application/json"}, json.dumps(message).encode())
+    relay = forwarder(Scripted(Answer(_result("key AKIA7"))))
+    reply = await relay.direct(StatelessLeg(), request, _host(scoped, every), PRINCIPAL, classify(message),
+                               map_key="calc", wants_sse=False)
+    assert json.loads(reply.body)["result"]["content"][0]["text"] == "key [X]7"
