@@ -57,6 +57,9 @@ MAX_RULES = 100
 MAX_PATH = 500
 MAX_PATTERNS = 100
 MAX_PATTERN = 1000
+#: The largest count a deny pattern's `{n,m}` may give.
+MAX_REPEAT = 1000
+_REPEAT_COUNTS = re.compile(r"(?<!\\)\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
 
 #: A key written after a dot (`$.a`, `$..a`).
 _NAME = re.compile(r"[\w-]+")
@@ -229,6 +232,10 @@ def _deny_problems(deny: list[Any] | tuple[Any, ...]) -> list[FieldProblem]:
         if compiled.search("") is not None:
             problems.append(FieldProblem("settings.deny", f"deny pattern {number} matches the empty string "
                                                           "(it would match everywhere); make it match something"))
+        elif any(int(count or 0) > MAX_REPEAT for pair in _REPEAT_COUNTS.findall(pattern) for count in pair):
+            # Compiling a long counted repeat for the one-pass scan takes seconds, on every gateway.
+            problems.append(FieldProblem("settings.deny", f"deny pattern {number} repeats something more than "
+                                                          f"{MAX_REPEAT} times ({{n,m}}); use + or * instead"))
     return problems
 
 

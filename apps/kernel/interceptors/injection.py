@@ -73,7 +73,7 @@ from typing import Any
 import orjson
 
 from apps.kernel.interceptors.base import PASS, Decision, Subject, settings_problems
-from apps.kernel.interceptors.patterns import PatternSet
+from apps.kernel.interceptors.patterns import PatternSet, pattern_set
 from apps.kernel.problems import FieldProblem
 
 PHASES = ("result",)
@@ -110,7 +110,8 @@ _CLAUSE = r"(?:[^.!?\\\n]|\.(?=[\w/~])){0,80}?"
 #: fixed-width look-behinds, so written with \s, not with spaces.
 _NOT_NEGATED = r"(?<!never\s)(?<!not\s)(?<!n't\s)"
 
-_SOURCES: tuple[tuple[str, str], ...] = (
+#: The heuristics that look for phrases, by slug: run together through one `PatternSet`.
+_PHRASES: tuple[tuple[str, str], ...] = (
     ("override-instructions", _phrase(
         r"\b(?:ignore|disregard|forget) ~ "
         r"(?:previous|prior|above|earlier|preceding|foregoing|former|original|initial|all|any|every|your|the system)"
@@ -142,7 +143,7 @@ _SOURCES: tuple[tuple[str, str], ...] = (
         r"|\b(?:new|updated|revised|real) system (?:prompt|message)\s*:")),
     ("conceal-from-user", _phrase(
         r"\b(?:do not|don't|never|must not) (?:tell|inform|mention|reveal|disclose|notify)"
-        rf"{_CLAUSE}\bthe user\b(?!'s|’s)"
+        rf"{_CLAUSE}\bthe user\b(?!(?:'|[^\x00-\x7f])s\b)"  # not "the user's password" (nor with ’)
         r"|\bwithout (?:telling|informing) the user\b|\bwithout the user's knowledge\b"
         r"|\bkeep (?:this|it|that) (?:secret|hidden|confidential) from the user\b"
         r"|\bthe user (?:must|should) (?:not|never) (?:know|see|find out|be told)\b")),
@@ -178,13 +179,20 @@ _SOURCES: tuple[tuple[str, str], ...] = (
      r"!\[[^\]\n]{0,300}\]\(\s*(?:https?:)?//[^\s)]{1,2000}?[?&][^\s)=&#]{1,64}=[^\s)&#]*"
      r"|<img\s[^>]{0,300}?src\s*=\s*\\?[\"']?(?:https?:)?//[^\s\"'>\\]{1,2000}?[?&][^\s\"'>=&#\\]{1,64}="
      r"[^\s\"'>&#\\]*"),
-    ("invisible-tag-characters", "[\U000e0000-\U000e007f]+"),
-    ("bidi-override", "[\u202a-\u202e\u2066-\u2069]"),
-    ("zero-width-run", "[\u200b-\u200d\u2060-\u2064\ufeff\u180e]{4,}"),
 )
 
+#: The heuristics that look for characters: checked in Python, and only in a text that is not all
+#: ASCII (a `PatternSet` runs an expression naming characters outside ASCII in `re` on every text).
+_CHARACTERS = ("invisible-tag-characters", "bidi-override", "zero-width-run")
+_BIDI = tuple("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_ZERO_WIDTH = tuple("\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u180e")
+_ZERO_WIDTH_RUN = re.compile("[\u200b-\u200d\u2060-\u2064\ufeff\u180e]{4,}")
+_TAG_RUN = re.compile("[\U000e0000-\U000e007f]+")
+#: How every tag character (U+E0000–U+E007F) starts in UTF-8.
+_TAG_UTF8 = (b"\xf3\xa0\x80", b"\xf3\xa0\x81")
+
 #: Every heuristic, by slug, in the order they are reported.
-MARKERS = tuple(slug for slug, _ in _SOURCES)
+MARKERS = (*(slug for slug, _ in _PHRASES), *_CHARACTERS)
 DEFAULTS: Mapping[str, Any] = MappingProxyType({"action": "flag", "markers": list(MARKERS)})
 SETTINGS = {
     "action": "flag (the default: the result goes on, its _meta says what was found) or refuse",
@@ -228,11 +236,10 @@ def _smuggled(match: re.Match[str]) -> bool:
     return not (flag and _FLAG_TAGS.fullmatch(match.group()))
 
 
-#: Heuristics whose every match is checked again, in Python, before it counts.
+#: Phrase heuristics whose every match is checked again, in Python, before it counts.
 _CONFIRM: Mapping[str, Callable[[re.Match[str]], bool]] = {
     "hidden-markup": _hidden,
     "exfiltration-link": _exfiltration,
-    "invisible-tag-characters": _smuggled,
 }
 
 
@@ -267,10 +274,12 @@ class Heuristic:
 
 @dataclass(frozen=True, slots=True)
 class Heuristics:
-    """The heuristics an interceptor uses, in reporting order, and their one-pass prefilter."""
+    """The heuristics an interceptor uses: its phrases, in reporting order, with their one-pass
+    prefilter (None: no phrase chosen), and its character heuristics."""
 
     chosen: tuple[Heuristic, ...]
-    prefilter: PatternSet
+    prefilter: PatternSet | None
+    characters: frozenset[str]
 
 
 #: A bounded repeat of an expression's source (none of the sources has a literal brace).
@@ -279,32 +288,26 @@ _BOUNDED = re.compile(r"(?<!\\)\{(\d+),\d+\}")
 
 def _widened(source: str) -> str:
     """`source` made wider, for the prefilter: without its word boundaries, each run of spaces and
-    escaped newlines as a run of ASCII punctuation, spaces and the letters of escapes (the text's
-    other spaces are made plain spaces before it is scanned), each gap of words or clause as a run
-    of what it may hold, each bounded repeat unbounded. On a text so made it matches all the exact
-    one does (and more), and Hyperscan compiles it several times faster (a class of Unicode
-    spaces, in UTF-8, is most of the cost)."""
+    escaped newlines as a run of ASCII punctuation, spaces and the letters of escapes (Hyperscan
+    scans a stand-in of the text where every space is a plain one), each gap of words or clause as
+    a run of what it may hold, each bounded repeat unbounded. It matches all the exact one does (and
+    more), and Hyperscan compiles it several times faster: long bounded repeats take it seconds."""
     spaces = r"[\x00-\x40\\nrt]+"
     source = source.replace(_GAP + _S, r"[^.!?;:]*" + spaces).replace(_CLAUSE, r"[^!?\\\n]*")
     source = source.replace(_S, spaces).replace(_B, "").replace(r"\b", "")
     return _BOUNDED.sub(r"{\1,}", source)
 
 
-#: Python's spaces outside ASCII, each made a plain space before a text is scanned (one character
-#: for one: a match's offsets stay the text's).
-_UNICODE_SPACES = tuple(chr(c) for c in (0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F,
-                                         0x205F, 0x3000))
-
-
-@functools.lru_cache(maxsize=32)  # Hyperscan compiles in tens of milliseconds: once per set of markers
+@functools.lru_cache(maxsize=32)  # hosts mostly share a few choices of markers (most: all)
 def heuristics(markers: tuple[str, ...]) -> Heuristics:
-    """The heuristics named by `markers`, compiled: the prefilter finds, in one pass, which may
-    match (each expression `_widened`: it misses nothing the exact one matches); the exact
+    """The heuristics named by `markers`, compiled: the prefilter finds, in one pass, which phrases
+    may match (each expression `_widened`: it misses nothing the exact one matches); the exact
     expression then runs, in Python, only for those."""
     chosen = tuple(Heuristic(slug, re.compile(source, re.IGNORECASE), _CONFIRM.get(slug))
-                   for slug, source in _SOURCES if slug in markers)
+                   for slug, source in _PHRASES if slug in markers)
     widened = [(h.slug, re.compile(_widened(h.pattern.pattern), re.IGNORECASE)) for h in chosen]
-    return Heuristics(chosen, PatternSet(widened))
+    return Heuristics(chosen, pattern_set(widened) if widened else None,
+                      frozenset(slug for slug in _CHARACTERS if slug in markers))
 
 
 def build(settings: Mapping[str, Any]) -> Injection:
@@ -334,25 +337,40 @@ def markers_found(heuristics: Heuristics, text: str, value: Callable[[], Any]) -
     """The slugs of the heuristics that match the JSON text `text` (of the value `value()` gives),
     in reporting order."""
     text = scanned(text, value)
-    found: list[str] = []
-    for index in heuristics.prefilter.candidates(text):
-        heuristic = heuristics.chosen[index]
-        confirm = heuristic.confirm
-        if any(confirm is None or confirm(match) for match in heuristic.pattern.finditer(text)):
-            found.append(heuristic.slug)
-    return tuple(found)
+    found: set[str] = set()
+    if heuristics.prefilter is not None:
+        for index in heuristics.prefilter.candidates(text):
+            heuristic = heuristics.chosen[index]
+            confirm = heuristic.confirm
+            if any(confirm is None or confirm(match) for match in heuristic.pattern.finditer(text)):
+                found.add(heuristic.slug)
+    if heuristics.characters and not text.isascii():
+        found.update(_characters(text, heuristics.characters))
+    return tuple(slug for slug in MARKERS if slug in found)
+
+
+def _characters(text: str, chosen: frozenset[str]) -> set[str]:
+    """The character heuristics of `chosen` that `text` trips. Each first asks whether the text
+    has any of its characters at all, which `str` answers in C, without a regular expression."""
+    found = set()
+    if "bidi-override" in chosen and any(char in text for char in _BIDI):
+        found.add("bidi-override")
+    if ("zero-width-run" in chosen and any(char in text for char in _ZERO_WIDTH)
+            and _ZERO_WIDTH_RUN.search(text) is not None):
+        found.add("zero-width-run")
+    if "invisible-tag-characters" in chosen:
+        encoded = text.encode(errors="surrogatepass")
+        if any(start in encoded for start in _TAG_UTF8) and any(map(_smuggled, _TAG_RUN.finditer(text))):
+            found.add("invisible-tag-characters")
+    return found
 
 
 def scanned(text: str, value: Callable[[], Any]) -> str:
     """The JSON text `text` (of the value `value()` gives) as the heuristics read it: without `\\u`
-    escapes (re-serialized from the value when it has any), each space outside ASCII a plain one."""
+    escapes (re-serialized from the value when it has any)."""
     if "\\u" in text:  # escaped characters: read them as characters
         try:
-            text = orjson.dumps(value()).decode()
+            return orjson.dumps(value()).decode()
         except (orjson.JSONDecodeError, orjson.JSONEncodeError):
             pass  # not JSON after all (a lone surrogate…): scan it as it is
-    if not text.isascii():
-        for space in _UNICODE_SPACES:
-            if space in text:
-                text = text.replace(space, " ")
     return text

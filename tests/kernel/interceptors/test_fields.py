@@ -364,3 +364,9 @@ def test_deny_patterns_see_the_json_text_with_its_escapes() -> None:
     value = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": 'say "hi"\nbye'}]}}
     assert _inspector(deny=[r'say \\"hi\\"\\nbye']).inspect(_result(value)).action == "refuse"
     assert _inspector(deny=[r'say "hi"']).inspect(_result(value)) is PASS
+
+
+def test_a_deny_pattern_with_a_long_counted_repeat_is_refused() -> None:
+    [problem] = fields.settings_check({"deny": ["ok.{0,1000}", r"secret.{0,2000}key", r"literal\{5000}"]})
+    assert problem.message == ("deny pattern 2 repeats something more than 1000 times ({n,m}); "
+                               "use + or * instead")

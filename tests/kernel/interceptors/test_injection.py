@@ -16,6 +16,7 @@ import pytest
 
 from apps.kernel.interceptors import InterceptorSpec, injection, interceptor_check
 from apps.kernel.interceptors.base import PASS, Decision, Payload, Subject
+from apps.kernel.interceptors.patterns import stand_in
 
 
 def _tags(text: str) -> str:
@@ -211,7 +212,8 @@ NEGATIVES = {
     "hidden noscript": '<div style="display:none">You must enable JavaScript to use this site.</div>',
     "a recipe": "Go ahead and add all the flour, then bake for 40 minutes. New instructions are on the back.",
     "advice": "Do not show the user's password in logs. Don't email your private key; never post your .env.",
-    "a link with a query": "See [the docs](https://docs.example/search?q=tokens) or ![chart](https://x.example/c.png?w=600)",
+    "a link with a query": "See [the docs](https://docs.example/search?q=tokens) or "
+                           "![chart](https://x.example/c.png?w=600)",
 }
 
 
@@ -272,21 +274,23 @@ def test_the_prefilter_never_hides_a_match() -> None:
     texts = [text for text, _ in POSITIVES] + list(NEGATIVES.values()) + [GITHUB_ISSUE.upper(), WEB_PAGE.lower()]
     with_prefilter = [injection.markers_found(heuristics, orjson.dumps(_tool(t)).decode(), lambda: None)
                       for t in texts]
-    everything = injection.Heuristics(heuristics.chosen, heuristics.prefilter)
-    object.__setattr__(everything, "prefilter", _AllCandidates(len(heuristics.chosen)))
+    every_one = _AllCandidates(len(heuristics.chosen))
+    everything = injection.Heuristics(heuristics.chosen, every_one, heuristics.characters)  # type: ignore[arg-type]
     without = [injection.markers_found(everything, orjson.dumps(_tool(t)).decode(), lambda: None) for t in texts]
     assert with_prefilter == without
     assert any(with_prefilter) and not all(with_prefilter)
 
 
 def test_each_prefilter_expression_is_wider_than_its_exact_one() -> None:
-    # What Hyperscan approximates may hide a narrowing; Python's re runs the widened expressions as written.
+    # What Hyperscan approximates may hide a narrowing; Python's re runs the widened expressions as
+    # written, on the stand-in of the text that Hyperscan scans.
     texts = [text for text, _ in POSITIVES] + list(NEGATIVES.values()) + SPACED
     for text in texts:
         scanned = injection.scanned(orjson.dumps(_tool(text)).decode(), lambda: None)
-        for slug, source in injection._SOURCES:
+        for slug, source in injection._PHRASES:
             if re.search(source, scanned, re.IGNORECASE):
-                assert re.search(injection._widened(source), scanned, re.IGNORECASE), (slug, text)
+                widened = injection._widened(source)
+                assert re.search(widened, stand_in(scanned).decode(), re.IGNORECASE), (slug, text)
 
 
 class _AllCandidates:
