@@ -1,14 +1,14 @@
 """What interceptors cost a proxied call (docs/interceptors.md): the same stateless `tools/call echo`
-of a 2 KiB text (so the request's arguments and the result are each about 2 KiB, and carry nothing
-any interceptor acts on — the common case) through hosts that differ only in their interceptors,
-interleaved in one run:
+of a text that carries nothing any interceptor acts on (the common case) through hosts that differ
+only in their interceptors, interleaved in one run. The demo server's `echo` answers its text twice
+(a text block and `structuredContent`), so a 1,000-byte text makes a result of about 2 KiB:
 
-    .venv/bin/python -m bench.interceptors [--calls N] [--output FILE]
+    .venv/bin/python -m bench.interceptors [--calls N] [--text-bytes N] [--output FILE]
 
 Hosts: `none` (no interceptor); `built-ins on results` (secrets, personal data, field rules with a
 deny pattern, a size cap and injection markers, on the result only); `built-ins both ways` (the same
 five on the request and the result); `local webhook` (one webhook on the result, a service on
-loopback that answers pass). Then, in this process, each built-in's `inspect` alone on the 2 KiB
+loopback that answers pass). Then, in this process, each built-in's `inspect` alone on the same
 result (µs per call), so the added time can be read part by part."""
 
 from __future__ import annotations
@@ -50,17 +50,17 @@ BUILTINS = [spec for spec in (interceptor_spec(fields) for fields in (
 HOSTS = ("none", "results", "both", "webhook")
 
 
-def text_2k() -> str:
-    """About 2 KiB of what a tool returns: prose, a few records with ids, dates, amounts and
+def text_of(size: int) -> str:
+    """`size` characters of what a tool returns: prose, a few records with ids, dates, amounts and
     versions — and nothing any interceptor acts on."""
     rng = random.Random(7)
     words = ("the order was shipped to the customer after the payment cleared and the warehouse "
              "confirmed stock for every item in the basket including the spare parts").split()
     lines = [" ".join(rng.choice(words) for _ in range(60)) + "."]
-    for n in range(18):
+    for n in range(size // 100):
         lines.append(f"order {100000 + n}: {rng.randint(1, 9)} items, EUR {rng.randint(10, 999)}.{rng.randint(10, 99)}, "
                      f"shipped 2026-11-{n + 10:02d}, tracking {rng.getrandbits(40):x}, client v{n}.{n + 2}.1")
-    return "\n".join(lines)[:2048]
+    return "\n".join(lines)[:size]
 
 
 def configure(demo_url: str, hook_url: str) -> None:
@@ -96,7 +96,8 @@ def inspect_cost(text: str, calls: int) -> dict[str, float]:
     """µs per `inspect` of each built-in on the call's result, as the gateway holds it (JSON text)."""
     import orjson
 
-    response = orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}}).decode()
+    response = orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": text}], "structuredContent": {"result": text}, "isError": False}}).decode()
     chain = interceptors_compile(BUILTINS, keys={})
     assert chain is not None
     found: dict[str, float] = {}
@@ -111,11 +112,11 @@ def inspect_cost(text: str, calls: int) -> dict[str, float]:
     return found
 
 
-def run(calls: int) -> str:
+def run(calls: int, text_bytes: int) -> str:
     demo_port, hook_port, gateway_port = free_port(), free_port(), free_port()
     demo_url = f"http://127.0.0.1:{demo_port}/mcp"
     configure(demo_url, f"http://127.0.0.1:{hook_port}")
-    text = text_2k()
+    text = text_of(text_bytes)
     env = {"GATEWAY_INSTANCE_ID": "bench", "GATEWAY_LOG_LEVEL": "WARNING", "GATEWAY_DEBUG": "0"}
     before = calibrate()
     params = {"name": "echo", "arguments": {"text": text}}
@@ -138,8 +139,9 @@ def run(calls: int) -> str:
         f"### Interceptors — {now}",
         "",
         f"Command: `python -m bench.interceptors --calls {calls}`. Machine: {platform.machine()}, {os.cpu_count()} "
-        f"cores, Python {platform.python_version()}. Stateless `tools/call echo` of a {len(text)}-byte text, C=1, "
-        f"interleaved in rounds. Calibration loop: {before:.3f} s before, {after:.3f} s after.",
+        f"cores, Python {platform.python_version()}. Stateless `tools/call echo` of a {len(text)}-byte text "
+        f"(arguments of {len(text) + 40} bytes, a result of {result_bytes(text):,} bytes), C=1, interleaved in rounds. "
+        f"Calibration loop: {before:.3f} s before, {after:.3f} s after.",
         "",
         "| host | p50 | p99 | gateway CPU/call | p50 vs none | CPU vs none |",
         "|---|---|---|---|---|---|",
@@ -149,15 +151,22 @@ def run(calls: int) -> str:
         lines.append(f"| {path} | {p50:.2f} ms | {percentile(latencies, 99):.2f} ms | {cpu:.2f} ms | "
                      f"{p50 - none:+.2f} ms | {cpu - none_cpu:+.2f} ms |")
         print(lines[-1], flush=True)
-    lines += ["", "| built-in, alone on the 2 KiB result (in process) | µs per inspect |", "|---|---|"]
+    lines += ["", "| built-in, alone on that result (in process) | µs per inspect |", "|---|---|"]
     for name, micros in inspect_cost(text, 2000).items():
         lines.append(f"| {name} | {micros:.1f} |")
         print(lines[-1], flush=True)
     return "\n".join(lines) + "\n"
 
 
+def result_bytes(text: str) -> int:
+    import orjson
+
+    return len(orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": text}], "structuredContent": {"result": text}, "isError": False}}))
+
+
 def main() -> None:
-    bench_main(__doc__ or "", run)
+    bench_main(__doc__ or "", run, options={"--text-bytes": {"type": int, "default": 1000}})
 
 
 if __name__ == "__main__":

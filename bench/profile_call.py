@@ -8,7 +8,9 @@ the part of the code it was spent in.
 instead of the demo MCP server's `add`; `--target guarded` calls `add` through the whole policy path
 (bench/policy_path.py's guarded host: access policy with CEL, rate limits and budgets, tool costs,
 per-caller egress credential, hashed audit arguments); `--target limited` through its host with
-rate limits only (the Redis round trip, nothing else), for comparison."""
+rate limits only (the Redis round trip, nothing else), for comparison; `--target interceptors` calls
+`echo` of 1,000 bytes through bench/interceptors.py's host with every built-in on its results (and
+`--target plain-echo` the same call through its host with none)."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ CATEGORIES = [
     ("openapi: output schema check", "check_structured"),
     ("configuration snapshot", "SnapshotDirectory"),
     ("rate limits and budgets (Redis)", "RedisRateLimiter"),
+    ("interceptors", "interception.py"),
     ("access policy", "policy.py"),
     ("host lists (policy views)", "HostLists"),
     ("audit arguments", "arguments_kept"),
@@ -91,7 +94,7 @@ async def drive(caller: Caller, calls: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--era", choices=["modern", "legacy"], default="modern")
-    parser.add_argument("--target", choices=["mcp", "openapi", "guarded", "limited"], default="mcp")
+    parser.add_argument("--target", choices=["mcp", "openapi", "guarded", "limited", "interceptors", "plain-echo"], default="mcp")
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--raw", type=Path, help="keep py-spy's raw samples here (for flame graphs)")
     args = parser.parse_args()
@@ -110,6 +113,13 @@ def main() -> None:
         path, key = {"guarded": ("bench-policy/guarded", policy_path.KEY),
                      "limited": ("bench-limits/limited", policy_path.LIMITS_KEY)}[args.target]
         params = {"name": "add", "arguments": {"a": 1, "b": 2}}
+    elif args.target in ("interceptors", "plain-echo"):
+        from bench import interceptors
+
+        backend = backend_argv("scripts.demo_server", demo_port)
+        interceptors.configure(f"http://127.0.0.1:{demo_port}/mcp", f"http://127.0.0.1:{many_port}")
+        path = "bench-icpt/results" if args.target == "interceptors" else "bench-icpt/none"
+        key, params = interceptors.KEY, {"name": "echo", "arguments": {"text": interceptors.text_of(1000)}}
     else:
         backend = backend_argv("scripts.demo_server", demo_port)
         apply_config(f"http://127.0.0.1:{demo_port}/mcp", f"http://127.0.0.1:{many_port}/mcp")

@@ -29,13 +29,15 @@ class Payload:
     On a call's request the value is the request's `params`; on its result, the JSON-RPC response
     (`{"jsonrpc", "id", "result"}` or `{… "error"}`), so a backend's error is inspected too."""
 
-    __slots__ = ("_text", "_value")
+    __slots__ = ("_scan", "_text", "_value")
 
     def __init__(self, *, text: str | None = None, value: Any = _MISSING) -> None:
         if text is None and value is _MISSING:
             raise TypeError("a payload needs its text or its value")
         self._text = text
         self._value = value
+        #: What `scannable` made of it: each scanner of a chain reads the same view.
+        self._scan: tuple[Payload, str] | None = None
 
     @property
     def text(self) -> str:
@@ -163,8 +165,15 @@ def scannable(payload: Payload) -> tuple[Payload, str]:
     break, `\\t` a space, `\\"` a quote of the view's own, `''`). So `.` stops at a line's end, a
     word's edge is where the string's words end, and a `"` in the view is always the edge of a JSON
     string. A payload whose text writes characters as `\\uXXXX` or `\\/` is re-serialized first:
-    escapes must not hide what they spell (`\\u0041KIA…`, `bob\\u0040example.com`); one that is not JSON is scanned as it is
-    (masking it then fails, and the call is refused)."""
+    escapes must not hide what they spell (`\\u0041KIA…`, `bob\\u0040example.com`); one that is not
+    JSON is scanned as it is (masking it then fails, and the call is refused). Made once per
+    payload: the built-ins of a chain that pass it on read the same."""
+    if payload._scan is None:
+        payload._scan = _scannable(payload)
+    return payload._scan
+
+
+def _scannable(payload: Payload) -> tuple[Payload, str]:
     text = payload.text
     if "\\" not in text:  # most results: no escapes at all (a one-character search is the fast one)
         return payload, text
