@@ -130,7 +130,7 @@ def run(calls: int, text_bytes: int) -> str:
             "built-ins both ways": Caller(f"{base}/both", "modern", "tools/call", params, True, key=KEY),
             "local webhook (result)": Caller(f"{base}/webhook", "modern", "tools/call", params, True, key=KEY),
         }
-        measured = asyncio.run(measure(callers, 1, calls, gw.pid, max(calls // 20, 1)))
+        measured = asyncio.run(measure(callers, 1, calls, gw.pid, max(calls // 20, 1), rotate=True))
     after = calibrate()
     none = percentile(measured["none"][0], 50)
     none_cpu = measured["none"][2]
@@ -140,7 +140,7 @@ def run(calls: int, text_bytes: int) -> str:
         "",
         f"Command: `python -m bench.interceptors --calls {calls}`. Machine: {platform.machine()}, {os.cpu_count()} "
         f"cores, Python {platform.python_version()}. Stateless `tools/call echo` of a {len(text)}-byte text "
-        f"(arguments of {len(text) + 40} bytes, a result of {result_bytes(text):,} bytes), C=1, interleaved in rounds. "
+        f"(arguments of {len(text) + 40} bytes, a result of {result_bytes(text):,} bytes), C=1, interleaved in rounds (each starting with the next host). "
         f"Calibration loop: {before:.3f} s before, {after:.3f} s after.",
         "",
         "| host | p50 | p99 | gateway CPU/call | p50 vs none | CPU vs none |",

@@ -98,8 +98,9 @@ class Caller:
 
 
 async def measure(callers: dict[str, Caller], concurrency: int, calls: int, cpu_pid: int,
-                  rounds: int) -> dict[str, tuple[list[float], float, float]]:
-    """Alternate between the paths in `rounds` rounds, so drift on a noisy machine hits both alike.
+                  rounds: int, *, rotate: bool = False) -> dict[str, tuple[list[float], float, float]]:
+    """Alternate between the paths in `rounds` rounds, so drift on a noisy machine hits both alike
+    (with `rotate`, each round starts with the next path, so no path always follows the same one).
     Returns per path: latencies (ms), busy seconds, and the gateway's CPU ms per call."""
     for caller in callers.values():
         await caller.open()
@@ -107,8 +108,10 @@ async def measure(callers: dict[str, Caller], concurrency: int, calls: int, cpu_
             await caller.call(i)
     measured = {path: ([], 0.0, 0.0) for path in callers}
     per_round = max(calls // rounds, 1)
-    for _ in range(rounds):
-        for path, caller in callers.items():
+    order = list(callers.items())
+    for number in range(rounds):
+        shift = number % len(order) if rotate else 0
+        for path, caller in order[shift:] + order[:shift]:
             latencies, elapsed, cpu = measured[path]
             counter = iter(range(per_round))
 
