@@ -42,7 +42,10 @@ class HttpHooks:
             ("accept", "application/json"),
             (SIGNATURE_HEADER, signature(webhook.key, int(time.time()), body)),
         ]
-        pool, path = self._pool(webhook)
+        try:
+            pool, path = self._pool(webhook)
+        except ValueError as exc:  # checked when configured; a URL Python reads otherwise now still fails here
+            raise HookFailed(f"its URL cannot be used: {exc}", kind="error") from None
         response = None
         try:
             async with asyncio.timeout(webhook.timeout):

@@ -184,6 +184,10 @@ def _chained(first: Translate, then: Translate) -> Translate:
     return both
 
 
+#: `Outcome.arguments_sent` of a call no interceptor rewrote.
+AS_SENT: Any = object()
+
+
 @dataclass(slots=True)
 class Outcome:
     """What the stages of one call found out; the call's audit row and span are written from it
@@ -202,8 +206,9 @@ class Outcome:
     task_end: tuple[str, int | None] | None = None
     #: What the host's interceptors decided (every decision but a built-in's plain pass).
     interceptions: list[Interception] | None = None
-    #: The request's arguments as forwarded, when an interceptor rewrote them (what the audit row keeps).
-    arguments_sent: Any = None
+    #: The request's arguments as forwarded, when an interceptor rewrote them (what the audit row
+    #: keeps); None after a refusal (it keeps none); `AS_SENT`: the client's, as they came.
+    arguments_sent: Any = AS_SENT
 
     def answered(self, outcome: str, code: int | None, bytes_out: int) -> None:
         self.outcome, self.code, self.bytes_out = outcome, code, bytes_out

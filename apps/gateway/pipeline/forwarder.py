@@ -25,6 +25,7 @@ from apps.gateway.pipeline.admission import Denied, Limits, Slots
 from apps.gateway.pipeline.answers import Resuming, StreamCaps, answer
 from apps.gateway.pipeline.backends import BackendCatalog, BackendRefused
 from apps.gateway.pipeline.calls import (
+    AS_SENT,
     BackendSessionGone,
     BadReply,
     Call,
@@ -443,7 +444,7 @@ class Forwarder:
                 rule=call.rule,
                 limit_state=outcome.limit_state,
                 arguments=arguments_kept(call.vhost.audit_arguments, call.message.params.get("arguments")
-                                         if outcome.arguments_sent is None else outcome.arguments_sent, self._hash_key),
+                                         if outcome.arguments_sent is AS_SENT else outcome.arguments_sent, self._hash_key),
                 cost=outcome.cost,
                 task_id=outcome.task_id,
                 interceptions=() if outcome.interceptions is None else tuple(outcome.interceptions),

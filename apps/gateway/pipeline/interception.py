@@ -11,6 +11,7 @@ pay nothing for it."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -19,6 +20,7 @@ from apps.gateway.pipeline.calls import AUDITED, Call, Next, Outcome
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import HookFailed, InterceptorHooks
 from apps.gateway.pipeline.replies import JSON, Reply, Stream, error_reply
+from apps.gateway.pipeline.values import VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import InterceptorRefused
 from apps.gateway.protocol.sse import SseEvent, SseParser, encode_event
@@ -26,6 +28,8 @@ from apps.kernel.audit_entry import Interception as Note
 from apps.kernel.interceptors import Interceptor
 from apps.kernel.interceptors.base import Decision, Payload, Subject
 from apps.kernel.interceptors.webhook import HookRequest
+
+log = logging.getLogger(__name__)
 
 #: Where a flagged result tells the client what was flagged, by interceptor name.
 META_KEY = "gateway/interceptors"
@@ -63,12 +67,12 @@ class Interception:
             try:
                 payload, _ = await self._decide(chain, call, outcome, "request", method, target,
                                                 Payload(value=call.message.params))
+                if payload is not None:
+                    params = _renaming_refused(call, payload.value)
             except Refused as refused:
+                outcome.arguments_sent = None  # what the client sent was refused: the audit row keeps none of it
                 return self._refusal(call, outcome, refused.error)
             if payload is not None:
-                # What the call names was routed and authorized: a rewrite cannot make it another.
-                field = AUDITED[method]
-                params = {**payload.value, field: call.message.params.get(field)}
                 call = call.with_params(params)
                 outcome.arguments_sent = params.get("arguments")
         reply = await then(call)
@@ -148,7 +152,7 @@ class Interception:
         if flags and isinstance(result := value.get("result"), dict):
             meta = result.get("_meta")
             meta = {**meta} if isinstance(meta, dict) else {}
-            meta[META_KEY] = {**(meta.get(META_KEY) or {}), **flags}
+            meta[META_KEY] = flags  # the gateway's own key: whatever a backend put there is not kept
             value["result"] = {**result, "_meta": meta}
         return jsonrpc.dumps(value)
 
@@ -164,7 +168,12 @@ class Interception:
             subject = Subject(phase, method, target, payload)
             note: Note
             if interceptor.inspector is not None:
-                decision = interceptor.inspector.inspect(subject)
+                try:
+                    decision = interceptor.inspector.inspect(subject)
+                except Exception as exc:  # a payload it cannot read (nested past any parser's depth, say)
+                    log.warning("interceptor %s on %s/%s failed, refusing the call: %r", interceptor.name,
+                                call.vhost.tenant_slug, call.vhost.slug, exc)
+                    decision = Decision("refuse", reason=f"it could not inspect the {phase} ({type(exc).__name__})")
                 if decision.action == "pass":
                     continue
                 note = {"interceptor": interceptor.name, "kind": interceptor.kind, "phase": phase,
@@ -204,7 +213,8 @@ class Interception:
         note: Note = {"interceptor": interceptor.name, "kind": "webhook", "phase": subject.phase, "action": "pass"}
         try:
             decision = await self._hooks.ask(webhook, request)
-        except HookFailed as failed:
+        except Exception as exc:
+            failed = exc if isinstance(exc, HookFailed) else HookFailed(f"it could not be asked ({exc!r})", kind="error")
             note["ms"] = round((time.perf_counter() - started) * 1000, 3)
             note["reason"] = str(failed)
             if webhook.fail_open:
@@ -231,6 +241,22 @@ class Interception:
         return reply
 
 
+def stream_event_kept(vhost: VirtualHostView, data: bytes) -> bool:
+    """Whether a session's GET stream may carry this event on `vhost`. On a host whose interceptors
+    inspect results, a JSON-RPC response there has been through none of them — a call's answer
+    replayed to a client resuming its stream with `Last-Event-ID`, or one a backend sends out of
+    turn — so it is left out (the client's call then ends as one whose answer never came, and it
+    asks again through the call path)."""
+    interceptors = vhost.interceptors
+    if interceptors is None or not interceptors.results or (b'"result"' not in data and b'"error"' not in data):
+        return True
+    try:
+        message = jsonrpc.loads(data)
+    except ValueError:
+        return True
+    return not (isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message))
+
+
 class _Chunks:
     """A relayed stream's chunks as inspected; closing them closes the stream they come from, even
     if they were never read."""
@@ -250,6 +276,18 @@ class _Chunks:
             await self._chunks.aclose()
         finally:
             await self._source.aclose()
+
+
+def _renaming_refused(call: Call, params: object) -> dict[str, Any]:
+    """Rewritten `params` as they go on: what the call names (its tool or prompt, its resource URI)
+    was routed and authorized before the interceptors ran, so a rewrite that changes it — a webhook's
+    answer, or a secret masked in a URI — refuses the call rather than send either name."""
+    field = AUDITED[call.message.method or ""]
+    if not isinstance(params, dict) or params.get(field) != call.message.params.get(field):
+        raise Refused(InterceptorRefused(
+            f"An interceptor rewrote what the call names ({field}); the call is refused rather than sent "
+            f"as the client wrote it", data={"phase": "request", "field": field}))
+    return params
 
 
 def _is_response(data: bytes, expected: object) -> bool:

@@ -19,6 +19,7 @@ from apps.gateway.pipeline.backends import (
 from apps.gateway.pipeline.calls import Call, Outbound
 from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.host_lists import HostLists
+from apps.gateway.pipeline.interception import stream_event_kept
 from apps.gateway.pipeline.legacy_composed import ComposedLegacy, InFlight
 from apps.gateway.pipeline.mounts import merge_capabilities, single_backend
 from apps.gateway.pipeline.ports import SessionLimitReached, SessionStore, Upstream, UpstreamReply, UpstreamUnavailable
@@ -223,7 +224,7 @@ class LegacyEra:
         except (UpstreamUnavailable, BackendRefused, TimeoutError, GatewayError) as exc:
             raise HttpError(502, f"Bad Gateway: backend stream unavailable: {exc}") from None
         if reply.status == 200 and reply.content_type == "text/event-stream":
-            return Reply(200, SSE_HEADERS + session_header, stream=Stream(_events(reply), reply.close))
+            return Reply(200, SSE_HEADERS + session_header, stream=Stream(_events(reply, vhost), reply.close))
         try:
             body = await reply.read(limit=64 * 1024)
         except UpstreamUnavailable:
@@ -296,9 +297,10 @@ class _Leg:
         return Outbound(headers, dumps(raw), pick=lambda: replicas.pick(backend, state.id))
 
 
-async def _events(reply: UpstreamReply) -> AsyncIterator[bytes]:
+async def _events(reply: UpstreamReply, vhost: VirtualHostView) -> AsyncIterator[bytes]:
     try:
         async for event in reply.events():
-            yield encode_event(event)
+            if stream_event_kept(vhost, event.data):
+                yield encode_event(event)
     except UpstreamUnavailable:
         pass

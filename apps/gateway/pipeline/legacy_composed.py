@@ -20,6 +20,7 @@ from apps.gateway.pipeline.compose import backend_request_of, stream_event_id, s
 from apps.gateway.pipeline.cursors import ListScope, stale_cursor
 from apps.gateway.pipeline.forwarder import Forwarder
 from apps.gateway.pipeline.host_lists import HostLists
+from apps.gateway.pipeline.interception import stream_event_kept
 from apps.gateway.pipeline.listing import LIST_METHODS, encode_page
 from apps.gateway.pipeline.ports import UpstreamReply, UpstreamUnavailable
 from apps.gateway.pipeline.replies import SSE_HEADERS, Reply, Stream, accepted, error_reply, result_reply
@@ -296,6 +297,8 @@ class ComposedLegacy:
             while (item := await queue.get()) is not None:
                 map_key, event = item
                 if map_key:
+                    if not stream_event_kept(vhost, event.data):
+                        continue
                     translated = translate_event(translators[map_key], event)
                     if event.id is not None:
                         last_ids[map_key] = event.id

@@ -329,7 +329,8 @@ class AuditSink(Protocol):
 
 class HookFailed(Exception):
     """A webhook interceptor gave no usable answer (timed out, unreachable, refused by the SSRF
-    guard, or answered something that is not a decision); `kind` is timeout | unavailable | bad_answer."""
+    guard, or answered something that is not a decision); `kind` is timeout | unavailable | bad_answer
+    | error (it could not be asked at all)."""
 
     def __init__(self, message: str, *, kind: str) -> None:
         super().__init__(message)

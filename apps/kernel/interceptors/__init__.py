@@ -153,8 +153,12 @@ def webhook_settings_check(settings: object) -> list[FieldProblem]:
     assert isinstance(settings, Mapping)
     problems = []
     url = settings.get("url")
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if parts is None or parts.scheme not in {"https", "http"} or not parts.hostname:
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        port = parts.port if parts is not None else None  # raises for a port out of range
+    except ValueError:
+        parts = port = None
+    if parts is None or parts.scheme not in {"https", "http"} or not parts.hostname or port == 0:
         problems.append(FieldProblem("settings.url", "url must be an https URL"))
     elif parts.scheme == "http" and parts.hostname not in {"localhost", "127.0.0.1", "::1"}:
         problems.append(FieldProblem("settings.url", "url must be https (plain http only to a service on the "
@@ -168,7 +172,7 @@ def webhook_settings_check(settings: object) -> list[FieldProblem]:
     timeout = settings.get("timeout_seconds", WEBHOOK_DEFAULTS["timeout_seconds"])
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0.05 <= timeout <= 30:
         problems.append(FieldProblem("settings.timeout_seconds", "timeout_seconds must be a number from 0.05 to 30"))
-    if settings.get("failure", WEBHOOK_DEFAULTS["failure"]) not in {"open", "closed"}:
+    if settings.get("failure", WEBHOOK_DEFAULTS["failure"]) not in ("open", "closed"):
         problems.append(FieldProblem("settings.failure", "failure must be open or closed"))
     return problems
 
@@ -207,6 +211,11 @@ class Interceptors:
     """A host's enabled interceptors, in order."""
 
     chain: tuple[Interceptor, ...]
+
+    @property
+    def results(self) -> bool:
+        """Whether any of them inspects results."""
+        return any("result" in interceptor.phases for interceptor in self.chain)
 
     def on(self, phase: str, method: str, target: str) -> tuple[Interceptor, ...]:
         return tuple(i for i in self.chain if i.applies(phase, method, target))

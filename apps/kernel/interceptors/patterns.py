@@ -32,8 +32,12 @@ try:
 except ImportError:  # pragma: no cover - the wheel exists for x86-64 and arm64 Linux
     hyperscan = None
 
-#: An expression that names a character outside ASCII (itself, or by an escape).
-_NAMES_NON_ASCII = re.compile(r"[^\x00-\x7f]|\\(?:u|U|N\{|x[89a-fA-F]|[0-3][0-7]{2})")
+#: An expression that names a character outside ASCII (itself, or by an escape), or a negated class
+#: that names ASCII letters or digits (`[^a-z]`): a character outside ASCII is in it for `re`, but its
+#: stand-in may not be (é stands as `a`). Such expressions are always run by `re`.
+_NAMES_NON_ASCII = re.compile(r"[^\x00-\x7f]|\\(?:u|U|N\{|x[89a-fA-F]|[0-3][0-7]{2})"
+                              r"|\[\^(?:[^\]\\]|\\.)*?[A-Za-z0-9](?<!\\[A-Za-z0-9])")
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 class PatternSet:
@@ -151,6 +155,10 @@ def _stand_in(code: int) -> str:
     folded = char.casefold()
     if len(folded) == 1 and folded.isascii() and folded.isalpha():
         return folded
+    # What IGNORECASE matches to an ASCII letter beyond the case folds (the dotless ı and dotted İ are
+    # `i` to `re`): asked of `re` itself, once per character.
+    if char.isalpha() and (letter := next((x for x in _LETTERS if re.fullmatch(re.escape(char), x, re.IGNORECASE)), None)):
+        return letter
     if char.isspace():
         return " "
     if char.isdecimal():

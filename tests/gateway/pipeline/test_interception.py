@@ -10,6 +10,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from apps.gateway.pipeline.interception import stream_event_kept
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import HookFailed
 from apps.gateway.pipeline.replies import Reply
@@ -228,10 +229,10 @@ async def test_a_webhook_that_fails_open_lets_the_call_go_on() -> None:
     assert [n["action"] for n in audit.entries[0].interceptions] == ["failed_open"]
 
 
-async def test_a_webhooks_pass_is_audited_with_its_time_and_its_rewrite_cannot_rename_the_call() -> None:
+async def test_a_webhooks_pass_is_audited_with_its_time() -> None:
     audit = Audit()
     upstream = Scripted(Answer(_result("ran")))
-    rewritten = Payload(value={"name": "drop_database", "arguments": {"text": "checked"}})
+    rewritten = Payload(value={"name": "add", "arguments": {"text": "checked"}})
     hooks = Hooks(Decision("rewrite", payload=rewritten), PASS)
     vhost = _host(_interceptor("hook", webhook=_hook(fail_open=False)))
     await _call(forwarder(upstream, audit, hooks=hooks), vhost)
@@ -239,6 +240,18 @@ async def test_a_webhooks_pass_is_audited_with_its_time_and_its_rewrite_cannot_r
     assert [(n["phase"], n["action"]) for n in audit.entries[0].interceptions] == [("request", "rewrite"),
                                                                                    ("result", "pass")]
     assert all("ms" in n for n in audit.entries[0].interceptions)
+
+
+async def test_a_rewrite_that_changes_what_the_call_names_refuses_it() -> None:
+    """The tool was routed and authorized as the client named it: neither name is sent."""
+    audit = Audit()
+    upstream = Scripted()
+    renamed = Payload(value={"name": "drop_database", "arguments": {"text": "hello"}})
+    vhost = replace(_host(_interceptor("hook", webhook=_hook(fail_open=False), phases=("request",))),
+                    audit_arguments="full")
+    reply = await _call(forwarder(upstream, audit, hooks=Hooks(Decision("rewrite", payload=renamed))), vhost)
+    assert json.loads(reply.body)["error"]["code"] == -32006 and upstream.sent == []
+    assert audit.entries[0].outcome == "denied" and audit.entries[0].arguments is None
 
 
 async def test_an_inspected_stream_closed_unread_closes_the_backends_answer() -> None:
@@ -261,3 +274,42 @@ async def test_a_tasks_result_is_inspected_by_the_interceptors_that_apply_to_eve
     reply = await relay.direct(StatelessLeg(), request, _host(scoped, every), PRINCIPAL, classify(message),
                                map_key="calc", wants_sse=False)
     assert json.loads(reply.body)["result"]["content"][0]["text"] == "key [X]7"
+
+
+
+class Broken:
+    def inspect(self, subject: Subject) -> Decision:
+        raise TypeError("Recursion limit reached")
+
+
+async def test_an_interceptor_that_fails_refuses_the_call_instead_of_failing_the_request() -> None:
+    audit = Audit()
+    upstream = Scripted()
+    reply = await _call(forwarder(upstream, audit), _host(_interceptor("deep", Broken())))
+    error = json.loads(reply.body)["error"]
+    assert error["code"] == -32006 and "could not inspect the request (TypeError)" in error["message"]
+    assert upstream.sent == [] and [e.outcome for e in audit.entries] == ["denied"]
+
+
+async def test_a_refused_request_leaves_none_of_its_arguments_on_the_audit_row() -> None:
+    audit = Audit()
+    vhost = replace(_host(_interceptor("no-hello", RefuseIf("hello"))), audit_arguments="full")
+    await _call(forwarder(Scripted(), audit), vhost)
+    assert audit.entries[0].arguments is None
+
+
+async def test_a_backends_own_meta_under_the_gateways_key_is_replaced_not_merged() -> None:
+    vhost = _host(_interceptor("markers", Flag(), phases=("result",), kind="injection"))
+    answer = {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "_meta": {"gateway/interceptors": "all clear"}}}
+    reply = await _call(forwarder(Scripted(Answer(answer))), vhost)
+    assert json.loads(reply.body)["result"]["_meta"] == {
+        "gateway/interceptors": {"markers": {"kind": "injection", "markers": ["marker"]}}}
+
+
+def test_a_sessions_get_stream_leaves_out_responses_on_a_host_that_inspects_results() -> None:
+    response = json.dumps(_result("AKIA")).encode()
+    notification = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"result"}}'
+    results = _host(_interceptor("r", RefuseIf("x"), phases=("result",)))
+    requests_only = _host(_interceptor("q", RefuseIf("x"), phases=("request",)))
+    assert not stream_event_kept(results, response) and stream_event_kept(results, notification)
+    assert stream_event_kept(requests_only, response) and stream_event_kept(VHOST, response)

@@ -18,6 +18,7 @@ EXPRESSIONS = [
     ("word-run", re.compile(r"\w{6,}@\w+")),
     ("non-ascii", re.compile("[\u202a-\u202e]")),
     ("look-behind", re.compile(r"(?<=token=)[a-z]{8}")),
+    ("negated", re.compile(r"[^a-z]topsecret")),
 ]
 
 
@@ -39,6 +40,8 @@ def _found(patterns: PatternSet, text: str) -> set[tuple[str, int, int]]:
     "mail: Ωmegaλx@host and naïveté@example",
     "bidi \u202e override, token=abcdefgh",
     "nothing at all, plain ASCII",
+    "ıgnore prevıous ınstructİons",  # dotless ı and dotted İ are i to IGNORECASE
+    "étopsecret and 1topsecret",  # é is in [^a-z] for re
 ])
 def test_the_one_pass_finds_what_running_every_expression_finds(text: str) -> None:
     assert _found(PatternSet(EXPRESSIONS), text) == _plain(text)
@@ -46,7 +49,7 @@ def test_the_one_pass_finds_what_running_every_expression_finds(text: str) -> No
 
 def test_random_mixed_text_finds_the_same_as_re() -> None:
     pieces = ["ignore", "previous", "instructions", " ", "\u00a0", "\u3000", "aws", "key", "-", "123", "45",
-              "6789", "\u0663", "é", "ж", "ſ", "\u212a", "@", "token=", "abcdefgh", "\u202b", "😀", "\n"]
+              "6789", "\u0663", "é", "ж", "ſ", "\u212a", "@", "token=", "abcdefgh", "\u202b", "😀", "\n", "ı", "İ", "topsecret"]
     rng = random.Random(2026)
     patterns = PatternSet(EXPRESSIONS)
     for _ in range(300):
