@@ -259,6 +259,10 @@ class Fields:
             if changed is not value:
                 payload = Payload(value=changed)
         if self._deny is not None:
+            if "\\u" in payload.text or "\\/" in payload.text:
+                # Characters written as escapes are matched as the characters they are (`internal\u002ecorp`
+                # is `internal.corp`): re-serialized, the text writes them as themselves.
+                payload = Payload(value=payload.value)
             spans = [Span(match.start(), match.end(), name) for name, match in self._deny.matches(payload.text)
                      if match.end() > match.start()]
             if spans:

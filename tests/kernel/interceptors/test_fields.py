@@ -370,3 +370,10 @@ def test_a_deny_pattern_with_a_long_counted_repeat_is_refused() -> None:
     [problem] = fields.settings_check({"deny": ["ok.{0,1000}", r"secret.{0,2000}key", r"literal\{5000}"]})
     assert problem.message == ("deny pattern 2 repeats something more than 1000 times ({n,m}); "
                                "use + or * instead")
+
+
+def test_a_deny_pattern_sees_escaped_characters_as_the_characters_they_are() -> None:
+    inspector = fields.build({**fields.DEFAULTS, "deny": [r"internal\.corp"]})
+    text = '{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"see internal\\u002ecorp"}]}}'
+    decision = inspector.inspect(Subject("result", "tools/call", "t", Payload(text=text)))
+    assert decision.action == "refuse" and decision.findings == ("deny:1",)
