@@ -40,6 +40,7 @@ from apps.gateway.protocol.envelope import (
     NAME_BEARING,
     ModernEnvelope,
     check_modern_request,
+    decode_header_value,
     encode_header_value,
     url_elicitation_supported,
 )
@@ -294,21 +295,32 @@ def _mirrors_rewritten(
     """The request's `Mcp-Param-*` headers after an interceptor rewrote its arguments: a header
     mirroring an argument that changed carries the new value (or goes, with the argument), so the
     backend's header/body check still holds and a masked value does not travel in a header. A
-    header is matched to its argument by value: the schema's `x-mcp-header` is the backend's."""
+    header is matched to its argument by value (the schema's `x-mcp-header` is the backend's),
+    read as the client encoded it; when several arguments had the value and one of them changed,
+    the header follows the change: better a header the backend refuses than a masked value sent."""
     old = before.get("arguments")
     new = after.get("arguments")
     if not isinstance(old, dict):
         return mirrored
     new = new if isinstance(new, dict) else {}
-    shown = {encode_header_value(_header_form(value)): key for key, value in old.items() if _header_form(value) is not None}
+    changed: dict[str, object] = {}  # a changed argument's old header form -> its new value
+    for key, value in old.items():
+        form = _header_form(value)
+        if form is not None and new.get(key, _GONE) != value:
+            changed.setdefault(form, new.get(key, _GONE))
+    if not changed:
+        return mirrored
     kept = []
     for name, value in mirrored:
-        key = shown.get(value)
-        if key is None or new.get(key) == old[key]:
+        decoded = decode_header_value(value)
+        if decoded not in changed:
             kept.append((name, value))
-        elif (form := _header_form(new.get(key))) is not None:
+        elif (form := _header_form(changed[decoded])) is not None:
             kept.append((name, encode_header_value(form)))
     return kept
+
+
+_GONE = object()
 
 
 def _header_form(value: object) -> str | None:

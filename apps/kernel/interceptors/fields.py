@@ -59,6 +59,8 @@ MAX_PATTERNS = 100
 MAX_PATTERN = 1000
 #: The largest count a deny pattern's `{n,m}` may give.
 MAX_REPEAT = 1000
+#: A group holding a repeat, itself repeated: `(a+)+`, `(?:x+x+)*`, `(\w{2,})+`.
+_NESTED_REPEAT = re.compile(r"(?<!\\)\((?:[^()\\]|\\.)*(?<!\\)[+*}](?:[^()\\]|\\.)*\)[+*{]")
 _REPEAT_COUNTS = re.compile(r"(?<!\\)\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
 
 #: A key written after a dot (`$.a`, `$..a`).
@@ -232,6 +234,12 @@ def _deny_problems(deny: list[Any] | tuple[Any, ...]) -> list[FieldProblem]:
         if compiled.search("") is not None:
             problems.append(FieldProblem("settings.deny", f"deny pattern {number} matches the empty string "
                                                           "(it would match everywhere); make it match something"))
+        elif _NESTED_REPEAT.search(pattern):
+            # `(x+)+` and its kind backtrack exponentially on a near miss; run on the event loop, one
+            # such pattern would stall every call of the instance.
+            problems.append(FieldProblem("settings.deny", f"deny pattern {number} repeats a group that itself "
+                                                          "repeats (like (a+)+): on some texts it takes "
+                                                          "exponential time; write it without the nesting"))
         elif any(int(count or 0) > MAX_REPEAT for pair in _REPEAT_COUNTS.findall(pattern) for count in pair):
             # Compiling a long counted repeat for the one-pass scan takes seconds, on every gateway.
             problems.append(FieldProblem("settings.deny", f"deny pattern {number} repeats something more than "

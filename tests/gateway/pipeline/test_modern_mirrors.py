@@ -28,3 +28,13 @@ def test_a_dropped_argument_drops_its_header() -> None:
     after = {"name": "deploy", "arguments": {"region": "eu-west-1"}}
     mirrored = [("mcp-param-region", "eu-west-1"), ("mcp-param-token", "AKIAIOSFODNN7EXAMPLE")]
     assert _mirrors_rewritten(mirrored, BEFORE, after) == [("mcp-param-region", "eu-west-1")]
+
+
+def test_a_header_the_client_encoded_and_a_value_two_arguments_share_follow_the_change() -> None:
+    before = {"arguments": {"token": "AKIAIOSFODNN7EXAMPLE", "copy": "AKIAIOSFODNN7EXAMPLE", "plain": "x"}}
+    after = {"arguments": {"token": "[REDACTED:aws-access-key]", "copy": "AKIAIOSFODNN7EXAMPLE", "plain": "x"}}
+    base64_form = "=?base64?QUtJQUlPU0ZPRE5ON0VYQU1QTEU=?="  # the same key, encoded though it need not be
+    mirrored = [("mcp-param-copy", "AKIAIOSFODNN7EXAMPLE"), ("mcp-param-token", base64_form), ("mcp-param-plain", "x")]
+    assert _mirrors_rewritten(mirrored, before, after) == [
+        ("mcp-param-copy", "[REDACTED:aws-access-key]"), ("mcp-param-token", "[REDACTED:aws-access-key]"),
+        ("mcp-param-plain", "x")]

@@ -377,3 +377,14 @@ def test_a_deny_pattern_sees_escaped_characters_as_the_characters_they_are() -> 
     text = '{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"see internal\\u002ecorp"}]}}'
     decision = inspector.inspect(Subject("result", "tools/call", "t", Payload(text=text)))
     assert decision.action == "refuse" and decision.findings == ("deny:1",)
+
+
+@pytest.mark.parametrize("pattern", [r"(x+x+)+y", r"(a+)+", r"(?:\w{2,})*z"])
+def test_a_deny_pattern_that_can_backtrack_exponentially_is_refused(pattern: str) -> None:
+    [problem] = fields.settings_check({"deny": [pattern]})
+    assert "repeats a group that itself repeats" in problem.message
+
+
+@pytest.mark.parametrize("pattern", [r"(abc)+", r"secret-(\d+)", r"(a|b)+c", r"\(x+\)+"])
+def test_a_deny_pattern_with_groups_that_do_not_nest_repeats_is_taken(pattern: str) -> None:
+    assert fields.settings_check({"deny": [pattern]}) == []
