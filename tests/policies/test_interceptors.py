@@ -72,6 +72,12 @@ def test_the_chain_is_replaced_whole_and_read_back_in_order(world: dict[str, Any
     ([{"name": "h", "kind": "webhook", "settings": {"url": "http://x.example", "secret": "hook-key"}}],
      "1.settings.url: url must be https"),
     ([{"name": "x", "kind": "clamav"}], "1.kind: kind must be one of"),
+    ([{"name": "h", "kind": "webhook", "settings": {"url": "https://[::1/", "secret": "hook-key"}}],
+     "1.settings.url: url must be an https URL"),
+    ([{"name": "h", "kind": "webhook", "settings": {"url": "https://h.example:99999/", "secret": "hook-key"}}],
+     "1.settings.url: url must be an https URL"),
+    ([{"name": "h", "kind": "webhook", "settings": {"url": "https://h.example", "secret": "hook-key",
+                                                    "failure": []}}], "1.settings.failure: failure must be open or closed"),
     ([{"kind": "secrets"}], "[0].name: This field is required."),
 ])
 def test_a_bad_interceptor_is_refused_naming_where_and_nothing_changes(
