@@ -19,10 +19,11 @@ from typing import Any
 from apps.gateway.pipeline.calls import AUDITED, Call, Next, Outcome
 from apps.gateway.pipeline.metrics import Counters
 from apps.gateway.pipeline.ports import HookFailed, InterceptorHooks
-from apps.gateway.pipeline.replies import JSON, Reply, Stream, error_reply
+from apps.gateway.pipeline.replies import JSON, Reply, Stream, accepted, error_reply
 from apps.gateway.pipeline.values import VirtualHostView
 from apps.gateway.protocol import jsonrpc
 from apps.gateway.protocol.errors import InterceptorRefused
+from apps.gateway.protocol.jsonrpc import Kind
 from apps.gateway.protocol.sse import SseEvent, SseParser, encode_event
 from apps.kernel.audit_entry import Interception as Note
 from apps.kernel.interceptors import Interceptor
@@ -49,12 +50,16 @@ class Interception:
         self._counters = counters
 
     def applies(self, call: Call) -> bool:
-        return call.vhost.interceptors is not None and call.read_back
+        return call.vhost.interceptors is not None and (call.read_back or call.message.method in AUDITED)
 
     async def __call__(self, call: Call, outcome: Outcome, then: Next) -> Reply:
         interceptors = call.vhost.interceptors
         assert interceptors is not None
         method = call.message.method or ""
+        if call.message.kind is not Kind.REQUEST:
+            # A `tools/call` without an id asks for nothing back, and would reach the backend
+            # uninspected: on a host with interceptors it goes no further.
+            return accepted().with_headers(call.headers)
         if method not in AUDITED:
             # A task's follow-up (`tasks/result`, `tasks/get`) may bring the tool's result: it is
             # inspected as a `tools/call` result by the interceptors that apply to every tool

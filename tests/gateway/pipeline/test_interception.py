@@ -313,3 +313,12 @@ def test_a_sessions_get_stream_leaves_out_responses_on_a_host_that_inspects_resu
     requests_only = _host(_interceptor("q", RefuseIf("x"), phases=("request",)))
     assert not stream_event_kept(results, response) and stream_event_kept(results, notification)
     assert stream_event_kept(requests_only, response) and stream_event_kept(VHOST, response)
+
+
+async def test_a_tools_call_sent_as_a_notification_goes_no_further_on_a_host_with_interceptors() -> None:
+    upstream = Scripted()
+    message = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "add", "arguments": {"text": "hello"}}}
+    request = HttpRequest("POST", "acme", "main", {"accept": "application/json"}, json.dumps(message).encode())
+    reply = await forwarder(upstream).direct(StatelessLeg(), request, _host(_interceptor("q", RefuseIf("x"))),
+                                             PRINCIPAL, classify(message), map_key="calc", wants_sse=False)
+    assert reply.status == 202 and upstream.sent == []
