@@ -26,6 +26,8 @@ BUILTINS = ("secrets", "personal_data", "fields", "size", "injection")
 KINDS = (*BUILTINS, "webhook")
 #: Most interceptors on one host: each runs on every call it applies to.
 MAX_INTERCEPTORS = 20
+#: Most names or globs one interceptor is scoped to (each is matched on every call).
+MAX_TARGETS = 100
 NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 #: A webhook's settings, and what each is.
@@ -119,6 +121,8 @@ def interceptor_check(spec: InterceptorSpec) -> list[FieldProblem]:
         problems.append(FieldProblem("methods", f"methods must be one or more of: {', '.join(METHODS)}"))
     if not isinstance(spec.targets, (list, tuple)) or any(not isinstance(t, str) or not t for t in spec.targets):
         problems.append(FieldProblem("targets", "targets must be a list of names or globs"))
+    elif len(spec.targets) > MAX_TARGETS or any(len(t) > 500 for t in spec.targets):
+        problems.append(FieldProblem("targets", f"at most {MAX_TARGETS} targets, each at most 500 characters"))
     elif (problem := next(filter(None, map(glob_problem, spec.targets)), None)) is not None:
         problems.append(FieldProblem("targets", problem))
     if not isinstance(spec.enabled, bool):

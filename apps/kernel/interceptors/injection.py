@@ -143,7 +143,7 @@ _PHRASES: tuple[tuple[str, str], ...] = (
         r"|\b(?:new|updated|revised|real) system (?:prompt|message)\s*:")),
     ("conceal-from-user", _phrase(
         r"\b(?:do not|don't|never|must not) (?:tell|inform|mention|reveal|disclose|notify)"
-        rf"{_CLAUSE}\bthe user\b(?!(?:'|[^\x00-\x7f])s\b)"  # not "the user's password" (nor with ’)
+        rf"{_CLAUSE}\bthe user\b(?!\W?s\b)"  # not "the user's password" (nor with ’)
         r"|\bwithout (?:telling|informing) the user\b|\bwithout the user's knowledge\b"
         r"|\bkeep (?:this|it|that) (?:secret|hidden|confidential) from the user\b"
         r"|\bthe user (?:must|should) (?:not|never) (?:know|see|find out|be told)\b")),
