@@ -65,20 +65,33 @@ def audit_live_group(*, tenant_id: int) -> str:
 
 
 def _watched_key(tenant_id: int) -> str:
-    return f"gw:audit-live-watched:{tenant_id}"
+    # One hash tag for every tenant's mark: a writer reads the marks of all its tenants and the
+    # clock in one script, on one node (a Redis Cluster slot), whose clock set the marks.
+    return f"gw:{{audit-live}}:watched:{tenant_id}"
 
 
-def _redis_seconds(time: tuple[int, int] | list[int]) -> float:
-    return time[0] + time[1] / 1_000_000
+#: Mark KEYS[1] watched for ARGV[1] ms; returns the time it was marked (Redis's clock).
+_WATCH = """
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+return redis.call('TIME')
+"""
+#: Redis's clock, then whether each KEY is marked; the clock is read first: a mark set before it is seen.
+_MARKS = """
+local out = {redis.call('TIME')}
+for i, key in ipairs(KEYS) do out[i + 1] = redis.call('EXISTS', key) end
+return out
+"""
+
+
+def _redis_seconds(time: list[bytes]) -> float:
+    """TIME's answer (seconds, microseconds) as returned by a script."""
+    return int(time[0]) + int(time[1]) / 1_000_000
 
 
 async def audit_live_watch(*, tenant_id: int) -> float:
     """Mark the tenant as watched for `WATCH_TTL_SECONDS`; return when (on Redis' clock), which is
     what `TailSequence` compares writers' attempts with. Raises when Redis cannot be reached."""
-    async with async_redis_client().pipeline(transaction=True) as pipe:
-        pipe.set(_watched_key(tenant_id), b"1", px=int(WATCH_TTL_SECONDS * 1000))
-        pipe.time()
-        _, now = await pipe.execute()
+    now = await async_redis_client().eval(_WATCH, 1, _watched_key(tenant_id), int(WATCH_TTL_SECONDS * 1000))
     return _redis_seconds(now)
 
 
@@ -194,11 +207,8 @@ class _Publisher:
         done: set[int] = set()
         try:
             async with asyncio.timeout(TIMEOUT_SECONDS):
-                async with async_redis_client().pipeline(transaction=False) as pipe:
-                    pipe.time()  # before the marks: a mark set before this clock reading is seen
-                    for tenant_id in attempt:
-                        pipe.exists(_watched_key(tenant_id))
-                    now, *marks = await pipe.execute()
+                keys = [_watched_key(tenant_id) for tenant_id in attempt]
+                now, *marks = await async_redis_client().eval(_MARKS, len(keys), *keys)
                 for tenant_id, marked in zip(attempt, marks, strict=True):
                     self.attempted_at[tenant_id] = _redis_seconds(now)
                     if not marked:

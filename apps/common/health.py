@@ -24,7 +24,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from apps.common.redis import redis_client
+from apps.common.redis import redis_client, sync_client
 
 log = logging.getLogger(__name__)
 
@@ -86,16 +86,12 @@ def _database_check() -> None:
 @functools.cache
 def _probe_redis() -> redis.Redis:
     timeout = settings.GATEWAY_READYZ_TIMEOUT_SECONDS
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout)
+    return sync_client(settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout)
 
 
 def _redis_check() -> bytes | None:
-    """PING, and the worker heartbeat, in one round trip."""
-    with _probe_redis().pipeline(transaction=False) as pipe:
-        pipe.ping()
-        pipe.get(WORKER_HEARTBEAT_KEY)
-        _, beat = pipe.execute()
-    return beat
+    """The worker heartbeat (reading it is the check that Redis answers): one round trip."""
+    return _probe_redis().get(WORKER_HEARTBEAT_KEY)
 
 
 def _reason(exc: BaseException, timeout: float, dependency: str) -> str:

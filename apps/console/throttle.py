@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 
 def _keys(username: str, address: str) -> tuple[str, str]:
     user = hashlib.blake2b(username.strip().lower().encode(), digest_size=12).hexdigest()
-    return f"gw:login-fail:{user}:{address}", f"gw:login-fail-addr:{address}"
+    # Both under the address's hash tag: counted together by one script, on one Redis Cluster slot.
+    return f"gw:login-fail:{{a{address}}}:{user}", f"gw:login-fail-addr:{{a{address}}}"
 
 
 def login_wait_seconds(*, username: str, address: str) -> int:

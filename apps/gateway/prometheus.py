@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 from apps.common.health import WORKER_HEARTBEAT_KEY, heartbeat_age
 from apps.common.replica_health import REPLICA_HEALTH_KEY, replicas_down
 from apps.common.task_metrics import TASK_BUCKETS, TASK_DURATIONS_KEY, task_durations_parse
-from apps.gateway.adapters.redis_session_store import IDLE_INDEX
+from apps.gateway.adapters.redis_session_store import sessions_usable_count
 from apps.gateway.pipeline.metrics import LATENCY_BUCKETS, Counters, LabelCap, Labels, RequestNote, current_request
 
 log = logging.getLogger(__name__)
@@ -209,11 +209,12 @@ class GatewayCollector(Collector):
         now = time.time()
         try:
             with self._redis().pipeline(transaction=False) as pipe:  # type: ignore[misc]
-                pipe.zcount(IDLE_INDEX, now - settings.GATEWAY_SESSION_TTL_SECONDS, "+inf")
+                counts = sessions_usable_count(pipe, now=now, ttl_seconds=settings.GATEWAY_SESSION_TTL_SECONDS)
                 pipe.get(WORKER_HEARTBEAT_KEY)
                 pipe.hgetall(TASK_DURATIONS_KEY)
                 pipe.hgetall(REPLICA_HEALTH_KEY)
-                sessions, beat, durations, health = pipe.execute()
+                *answers, beat, durations, health = pipe.execute()
+                sessions = sum(answers[:counts])
         except (redis.RedisError, OSError) as exc:
             log.warning("metrics: Redis could not be read: %s", exc)
             up.add_metric([], 0)

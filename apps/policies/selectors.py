@@ -405,6 +405,22 @@ class BudgetUsage:
     checked: bool = True
 
 
+#: Redis's clock, then each KEY's value (no ARGV) or the named fields of each KEY's hash: one
+#: script, so that the clock is the one of the node the counters live on (the limiter's clock).
+_COUNTERS_READ = """
+local out = {redis.call('TIME')}
+for i, key in ipairs(KEYS) do
+  if #ARGV == 0 then out[i + 1] = redis.call('GET', key) else out[i + 1] = redis.call('HMGET', key, unpack(ARGV)) end
+end
+return out
+"""
+
+
+def _counters_read(keys: Sequence[str], *, fields: Sequence[str]) -> list[Any]:
+    """Redis's time and the counters at `keys`, all of one tenant (one hash tag: one slot)."""
+    return redis_client().eval(_COUNTERS_READ, len(keys), *keys, *fields)
+
+
 def rate_limit_usage(*, limits: Sequence[RateLimit]) -> dict[int, RateUsage]:
     """The current use of each stored limit, by its id, in one Redis round trip. The bucket holds
     its "theoretical arrival time" (`limits._ADMIT`): how far it lies ahead of now, in emission
@@ -412,13 +428,8 @@ def rate_limit_usage(*, limits: Sequence[RateLimit]) -> dict[int, RateUsage]:
     if not limits:
         return {}
     keys = [bucket_key(Limit(row.tenant_id, row.scope, row.name, row.limit, row.window_seconds)) for row in limits]
-    client = redis_client()
     try:
-        pipe = client.pipeline(transaction=False)
-        pipe.time()  # the limiter's clock: Redis's own
-        for key in keys:
-            pipe.get(key)
-        (seconds, micro), *values = pipe.execute()
+        (seconds, micro), *values = _counters_read(keys, fields=())
     except (redis.RedisError, OSError) as exc:  # shown as unknown, not a 500
         log.warning("rate limit usage unreadable: %s", exc)
         return {row.pk: RateUsage(0, row.limit, checked=False) for row in limits}
@@ -444,13 +455,8 @@ def budget_usage(*, tenant: Tenant, subjects: Sequence[tuple[str, str]]) -> dict
     if not subjects:
         return {}
     keys = [budget_key(Budget(tenant.pk, scope, name, None, None)) for scope, name in subjects]
-    client = redis_client()
     try:
-        pipe = client.pipeline(transaction=False)
-        pipe.time()
-        for key in keys:
-            pipe.hmget(key, "d", "du", "m", "mu")
-        (seconds, _micro), *states = pipe.execute()
+        (seconds, _micro), *states = _counters_read(keys, fields=("d", "du", "m", "mu"))
     except (redis.RedisError, OSError) as exc:  # shown as unknown, not a 500
         log.warning("budget usage unreadable: %s", exc)
         return {subject: BudgetUsage(0, 0, checked=False) for subject in subjects}

@@ -8,6 +8,8 @@ import socket
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from apps.common.redis_topology import celery_broker, channel_layer_hosts
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("GATEWAY_VAR_DIR", BASE_DIR / "var"))
 
@@ -110,12 +112,17 @@ DATABASES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# One server, a Redis Cluster or a Sentinel master (apps/common/redis_topology.py, docs/scale.md).
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
+# The channel layer's Redis servers (default: REDIS_URL's): each a single server or a Sentinel
+# master, messages sharded over them. Required when REDIS_URL is a cluster (channels-redis has no
+# cluster client).
+CHANNEL_LAYER_URLS = env_list("GATEWAY_CHANNEL_LAYER_URLS") or [REDIS_URL]
 
 
 
-def channel_layers(redis_url: str, prefix: str) -> dict[str, object]:
-    """The channel layer on `redis_url`. Each receive blocks in Redis for up to
+def channel_layers(redis_urls: list[str], prefix: str) -> dict[str, object]:
+    """The channel layer on `redis_urls` (channels-redis shards channels and groups over them). Each receive blocks in Redis for up to
     `RedisChannelLayer.brpop_timeout` (5 s) waiting for a message, and redis-py (8.x) gives up on a
     read after its default socket timeout, also 5 s: an idle stream's receive raced its own read,
     failed with "Timeout reading from ...", and a message Redis popped at that moment was lost with
@@ -126,18 +133,24 @@ def channel_layers(redis_url: str, prefix: str) -> dict[str, object]:
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                "hosts": [{"address": redis_url, "socket_timeout": None, "socket_connect_timeout": 5,
-                           "socket_keepalive": True}],
+                "hosts": [
+                    host for url in redis_urls
+                    for host in channel_layer_hosts(url, socket_timeout=None, socket_connect_timeout=5,
+                                                    socket_keepalive=True)
+                ],
                 "prefix": prefix,
             },
         }
     }
 
 
-CHANNEL_LAYERS = channel_layers(REDIS_URL, "gw-channels")
+CHANNEL_LAYERS = channel_layers(CHANNEL_LAYER_URLS, "gw-channels")
 
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
-CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
+# A Sentinel URL becomes kombu's own form; a cluster is refused with the reason (kombu has no
+# cluster client): set both to a single server or a Sentinel master then.
+CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = celery_broker(os.environ.get("CELERY_BROKER_URL", REDIS_URL))
+CELERY_RESULT_BACKEND, CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = celery_broker(
+    os.environ.get("CELERY_RESULT_BACKEND", os.environ.get("CELERY_BROKER_URL", REDIS_URL)))
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -39,7 +39,7 @@ class Layer:
 
 @pytest.fixture(autouse=True)
 def _nobody_watching(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in redis_client().scan_iter("gw:audit-live-watched:*"):
+    for key in redis_client().scan_iter("gw:{audit-live}:watched:*"):
         redis_client().delete(key)
     monkeypatch.setattr(live, "RETRY_SECONDS", 0.05)
 
@@ -119,7 +119,7 @@ async def test_only_watched_tenants_rows_are_published(monkeypatch: pytest.Monke
     live.audit_batch_publish([audit_entry(tenant=A), audit_entry(tenant=B, exposed_name="watched")])
     await _settle()
     assert [(group, m["rows"][0]["exposed_name"]) for group, m in layer.sent] == [("audit-live.2", "watched")]
-    assert 0 < redis_client().pttl("gw:audit-live-watched:2") <= live.WATCH_TTL_SECONDS * 1000
+    assert 0 < redis_client().pttl("gw:{audit-live}:watched:2") <= live.WATCH_TTL_SECONDS * 1000
     # The batch nobody watched was attempted before the tail opened: not missed.
     assert TailSequence(opened).judge(layer.sent[0][1]) == "show"
 
@@ -129,7 +129,7 @@ async def test_a_tenant_whose_mark_lapsed_shows_the_gap_to_its_tail(monkeypatch:
     tail = TailSequence(await live.audit_live_watch(tenant_id=1))
     live.audit_batch_publish([audit_entry(tenant=A, exposed_name="seen")])
     await _settle()
-    redis_client().delete("gw:audit-live-watched:1")  # a renewal failed: the mark expired
+    redis_client().delete("gw:{audit-live}:watched:1")  # a renewal failed: the mark expired
     live.audit_batch_publish([audit_entry(tenant=A, exposed_name="unseen")])
     await _settle()
     await live.audit_live_watch(tenant_id=1)

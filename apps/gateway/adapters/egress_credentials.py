@@ -84,6 +84,19 @@ _KEPT_MAX = 10_000
 _MAX_LIFETIME = 86400.0  # a token said to live longer is fetched again daily anyway
 
 
+def _token_key(key: str) -> str:
+    """A credential's shared token; its lock and remembered failure share its hash tag (one slot)."""
+    return f"gw:oauth:{{{key}}}"
+
+
+def _lock_key(key: str) -> str:
+    return f"gw:oauth:{{{key}}}:lock"
+
+
+def _error_key(key: str) -> str:
+    return f"gw:oauth:{{{key}}}:error"
+
+
 class OAuthTokens:
     """Access tokens per OAuth client, cached in this process and in Redis (encrypted) for every
     instance. A token is fetched again a little before it expires, by one instance only: the one
@@ -169,16 +182,16 @@ class OAuthTokens:
             deadline = time.monotonic() + self._lock_seconds
             owner = secrets.token_hex(8)
             while True:
-                failure = await self._redis.get(f"gw:oauth:{key}:error")
+                failure = await self._redis.get(_error_key(key))
                 if failure is not None:
                     self._failed(key, failure.decode())
                     raise CredentialUnavailable(failure.decode())
-                if await self._redis.set(f"gw:oauth:{key}:lock", owner, nx=True, px=int(self._lock_seconds * 1000)):
+                if await self._redis.set(_lock_key(key), owner, nx=True, px=int(self._lock_seconds * 1000)):
                     shared = await self._shared(key)  # another instance may have just finished
                     if shared is None or shared.refresh_at <= time.time():
                         shared = await self._fetch_and_share(oauth, key, owner)
                     else:
-                        await self._release(keys=[f"gw:oauth:{key}:lock"], args=[owner])
+                        await self._release(keys=[_lock_key(key)], args=[owner])
                     return self._keep(key, shared)
                 if stale is not None and stale.expires_at > time.time():
                     # Another instance refreshes; the current token serves, and is looked at again soon.
@@ -213,7 +226,7 @@ class OAuthTokens:
 
     async def _shared(self, key: str) -> _Token | None:
         assert self._redis is not None
-        raw = await self._redis.get(f"gw:oauth:{key}")
+        raw = await self._redis.get(_token_key(key))
         if raw is None:
             return None
         try:
@@ -231,19 +244,19 @@ class OAuthTokens:
 
     async def _fetch_and_share(self, oauth: OAuthClient, key: str, owner: str) -> _Token:
         assert self._redis is not None and self._release is not None
-        lock = f"gw:oauth:{key}:lock"
+        lock = _lock_key(key)
         try:
             token = await self._fetch_remembering(oauth, key)
         except CredentialUnavailable as exc:
             async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.set(f"gw:oauth:{key}:error", str(exc), px=int(self._failure_seconds * 1000))
+                pipe.set(_error_key(key), str(exc), px=int(self._failure_seconds * 1000))
                 # Held on through the failure: no instance asks the endpoint again before it passes.
                 pipe.pexpire(lock, int(self._failure_seconds * 1000))
                 await pipe.execute()
             raise
         payload = secret_encrypt(orjson.dumps([token.value, token.expires_at, token.refresh_at]).decode())
         ttl = max(1, int((token.expires_at - time.time()) * 1000))
-        await self._redis.set(f"gw:oauth:{key}", payload, px=ttl)
+        await self._redis.set(_token_key(key), payload, px=ttl)
         await self._release(keys=[lock], args=[owner])
         return token
 

@@ -52,14 +52,13 @@ class RedisHealthFeed:
         )
 
         async def send() -> None:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                if state.up:
-                    pipe.hdel(REPLICA_HEALTH_KEY, state.url)
-                else:
-                    record = replica_down_record(since=state.since, instance=instance, checked=self._clock())
-                    pipe.hset(REPLICA_HEALTH_KEY, state.url, record)
-                pipe.publish(self._channel, payload)
-                await pipe.execute()
+            # Two commands, not a pipeline: a Redis Cluster client does not pipeline PUBLISH.
+            if state.up:
+                await self._redis.hdel(REPLICA_HEALTH_KEY, state.url)
+            else:
+                record = replica_down_record(since=state.since, instance=instance, checked=self._clock())
+                await self._redis.hset(REPLICA_HEALTH_KEY, state.url, record)
+            await self._redis.publish(self._channel, payload)
 
         self._run(f"share that replica {state.url} is {'up' if state.up else 'down'}", send)
 

@@ -107,6 +107,18 @@ _ADMIT_SHA = hashlib.sha1(_ADMIT.encode()).hexdigest().encode()
 _PERIODS = {1: "day", 2: "month"}
 
 
+class _ClusterLane:
+    """On a Redis Cluster: the client's own path, which routes each command to the node serving its
+    keys' slot (a call's counters share their tenant's tag: one slot) and follows the cluster
+    through resharding and failover."""
+
+    def __init__(self, client: redis.asyncio.RedisCluster) -> None:
+        self._client = client
+
+    async def send(self, command: bytes, parts: Sequence[bytes]) -> Any:
+        return await self._client.execute_command(*parts)
+
+
 class _Lane:
     """Connections taken from the client's pool (so made like its others: address, database,
     password, TLS, timeouts, and closed with it) and kept by the limiter, each sending one command
@@ -125,7 +137,8 @@ class _Lane:
         self._pool = client.connection_pool
         self._idle: list[redis.asyncio.connection.AbstractConnection] = []
 
-    async def send(self, command: bytes) -> Any:
+    async def send(self, command: bytes, parts: Sequence[bytes] = ()) -> Any:
+        """`command`, packed in the Redis protocol (`parts` unpacked: what a cluster lane sends)."""
         if self._idle:
             try:
                 return await self._exchange(self._idle.pop(), command)
@@ -160,14 +173,14 @@ class _Lane:
             await self._pool.release(connection)
 
 
-_PING = b"*1\r\n$4\r\nPING\r\n"
+_PING = (b"*1\r\n$4\r\nPING\r\n", (b"PING",))
 
 
-def _packed(keys: Sequence[str], argument: str, *, script: bytes | None = None) -> bytes:
-    """EVALSHA of the admission script, in the Redis protocol; EVAL of `script` when given."""
+def _packed(keys: Sequence[str], argument: str, *, script: bytes | None = None) -> tuple[bytes, list[bytes]]:
+    """EVALSHA of the admission script, in the Redis protocol and as its parts; EVAL of `script` when given."""
     head = [b"EVALSHA", _ADMIT_SHA] if script is None else [b"EVAL", script]
     parts = [*head, str(len(keys)).encode(), *(key.encode() for key in keys), argument.encode()]
-    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts)
+    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts), parts
 
 
 class RedisRateLimiter:
@@ -181,7 +194,7 @@ class RedisRateLimiter:
         probe_seconds: float = 0.05,
     ) -> None:
         self._client = client
-        self._lane = _Lane(client)
+        self._lane = _ClusterLane(client) if isinstance(client, redis.asyncio.RedisCluster) else _Lane(client)
         self._fail_open = fail_open
         self._retry_seconds = retry_seconds
         self._probe_seconds = probe_seconds
@@ -201,12 +214,11 @@ class RedisRateLimiter:
             numbers += [-1 if budget.daily is None else budget.daily, -1 if budget.monthly is None else budget.monthly]
         keys = [bucket_key(limit) for limit in limits] + [budget_key(budget) for budget in budgets]
         argument = ",".join(map(str, numbers))
-        command = _packed(keys, argument)
         try:
             try:
-                answer = await self._lane.send(command)
+                answer = await self._lane.send(*_packed(keys, argument))
             except redis.exceptions.NoScriptError:  # a Redis restarted or flushed since: EVAL loads it
-                answer = await self._lane.send(_packed(keys, argument, script=_ADMIT.encode()))
+                answer = await self._lane.send(*_packed(keys, argument, script=_ADMIT.encode()))
         except (redis.RedisError, OSError) as exc:
             self._outage_begin(exc)
             return self._unchecked(limits, budgets)
@@ -231,7 +243,7 @@ class RedisRateLimiter:
             while True:
                 await asyncio.sleep(self._probe_seconds)
                 try:
-                    await self._lane.send(_PING)
+                    await self._lane.send(*_PING)
                 except (redis.RedisError, OSError):
                     continue
                 log.warning("rate limits and budgets checked again: Redis answers")

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from django.conf import settings
 
-from apps.common.redis import async_redis_client
-from apps.gateway.adapters.redis_session_store import SESSION_TENANTS, TENANT_INDEX, RedisSessionStore
+from apps.common.redis import async_redis_client, redis_client
+from apps.gateway.adapters.redis_session_store import TENANT_INDEX, RedisSessionStore, session_count, session_list
 from apps.gateway.pipeline.ports import SessionLimitReached
 from apps.gateway.pipeline.values import BackendSession, SessionState
 
@@ -106,18 +106,20 @@ async def test_a_backend_session_of_an_ended_session_is_not_recorded() -> None:
 
 
 async def test_a_sweep_forgets_a_session_whose_state_redis_already_dropped() -> None:
-    """No instance swept while its state lived (state TTL = expiry + grace): the sweep still takes
-    it out of its tenant's index, though it has nothing to close."""
+    """No instance swept while its state lived (state TTL = expiry + grace): the sweep has nothing
+    to close and takes nothing; its tenant's index entry no longer counts, and goes with the age
+    trim when the tenant's next session is created."""
     clock = Clock()
     store = _store(ttl=60, clock=clock)
     state = _state(store, tenant_id=9001)
     assert await store.save(state, create=True)
     client = async_redis_client()
-    await client.delete(f"gw:session:{state.id}", f"gw:session-backends:{state.id}")  # as Redis does
-    clock.now += 61
+    await client.delete(f"gw:session:{{{state.id}}}")  # as Redis does
+    clock.now += 661
     assert state.id not in [s.id for s in await store.take_expired()]
+    assert session_count(redis_client(), tenant_id=9001, ttl_seconds=60, clock=clock) == 0
+    assert await store.save(_state(store, tenant_id=9001), create=True)
     assert await client.zscore(TENANT_INDEX.format(9001), state.id) is None
-    assert not await client.hexists(SESSION_TENANTS, state.id)
 
 
 async def test_deleting_a_session_takes_it_out_of_its_tenants_index_even_without_its_state() -> None:
@@ -127,10 +129,11 @@ async def test_deleting_a_session_takes_it_out_of_its_tenants_index_even_without
         state = _state(store, tenant_id=9002)
         assert await store.save(state, create=True)
         if drop_state:
-            await client.delete(f"gw:session:{state.id}")
+            await client.delete(f"gw:session:{{{state.id}}}")
         await store.delete(state.id)
+        # Without its state the entry is left off the first listing, and out of the index after it.
+        assert session_list(redis_client(), tenant_id=9002, ttl_seconds=60, clock=Clock()) == ([], 0)
         assert await client.zscore(TENANT_INDEX.format(9002), state.id) is None
-        assert not await client.hexists(SESSION_TENANTS, state.id)
 
 
 async def test_each_use_moves_the_session_up_its_tenants_index_and_only_its_own_tenants() -> None:
