@@ -94,6 +94,13 @@ def async_redis_client() -> redis.asyncio.Redis:
     return client
 
 
+def redis_clients_reset() -> None:
+    """Forget the clients made so far: the next ones follow `settings.REDIS_URL` as it is now (for
+    tests that move the deployment to another topology)."""
+    redis_client.cache_clear()
+    _async_clients.clear()
+
+
 def message_object(data: bytes | str) -> dict[str, Any] | None:
     """A message the gateway instances send each other (pub/sub, a hash entry) as a JSON object;
     None for anything else: a malformed message is dropped, never raised."""

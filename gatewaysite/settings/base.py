@@ -114,10 +114,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # One server, a Redis Cluster or a Sentinel master (apps/common/redis_topology.py, docs/scale.md).
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
-# The channel layer's Redis servers (default: REDIS_URL's): each a single server or a Sentinel
-# master, messages sharded over them. Required when REDIS_URL is a cluster (channels-redis has no
-# cluster client).
-CHANNEL_LAYER_URLS = env_list("GATEWAY_CHANNEL_LAYER_URLS") or [REDIS_URL]
+# The channel layer's Redis servers (default: REDIS_URL's), separated by spaces (a Sentinel URL has
+# commas): each a single server or a Sentinel master, messages sharded over them. Required when
+# REDIS_URL is a cluster (channels-redis has no cluster client).
+CHANNEL_LAYER_URLS = os.environ.get("GATEWAY_CHANNEL_LAYER_URLS", "").split() or [REDIS_URL]
 
 
 

@@ -3,12 +3,12 @@
 import os
 
 from .base import *  # noqa: F403
-from .base import REDIS_URL, channel_layers, env_bool, env_list
+from .base import REDIS_URL, channel_layers, env_bool
 
 SECRET_KEY = os.environ.get("GATEWAY_SECRET_KEY", "test-secret-key-not-for-production-0123456789")
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 REDIS_URL = os.environ.get("GATEWAY_TEST_REDIS_URL", REDIS_URL.rsplit("/", 1)[0] + "/15")
-CHANNEL_LAYERS = channel_layers(env_list("GATEWAY_CHANNEL_LAYER_URLS") or [REDIS_URL], "gw-test-channels")
+CHANNEL_LAYERS = channel_layers(os.environ.get("GATEWAY_CHANNEL_LAYER_URLS", "").split() or [REDIS_URL], "gw-test-channels")
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True  # a task that fails fails the test
 GATEWAY_SERVE_STATIC = True  # the browser tests load the console's CSS and htmx

@@ -38,8 +38,11 @@ class RedisSubscription:
 
     async def _listen(self) -> None:
         while True:
-            pubsub = self._redis.pubsub()
+            pubsub = None
             try:
+                if isinstance(self._redis, redis.asyncio.RedisCluster):
+                    await self._redis.initialize()  # its pub/sub looks the channel's node up in a map it does not load
+                pubsub = self._redis.pubsub()
                 await pubsub.subscribe(*self._channels)
                 while True:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
@@ -55,5 +58,6 @@ class RedisSubscription:
             except (redis.RedisError, OSError) as exc:
                 log.warning("pub/sub subscription interrupted, subscribing again: %s", exc)
             finally:
-                await pubsub.aclose()
+                if pubsub is not None:
+                    await pubsub.aclose()
             await asyncio.sleep(self._retry_seconds)

@@ -116,7 +116,8 @@ class _ClusterLane:
         self._client = client
 
     async def send(self, command: bytes, parts: Sequence[bytes]) -> Any:
-        return await self._client.execute_command(*parts)
+        name, *rest = parts
+        return await self._client.execute_command(name.decode(), *rest)  # the client looks its name up
 
 
 class _Lane:
