@@ -19,8 +19,7 @@ from apps.catalog.specs import (
     spec_version_rollback,
     spec_versions_requeue,
 )
-from apps.common.config_version import config_version_key
-from apps.common.redis import redis_client
+from apps.common.config_version import config_version_get
 from tests.backends.specs import as_json, as_yaml, service_spec, swagger_spec
 from tests.factories import backend_factory, openapi_backend_factory
 
@@ -264,7 +263,7 @@ def test_the_standards_warnings_join_the_compilers_each_place_once(django_captur
 # --- The removal guard ---------------------------------------------------------------------------
 
 def _config_version() -> int:
-    return int(redis_client().get(config_version_key()) or 0)
+    return config_version_get()
 
 
 def _without(spec: dict, *paths: str) -> dict:

@@ -26,7 +26,7 @@ from apps.kernel.identity import Budget, Limit
 from apps.policies.models import RateLimit
 from apps.policies.selectors import budget_usage, rate_limit_usage
 from apps.tenants.models import Tenant
-from tests.redis_servers import Cluster, Sentinels, redis_cluster, redis_sentinels
+from tests.redis_servers import Cluster, redis_cluster, redis_sentinels
 
 pytestmark = pytest.mark.slow
 

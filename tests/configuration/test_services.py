@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from apps.catalog.models import Backend, ToolAlias, VirtualHost, VirtualHostBackend
-from apps.common.config_version import config_version_key
-from apps.common.redis import redis_client
+from apps.common.config_version import config_version_get
 from apps.configuration.document import ConfigInvalid
 from apps.configuration.reports import Action, ApplyReport
 from apps.configuration.services import config_apply, config_export
@@ -218,7 +217,7 @@ def test_apply_moves_the_config_version_of_a_changed_tenant() -> None:
     acme = Tenant.objects.get(slug="acme")
 
     def version() -> int:
-        return int(redis_client().get(config_version_key(acme.pk)) or 0)
+        return config_version_get(tenant_id=acme.pk)
 
     before = version()
     assert before > 0

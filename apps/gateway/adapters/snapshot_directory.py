@@ -1,5 +1,6 @@
-"""Per-tenant configuration snapshots for the hot path (house rule 7): loaded from the database once,
-served from memory, reloaded when the configuration version counter in Redis moves."""
+"""Per-tenant configuration snapshots for the hot path (house rule 7): loaded from the database when
+a tenant is first called, served from memory, reloaded when that tenant's configuration version
+counter in Redis moves (`apps.common.config_version`) — another tenant's edit reloads nothing here."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from django.utils import timezone
 
 from apps.catalog.models import Backend, SpecVersion, VirtualHost
 from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective, virtual_host_curation_get
-from apps.common.config_version import CONFIG_VERSION_KEY
+from apps.common.config_version import ANY_TENANT, CONFIG_VERSIONS_KEY
 from apps.gateway.adapters.egress_credentials import OAuthTokens, egress_plan_build
 from apps.gateway.adapters.openapi_tool_server import OpenApiHttp, openapi_server_build
 from apps.gateway.pipeline.metrics import Counters
@@ -75,6 +76,7 @@ class TenantSnapshot:
         self._by_hash = key_hashes
         self._vhosts = vhosts
         self._tenant = tenant
+        self.tenant_id = tenant[0]
         self.issuers = issuers
         self.own_issuer = own_issuer
         self._teams = teams
@@ -122,6 +124,16 @@ class TenantSnapshot:
         p = key.principal
         return Principal(p.tenant_id, p.tenant_slug, p.key_id, p.key_name, p.team, anonymous=True, limits=p.limits,
                          scopes=p.scopes, budgets=p.budgets)
+
+
+def tenant_id_get(*, slug: str) -> int | None:
+    """The id of the tenant `slug` names (None: none does), read off any request's transaction."""
+    close_old_connections()
+    try:
+        return Tenant.objects.filter(slug=slug).values_list("pk", flat=True).first()
+    except DatabaseError as exc:
+        connection.close()
+        raise StoreUnavailable(f"database: {type(exc).__name__}") from None
 
 
 def tenant_snapshot_load(*, slug: str, http: OpenApiHttp, tokens: OAuthTokens | None = None) -> TenantSnapshot | None:
@@ -259,9 +271,18 @@ def _load(slug: str, http: OpenApiHttp, tokens: OAuthTokens | None) -> TenantSna
     )
 
 
+#: A tenant's counter as recorded when Redis could not be read: equal to no value, so the next check reloads.
+_UNREAD = b"?"
+
+
 class SnapshotDirectory:
-    """The `Directory` port. Checks the version counter at most every `check_seconds`; while Redis is
-    unreachable it keeps serving what it has."""
+    """The `Directory` port. Checks the counters of the tenants it holds at most every
+    `check_seconds` (one Redis command, however many tenants); while Redis is unreachable it keeps
+    serving what it has.
+
+    A tenant's counter is read before its configuration is: an edit committed after that reading
+    moves the counter after it too, so the next check finds the snapshot older than the counter
+    and drops it (the next call loads it again)."""
 
     def __init__(
         self, client: redis.asyncio.Redis, *, check_seconds: float, http: OpenApiHttp, tokens: OAuthTokens | None = None,
@@ -273,26 +294,34 @@ class SnapshotDirectory:
         self._redis = client
         self._check_seconds = check_seconds
         self._checked = float("-inf")
-        self._version: bytes | None = None
+        self._any: bytes | None = None  # the `*` counter: moves with every edit of any tenant
         self._tenants: dict[str, TenantSnapshot | None] = {}
+        self._versions: dict[str, tuple[int, bytes | None]] = {}  # slug -> tenant id, its counter when read
         self._unknown = 0  # tenants cached as missing, bounded: slugs come from unauthenticated URLs
         self._flights: SingleFlight[TenantSnapshot | None] = SingleFlight()
         self._load = sync_to_async(tenant_snapshot_load, thread_sensitive=False)
+        self._tenant_id = sync_to_async(tenant_id_get, thread_sensitive=False)
 
     async def _check_version(self) -> None:
         now = time.monotonic()
         if now - self._checked < self._check_seconds:
             return
         self._checked = now
+        held = list(self._versions.items())
         try:
-            version = await self._redis.get(CONFIG_VERSION_KEY)
+            found = await self._redis.hmget(CONFIG_VERSIONS_KEY, [ANY_TENANT, *(str(t) for _, (t, _) in held)])
         except (redis.RedisError, OSError) as exc:
             log.warning("configuration version check failed, serving cached snapshots: %s", exc)
             return
-        if version != self._version:
-            self._version = version
-            self._tenants.clear()
+        if found[0] != self._any:  # some tenant changed: a slug found missing may name it now
+            self._any = found[0]
+            for slug in [slug for slug, snapshot in self._tenants.items() if snapshot is None]:
+                del self._tenants[slug]
             self._unknown = 0
+        for (slug, (_, recorded)), current in zip(held, found[1:], strict=True):
+            if current != recorded:
+                self._tenants.pop(slug, None)
+                self._versions.pop(slug, None)
 
     def recheck(self) -> None:
         self._checked = float("-inf")
@@ -306,12 +335,19 @@ class SnapshotDirectory:
         return await self._flights.run(slug, lambda: self._load_into_cache(slug))
 
     async def _load_into_cache(self, slug: str) -> TenantSnapshot | None:
-        version = self._version
+        any_before = self._any
+        tenant_id = await self._tenant_id(slug=slug)
+        version: bytes | None = _UNREAD
+        if tenant_id is not None:
+            try:
+                version = await self._redis.hget(CONFIG_VERSIONS_KEY, str(tenant_id))
+            except (redis.RedisError, OSError) as exc:
+                log.warning("configuration version unreadable, loading tenant %s anyway: %s", slug, exc)
         snapshot = await self._load(slug=slug, http=self._http, tokens=self._tokens)
-        if version == self._version:  # else it may predate the change that moved the counter
-            if snapshot is not None:
-                self._tenants[slug] = snapshot
-            elif self._unknown < _MAX_UNKNOWN:
-                self._unknown += 1
-                self._tenants[slug] = None
+        if snapshot is not None:
+            self._tenants[slug] = snapshot
+            self._versions[slug] = (snapshot.tenant_id, version)
+        elif any_before == self._any and self._unknown < _MAX_UNKNOWN:  # else it may predate the tenant's creation
+            self._unknown += 1
+            self._tenants[slug] = None
         return snapshot
