@@ -62,12 +62,27 @@ def async_client(url: str, **options: Any) -> redis.asyncio.Redis:
     auth = _auth(topology)
     if topology.kind == "cluster":
         nodes = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in topology.nodes]
-        return redis.asyncio.cluster.RedisCluster(  # type: ignore[return-value]
-            startup_nodes=nodes, ssl=topology.tls, **auth, **options)
+        return _AsyncCluster(  # type: ignore[return-value]
+            startup_nodes=nodes, ssl=topology.tls, max_connections=2**16, **auth, **options)
     sentinel = redis.asyncio.sentinel.Sentinel(
         list(topology.nodes), sentinel_kwargs=_sentinel_auth(topology), socket_timeout=options.get("socket_timeout"),
         socket_connect_timeout=options.get("socket_connect_timeout"))
     return sentinel.master_for(topology.service, db=topology.db, ssl=topology.tls, **auth, **options)
+
+
+class _AsyncCluster(redis.asyncio.cluster.RedisCluster):
+    """redis-py's asynchronous cluster client, made safe for the gateway's concurrency:
+    - the first commands wait for the cluster's map (without this, commands sent at once to a fresh
+      client raced its start-up and some failed with the connection they were given closed under
+      them — seen with 90 at once, never once the map was loaded);
+    - a node gets as many connections as commands in flight, as a single server's pool does (the
+      client's default, 100, refuses the 101st command to one node instead of waiting: a busy
+      tenant's counters all live on one node)."""
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        if self._initialize:
+            await self.initialize()
+        return await super().execute_command(*args, **kwargs)
 
 
 def _auth(topology: RedisTopology) -> dict[str, Any]:

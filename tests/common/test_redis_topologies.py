@@ -121,6 +121,17 @@ async def test_sessions_live_on_every_master_of_a_cluster_and_every_operation_wo
     await client.aclose()
 
 
+async def test_hundreds_of_commands_at_once_on_a_fresh_cluster_client_all_succeed(cluster: Cluster) -> None:
+    """A gateway's first calls reach a cluster client that has not loaded the slot map yet, and a
+    busy tenant sends hundreds of commands to one node at once."""
+    for _ in range(5):
+        client = async_client(cluster.url)
+        store = _store(client)
+        await asyncio.gather(*(store.save(_state(store, tenant_id=43), create=True) for _ in range(300)))
+        assert session_count(sync_client(cluster.url), tenant_id=43, ttl_seconds=60) % 300 == 0
+        await client.aclose()
+
+
 async def test_a_keys_cap_holds_on_a_cluster_when_instances_create_at_once(cluster: Cluster) -> None:
     stores = [_store(async_client(cluster.url), instance=f"gw-{n}", cap=3) for n in range(4)]
 
