@@ -73,13 +73,18 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     monitored.mkdir()
     (monitored / "kustomization.yaml").write_text(
         "namespace: mcp-gateway\nresources: [../production]\ncomponents: [../../components/servicemonitor]\n")
+    # The operator's own overlay exactly as docs/deploy.md shows it.
+    section = (ROOT / "docs" / "deploy.md").read_text().split("**Production.**", 1)[1]
+    mine = root / "overlays" / "mine"
+    mine.mkdir()
+    (mine / "kustomization.yaml").write_text(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))  # type: ignore[union-attr]
     return root
 
 
 @pytest.fixture(scope="module")
 def rendered(kustomize: str, tree: Path) -> dict[str, list[dict]]:
     out = {}
-    for overlay in ("dev", "production", "monitored"):
+    for overlay in ("dev", "production", "monitored", "mine"):
         done = build(kustomize, tree / "overlays" / overlay)
         assert done.returncode == 0, done.stderr
         out[overlay] = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
@@ -163,7 +168,7 @@ def production_settings(env: dict[str, str], script: str) -> subprocess.Complete
 # --- rendering and schemas -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("overlay", ["dev", "production", "monitored"])
+@pytest.mark.parametrize("overlay", ["dev", "production", "monitored", "mine"])
 def test_every_object_passes_the_kubernetes_schemas(rendered: dict[str, list[dict]], overlay: str) -> None:
     without_schema = set()
     for doc in rendered[overlay]:
@@ -190,6 +195,16 @@ def test_the_validator_refuses_what_a_cluster_would(rendered: dict[str, list[dic
     broken["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = "40s"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(broken, VERSIONS[0], strict=True)
+
+
+def test_the_documented_overlay_sets_the_image_and_host_names(rendered: dict[str, list[dict]]) -> None:
+    docs = rendered["mine"]
+    images = {c["image"] for w in app_workloads(docs).values() for c in containers(w)}
+    assert len(images) == 1 and images.pop().startswith("registry.internal/mcp-gateway:")
+    _, container = gateway(docs)
+    hosts = config_env(docs, container)["GATEWAY_ALLOWED_HOSTS"].split(",")
+    assert "mcp-gateway" in hosts and len(hosts) > 1
+    assert config_env(docs, container)["GATEWAY_SHUTDOWN_GRACE_SECONDS"]  # merged into, not replaced
 
 
 def test_the_dev_overlay_needs_the_secrets_its_script_makes(kustomize: str, tree: Path, tmp_path: Path) -> None:
