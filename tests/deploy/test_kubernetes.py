@@ -348,7 +348,8 @@ def test_the_autoscaler_and_disruption_budget_cover_the_gateways_only(rendered: 
         assert [m["resource"]["name"] for m in hpa["spec"]["metrics"]] == ["cpu"]
         bounds[overlay] = (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"])
         (pdb,) = objects(docs, "PodDisruptionBudget").values()
-        assert pdb["spec"]["maxUnavailable"] < hpa["spec"]["minReplicas"] or overlay == "dev"
+        if overlay == "production":  # a drain never takes every gateway (dev may run only one)
+            assert pdb["spec"]["maxUnavailable"] < hpa["spec"]["minReplicas"]
         pod_labels = {name: w["spec"]["template"]["metadata"]["labels"] for name, w in app_workloads(docs).items()}
         for selector in (pdb["spec"]["selector"]["matchLabels"], objects(docs, "Service")["mcp-gateway"]["spec"]["selector"],
                          deployment["spec"]["selector"]["matchLabels"]):
