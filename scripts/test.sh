@@ -9,6 +9,7 @@ scripts/install-node-parts.sh
 scripts/install-browser.sh
 scripts/install-nginx.sh
 scripts/install-compose.sh
+scripts/install-kustomize.sh
 export CONFORMANCE_DIR="$PWD/var/conformance"
 ruff check .
 lint-imports --no-cache

