@@ -136,6 +136,7 @@ async def measure(url: str, ports: list[int], sessions: int) -> dict[str, float]
     sweep = time.perf_counter() - started
     assert swept == sessions, (swept, sessions)
     left = used_memory(ports)
+    keys_left = sum(int(redis.Redis(port=port).dbsize()) for port in ports)
     await client.aclose()
     return {
         "bytes_per_session": (after - before) / sessions,
@@ -145,6 +146,7 @@ async def measure(url: str, ports: list[int], sessions: int) -> dict[str, float]
         "idle_tick_ms": idle_tick * 1000,
         "swept_per_s": sessions / sweep,
         "left_bytes": left - before,
+        "keys_left": keys_left,
     }
 
 
@@ -157,6 +159,7 @@ def report(results: dict[str, dict[str, float]], sessions: int) -> str:
         ("sweep tick finding nothing (ms)", "idle_tick_ms", "{:.2f}"),
         ("swept (taken + deleted) / s", "swept_per_s", "{:,.0f}"),
         ("memory left after the sweep (bytes)", "left_bytes", "{:,.0f}"),
+        ("keys left after the sweep", "keys_left", "{:,.0f}"),
     ]
     names = list(results)
     lines = [f"| {sessions:,} sessions | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
