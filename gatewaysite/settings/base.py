@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from apps.common.redis_topology import celery_broker, channel_layer_hosts
+from apps.common.redis_topology import celery_broker, channel_layer_hosts, redis_topology
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("GATEWAY_VAR_DIR", BASE_DIR / "var"))
@@ -114,6 +114,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # One server, a Redis Cluster or a Sentinel master (apps/common/redis_topology.py, docs/scale.md).
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
+redis_topology(REDIS_URL)  # a URL that cannot work stops the start here, saying why
 # The channel layer's Redis servers (default: REDIS_URL's), separated by spaces (a Sentinel URL has
 # commas): each a single server or a Sentinel master, messages sharded over them. Required when
 # REDIS_URL is a cluster (channels-redis has no cluster client).

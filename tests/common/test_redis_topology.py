@@ -3,9 +3,14 @@ Celery are given for each; URLs that cannot work are refused with the reason."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from apps.common.redis_topology import RedisUrlError, celery_broker, channel_layer_hosts, redis_topology
+from tests.processes import ROOT
 
 
 def test_a_plain_url_is_one_server_as_given() -> None:
@@ -56,3 +61,29 @@ def test_the_channel_layer_and_celery_refuse_a_cluster_and_say_what_to_set() -> 
         channel_layer_hosts(url)
     with pytest.raises(RedisUrlError, match="CELERY_BROKER_URL"):
         celery_broker(url)
+
+
+@pytest.mark.parametrize(("env", "reason"), [
+    ({"REDIS_URL": "redis+cluster://h1:7000/3"}, "only database 0"),
+    ({"REDIS_URL": "redis+cluster://h1:7000"}, "GATEWAY_CHANNEL_LAYER_URLS"),
+    ({"REDIS_URL": "redis+cluster://h1:7000", "GATEWAY_CHANNEL_LAYER_URLS": "redis://h2:6379/0"}, "CELERY_BROKER_URL"),
+])
+def test_a_deployment_whose_redis_cannot_work_does_not_start(env: dict[str, str], reason: str) -> None:
+    started = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"], capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "gatewaysite.settings.dev", **env}, timeout=60,
+    )
+    assert started.returncode != 0 and reason in started.stderr
+
+
+def test_a_cluster_with_its_channel_layer_and_broker_elsewhere_starts() -> None:
+    env = {"REDIS_URL": "redis+cluster://h1:7000,h2:7000", "GATEWAY_CHANNEL_LAYER_URLS": "redis://h3:6379/0",
+           "CELERY_BROKER_URL": "redis+sentinel://s1:26379,s2:26379/gateway/1"}
+    started = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); from django.conf import settings; "
+         "print(settings.CELERY_BROKER_URL, settings.CELERY_BROKER_TRANSPORT_OPTIONS)"],
+        capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "gatewaysite.settings.dev", **env}, timeout=60,
+    )
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip() == "sentinel://s1:26379/1;sentinel://s2:26379/1 {'master_name': 'gateway'}"
