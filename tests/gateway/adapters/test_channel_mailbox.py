@@ -13,6 +13,7 @@ from django.conf import settings
 
 from apps.gateway.adapters.channel_mailbox import ChannelMailbox
 from apps.gateway.pipeline.metrics import Counters
+from gatewaysite.settings.base import channel_layers
 
 pytestmark = pytest.mark.usefixtures("clean_redis")
 
@@ -102,3 +103,20 @@ async def test_a_stream_idle_past_the_layer_s_blocking_reads_loses_nothing_and_i
             assert await inbox.get(5) == f'{{"id": {number}}}'.encode()
     assert [record.getMessage() for record in caplog.records] == []
     inbox.close()
+
+
+async def test_the_relay_works_with_the_channel_layer_sharded_over_several_redis_servers() -> None:
+    """GATEWAY_CHANNEL_LAYER_URLS naming several servers (here: two databases, as two shards): every
+    session's messages still reach the instance that holds its stream, whichever shard they hash to."""
+    base = settings.REDIS_URL.rsplit("/", 1)[0]
+    config = channel_layers([f"{base}/11", f"{base}/12"], "gw-test-sharded")["default"]["CONFIG"]
+    assert len(config["hosts"]) == 2
+    here = ChannelMailbox(RedisChannelLayer(**config), Counters())
+    there = ChannelMailbox(RedisChannelLayer(**config), Counters())
+    sessions = [f"s-{uuid.uuid4()}" for _ in range(8)]  # eight sessions hash to both shards
+    inboxes = [await there.open(session) for session in sessions]
+    for n, session in enumerate(sessions):
+        await here.post(session, [f'{{"id": {n}}}'.encode()])
+    assert [await inbox.get(5) for inbox in inboxes] == [f'{{"id": {n}}}'.encode() for n in range(8)]
+    for inbox in inboxes:
+        inbox.close()
