@@ -20,7 +20,7 @@ from apps.gateway.adapters.redis_health_feed import RedisHealthFeed
 from apps.gateway.adapters.redis_pubsub import RedisSubscription
 from apps.gateway.adapters.redis_rate_limiter import RedisRateLimiter
 from apps.gateway.adapters.redis_session_store import RedisSessionStore, session_count, session_list
-from apps.gateway.pipeline.ports import ReplicaState, SessionLimitReached
+from apps.gateway.pipeline.ports import ReplicaState, SessionLimitReached, StoreUnavailable
 from apps.gateway.pipeline.values import BackendSession, SessionState
 from apps.kernel.identity import Budget, Limit
 from apps.policies.models import RateLimit
@@ -72,6 +72,19 @@ async def _sessions(store: RedisSessionStore, count: int, **state: int) -> list[
         session.backends["demo"] = DEMO
         made.append(session)
     return made
+
+
+async def _loaded_once_redis_answers(
+    store: RedisSessionStore, made: list[SessionState], *, seconds: float
+) -> list[SessionState | None]:
+    """The sessions read back, retrying while a failover is still under way (at most `seconds`)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return [await store.load(s.id, tenant_id=TENANT, key_id=KEY) for s in made]
+        except StoreUnavailable:
+            assert time.monotonic() < deadline, "Redis did not answer again after the failover"
+            await asyncio.sleep(0.2)
 
 
 class Clock:
@@ -210,15 +223,8 @@ async def test_a_cluster_master_failing_over_keeps_sessions_and_limits() -> None
         await asyncio.sleep(0.2)  # replication is asynchronous: give it a moment, as time does in production
         victim = cluster.master_of(f"gw:sessions:{{t{TENANT}}}")
         await asyncio.to_thread(cluster.fail_over, victim)
-        deadline = time.monotonic() + 10
-        while True:  # the client learns the new slot map on its first refused command
-            try:
-                found = [await store.load(s.id, tenant_id=TENANT, key_id=KEY) for s in made]
-                break
-            except Exception:
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.2)
-        assert found == made
+        # The client learns the new slot map on its first refused command.
+        assert await _loaded_once_redis_answers(store, made, seconds=10) == made
         assert await store.save(_state(store), create=True)
         admitted = [(await limiter.admit([limit])).refused_by is None for _ in range(4)]
         assert admitted == [True, True, False, False]
@@ -241,15 +247,8 @@ async def test_a_sentinel_failover_mid_run_keeps_sessions_limits_and_subscriptio
         await asyncio.sleep(0.3)
         await asyncio.sleep(0.2)  # replication
         await asyncio.to_thread(setup.kill_master)
+        assert await _loaded_once_redis_answers(store, made, seconds=15) == made
         deadline = time.monotonic() + 15
-        while True:
-            try:
-                found = [await store.load(s.id, tenant_id=TENANT, key_id=KEY) for s in made]
-                break
-            except Exception:
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.2)
-        assert found == made
         admitted = []
         while len(admitted) < 4:  # the limiter probes until the new master answers
             admission = await limiter.admit([limit])
