@@ -28,6 +28,10 @@ class TenantAdmin(ConfigAdmin):
     def tenant_id_of(self, obj: Tenant) -> int:
         return obj.pk
 
+    def slugs_of(self, obj: Tenant) -> list[str]:
+        stored = Tenant.objects.filter(pk=obj.pk).values_list("slug", flat=True).first() if obj.pk else None
+        return [slug for slug in {obj.slug, stored} if slug]
+
     def delete_model(self, request, obj: Tenant) -> None:  # type: ignore[no-untyped-def]
         members = list(obj.memberships.values_list("user_id", flat=True))
         super().delete_model(request, obj)

@@ -67,7 +67,7 @@ def tenant_create(
     tenant = Tenant(slug=slug, name=name, plan=plan, allow_private_networks=allow_private_networks)
     tenant.full_clean()
     tenant.save()
-    config_version_bump(tenant_id=tenant.pk)
+    config_version_bump(tenant_id=tenant.pk, slugs=[tenant.slug])
     return tenant
 
 
@@ -104,11 +104,11 @@ def tenant_private_networks_set(*, tenant: Tenant, allowed: bool | None) -> Tena
 def tenant_delete(*, tenant: Tenant) -> None:
     """Delete the tenant and everything it owns. Virtual hosts go first: their mounts PROTECT
     backends and their anonymous key PROTECTs a key, which a plain cascade would refuse."""
-    tenant_id = tenant.pk
+    tenant_id, slug = tenant.pk, tenant.slug
     members = list(tenant.memberships.values_list("user_id", flat=True))
     tenant.virtual_hosts.all().delete()
     tenant.delete()
-    config_version_bump(tenant_id=tenant_id)
+    config_version_bump(tenant_id=tenant_id, slugs=[slug])
     access_changed_notify(user_ids=members)
 
 

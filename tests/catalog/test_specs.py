@@ -262,8 +262,8 @@ def test_the_standards_warnings_join_the_compilers_each_place_once(django_captur
 
 # --- The removal guard ---------------------------------------------------------------------------
 
-def _config_version() -> int:
-    return config_version_get()
+def _config_version(backend: Backend) -> int:
+    return config_version_get(tenant_id=backend.tenant_id)
 
 
 def _without(spec: dict, *paths: str) -> dict:
@@ -278,14 +278,14 @@ def test_a_version_removing_more_than_half_of_the_tools_is_held_and_the_old_one_
 ) -> None:
     backend = openapi_backend_factory()
     first = upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
-    served, moved = tool_names(backend), _config_version()
+    served, moved = tool_names(backend), _config_version(backend)
     empty = service_spec()
     empty["paths"] = {}
     held = upload(backend, as_json(empty), django_capture_on_commit_callbacks)
     assert held.status == SpecVersion.Status.HELD and held.tool_count == 0 and held.errors == []
     assert held.changes == {"added": [], "removed": served, "changed": [], "served": 13}
     assert backend.active_spec == first and tool_names(backend) == served
-    assert _config_version() == moved  # the gateways keep their snapshot
+    assert _config_version(backend) == moved  # the gateways keep their snapshot
 
 
 def test_removing_half_or_less_is_published_and_more_with_allow_removals(django_capture_on_commit_callbacks) -> None:
@@ -310,7 +310,7 @@ def test_a_held_version_is_published_anyway_on_request(django_capture_on_commit_
     upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
     held = upload(backend, as_yaml(swagger_spec()), django_capture_on_commit_callbacks)
     assert held.status == SpecVersion.Status.HELD
-    moved = _config_version()
+    moved = _config_version(backend)
     with django_capture_on_commit_callbacks(execute=True):
         published = spec_version_publish(backend=backend, number=held.number)
     published.refresh_from_db()
@@ -318,7 +318,7 @@ def test_a_held_version_is_published_anyway_on_request(django_capture_on_commit_
     assert published.pk == held.pk and published.status == SpecVersion.Status.READY and published.allow_removals
     assert backend.active_spec == published and tool_names(backend) == ["getItem", "listItems"]
     assert len(published.changes["removed"]) == 13 and "served" not in published.changes
-    assert _config_version() > moved
+    assert _config_version(backend) > moved
     with pytest.raises(ValidationError, match="is ready: only a held version waits to be published"):
         spec_version_publish(backend=backend, number=held.number)
 
@@ -344,7 +344,7 @@ def test_rolling_back_serves_an_earlier_versions_tools_again_as_a_new_version(
     first = upload(backend, as_json(service_spec()), django_capture_on_commit_callbacks)
     v1_tools = tool_names(backend)
     upload(backend, as_yaml(swagger_spec()), django_capture_on_commit_callbacks, allow_removals=True)
-    moved = _config_version()
+    moved = _config_version(backend)
     with django_capture_on_commit_callbacks(execute=True):
         restored = spec_version_rollback(backend=backend, number=first.number, uploaded_by="alice")
     restored.refresh_from_db()
@@ -355,7 +355,7 @@ def test_rolling_back_serves_an_earlier_versions_tools_again_as_a_new_version(
     assert tool_names(backend) == v1_tools  # all 13 back, though the rollback removed both of v2's
     assert restored.changes["removed"] == ["getItem", "listItems"] and len(restored.changes["added"]) == 13
     assert set(Tool.objects.filter(backend=backend).values_list("spec_version", flat=True)) == {restored.pk}
-    assert _config_version() > moved  # the gateways read the new snapshot
+    assert _config_version(backend) > moved  # the gateways read the new snapshot
 
 
 def test_rollback_is_refused_to_a_version_that_is_not_ready_or_is_served(django_capture_on_commit_callbacks) -> None:

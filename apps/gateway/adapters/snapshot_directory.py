@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from apps.catalog.models import Backend, SpecVersion, VirtualHost
 from apps.catalog.selectors import indexed_tool_counts_get, tool_search_mode_effective, virtual_host_curation_get
-from apps.common.config_version import ANY_TENANT, CONFIG_VERSIONS_KEY
+from apps.common.config_version import CONFIG_VERSIONS_KEY, slug_field
 from apps.gateway.adapters.egress_credentials import OAuthTokens, egress_plan_build
 from apps.gateway.adapters.openapi_tool_server import OpenApiHttp, openapi_server_build
 from apps.gateway.pipeline.metrics import Counters
@@ -280,9 +280,11 @@ class SnapshotDirectory:
     `check_seconds` (one Redis command, however many tenants); while Redis is unreachable it keeps
     serving what it has.
 
-    A tenant's counter is read before its configuration is: an edit committed after that reading
-    moves the counter after it too, so the next check finds the snapshot older than the counter
-    and drops it (the next call loads it again)."""
+    Each slug held (with a snapshot, or as naming no tenant) is checked by two counters: its
+    tenant's (any edit) and the slug's own (a tenant of that slug created or deleted). Both are read
+    before the configuration is: an edit committed after that reading moves a counter after it too,
+    so the next check finds the snapshot older than the counter and drops it (the next call loads
+    it again)."""
 
     def __init__(
         self, client: redis.asyncio.Redis, *, check_seconds: float, http: OpenApiHttp, tokens: OAuthTokens | None = None,
@@ -294,9 +296,10 @@ class SnapshotDirectory:
         self._redis = client
         self._check_seconds = check_seconds
         self._checked = float("-inf")
-        self._any: bytes | None = None  # the `*` counter: moves with every edit of any tenant
         self._tenants: dict[str, TenantSnapshot | None] = {}
-        self._versions: dict[str, tuple[int, bytes | None]] = {}  # slug -> tenant id, its counter when read
+        # slug -> the counters read before its snapshot was loaded: (field, value) of the slug's,
+        # then of its tenant's when one was found
+        self._versions: dict[str, tuple[tuple[str, bytes | None], ...]] = {}
         self._unknown = 0  # tenants cached as missing, bounded: slugs come from unauthenticated URLs
         self._flights: SingleFlight[TenantSnapshot | None] = SingleFlight()
         self._load = sync_to_async(tenant_snapshot_load, thread_sensitive=False)
@@ -308,20 +311,19 @@ class SnapshotDirectory:
             return
         self._checked = now
         held = list(self._versions.items())
+        if not held:
+            return
+        fields = [field for _, counters in held for field, _ in counters]
         try:
-            found = await self._redis.hmget(CONFIG_VERSIONS_KEY, [ANY_TENANT, *(str(t) for _, (t, _) in held)])
+            found = iter(await self._redis.hmget(CONFIG_VERSIONS_KEY, fields))
         except (redis.RedisError, OSError) as exc:
             log.warning("configuration version check failed, serving cached snapshots: %s", exc)
             return
-        if found[0] != self._any:  # some tenant changed: a slug found missing may name it now
-            self._any = found[0]
-            for slug in [slug for slug, snapshot in self._tenants.items() if snapshot is None]:
-                del self._tenants[slug]
-            self._unknown = 0
-        for (slug, (_, recorded)), current in zip(held, found[1:], strict=True):
-            if current != recorded:
-                self._tenants.pop(slug, None)
-                self._versions.pop(slug, None)
+        for slug, counters in held:
+            if [next(found) for _ in counters] != [value for _, value in counters]:
+                if self._tenants.pop(slug, 0) is None:
+                    self._unknown -= 1
+                del self._versions[slug]
 
     def recheck(self) -> None:
         self._checked = float("-inf")
@@ -335,19 +337,19 @@ class SnapshotDirectory:
         return await self._flights.run(slug, lambda: self._load_into_cache(slug))
 
     async def _load_into_cache(self, slug: str) -> TenantSnapshot | None:
-        any_before = self._any
         tenant_id = await self._tenant_id(slug=slug)
-        version: bytes | None = _UNREAD
-        if tenant_id is not None:
-            try:
-                version = await self._redis.hget(CONFIG_VERSIONS_KEY, str(tenant_id))
-            except (redis.RedisError, OSError) as exc:
-                log.warning("configuration version unreadable, loading tenant %s anyway: %s", slug, exc)
+        fields = [slug_field(slug), *([str(tenant_id)] if tenant_id is not None else [])]
+        try:
+            values = await self._redis.hmget(CONFIG_VERSIONS_KEY, fields)
+        except (redis.RedisError, OSError) as exc:
+            log.warning("configuration version unreadable, loading tenant %s anyway: %s", slug, exc)
+            values = [_UNREAD] * len(fields)
         snapshot = await self._load(slug=slug, http=self._http, tokens=self._tokens)
-        if snapshot is not None:
-            self._tenants[slug] = snapshot
-            self._versions[slug] = (snapshot.tenant_id, version)
-        elif any_before == self._any and self._unknown < _MAX_UNKNOWN:  # else it may predate the tenant's creation
-            self._unknown += 1
-            self._tenants[slug] = None
+        if snapshot is not None and snapshot.tenant_id != tenant_id:
+            values = [_UNREAD] * len(fields)  # replaced meanwhile: reload at the next check
+        if snapshot is None and self._unknown >= _MAX_UNKNOWN:
+            return None
+        self._unknown += snapshot is None
+        self._tenants[slug] = snapshot
+        self._versions[slug] = tuple(zip(fields, values, strict=True))
         return snapshot

@@ -14,6 +14,7 @@ from apps.common.redis import async_redis_client
 from apps.gateway.adapters.openapi_tool_server import OpenApiHttp
 from apps.gateway.adapters.snapshot_directory import SnapshotDirectory, tenant_snapshot_load
 from apps.gateway.pipeline.values import ToolSearchConfig
+from apps.tenants.models import Tenant
 from apps.tenants.services import IssuedKey
 from tests import factories
 from tests.backends.specs import as_json, service_spec
@@ -90,6 +91,22 @@ def test_a_slug_found_missing_is_served_once_its_tenant_exists() -> None:
         assert await directory.tenant("born-later") is None  # remembered as missing
         await sync_to_async(factories.tenant_factory)(slug="born-later")
         assert (await directory.tenant("born-later")).tenant_id > 0  # type: ignore[union-attr]
+
+    async_to_sync(scenario)()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slug_whose_tenant_was_replaced_without_a_word_serves_the_new_tenant() -> None:
+    """The old tenant's rows went without a counter moving (a restore, a test's truncation): the new
+    tenant of the same slug moves the slug's counter when it is created."""
+    old = factories.tenant_factory(slug="reborn")
+
+    async def scenario() -> None:
+        directory = _directory()
+        assert (await directory.tenant("reborn")).tenant_id == old.pk  # type: ignore[union-attr]
+        await sync_to_async(lambda: Tenant.objects.filter(pk=old.pk).delete())()
+        new = await sync_to_async(factories.tenant_factory)(slug="reborn")
+        assert (await directory.tenant("reborn")).tenant_id == new.pk  # type: ignore[union-attr]
 
     async_to_sync(scenario)()
 
