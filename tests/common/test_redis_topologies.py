@@ -6,6 +6,7 @@ through a failover (what a failover may lose: docs/scale.md)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Iterator
 
@@ -14,8 +15,10 @@ import redis
 from django.conf import settings
 
 from apps.audit import live
+from apps.common.list_changes import list_changed_announce
 from apps.common.redis import async_client, redis_clients_reset, sync_client
 from apps.console.throttle import login_failure_record, login_wait_seconds
+from apps.gateway.adapters.redis_change_feed import RedisChangeFeed
 from apps.gateway.adapters.redis_health_feed import RedisHealthFeed
 from apps.gateway.adapters.redis_pubsub import RedisSubscription
 from apps.gateway.adapters.redis_rate_limiter import RedisRateLimiter
@@ -194,6 +197,30 @@ async def test_instances_hear_each_other_through_a_cluster(cluster: Cluster) -> 
         assert time.monotonic() < deadline, "nothing heard"
         await asyncio.sleep(0.02)
     assert heard[0].url == "http://10.9.0.1/mcp" and not heard[0].up
+
+
+async def test_list_changes_announced_by_the_control_plane_are_heard_through_a_cluster(
+    cluster: Cluster, on_redis: object, transactional_db: None
+) -> None:
+    on_redis(cluster.url)  # type: ignore[operator]
+    client = async_client(cluster.url)
+    heard: list[tuple[int, str]] = []
+    feed = RedisChangeFeed(client, instance="gw-a:1", reindex=None, subscription=RedisSubscription(client, retry_seconds=0.1))
+    feed.start(lambda backend, notification: heard.append((backend, notification)))
+    await asyncio.sleep(0.3)  # subscribed
+    await asyncio.to_thread(list_changed_announce, backend_id=-9, notification="notifications/tools/list_changed")
+    # And from another instance, with tool indexing off (no reindex trigger): shared all the same.
+    failures: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(  # a task that raised, never awaited
+        lambda loop, context: failures.append(context) if "exception" in context else None)
+    RedisChangeFeed(async_client(cluster.url), instance="gw-b:1", reindex=None).publish(-9, "notifications/prompts/list_changed")
+    deadline = time.monotonic() + 5
+    while len(heard) < 2:
+        assert time.monotonic() < deadline, f"heard only {heard}"
+        await asyncio.sleep(0.02)
+    gc.collect()
+    assert sorted(heard) == [(-9, "notifications/prompts/list_changed"), (-9, "notifications/tools/list_changed")]
+    assert failures == []
 
 
 async def test_the_audit_tail_and_the_sign_in_throttle_work_on_a_cluster(

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 class RedisChangeFeed:
     def __init__(
-        self, client: redis.asyncio.Redis, *, instance: str, reindex: ToolReindex, retry_seconds: float = 1.0,
+        self, client: redis.asyncio.Redis, *, instance: str, reindex: ToolReindex | None, retry_seconds: float = 1.0,
         subscription: RedisSubscription | None = None,
     ) -> None:
         self._redis = client
@@ -46,7 +46,8 @@ class RedisChangeFeed:
             await self._redis.publish(self._channel, payload)
         except (redis.RedisError, OSError) as exc:
             log.warning("could not share a list change of backend %s: %s", backend_id, exc)
-        await self._reindex.changed(backend_id, notification)
+        if self._reindex is not None:  # None: tool indexing is off (GATEWAY_TOOL_INDEX)
+            await self._reindex.changed(backend_id, notification)
 
     def start(self, on_change: Callable[[int, str], object]) -> None:
         """Call `on_change(backend id, notification)` for every change another instance shares."""
