@@ -165,7 +165,7 @@ class SessionStore(Protocol):
         """Store the state: a new session (`create`), or an update of one that must still exist.
         False when an update found the session gone (ended meanwhile, maybe on another instance).
         Raises SessionLimitReached when a new session's key holds as many as it may (counted
-        across all instances, with the creation, in one step)."""
+        across all instances, and the new one entered, in one step: never more than the cap)."""
 
     async def load(
         self, session_id: str, *, tenant_id: int, key_id: int | None = None, fresh: bool = False
