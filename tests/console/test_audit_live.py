@@ -115,7 +115,7 @@ async def test_an_open_tail_keeps_its_tenant_watched(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(live, "WATCH_TTL_SECONDS", 0.5)
     monkeypatch.setattr(live, "WATCH_REFRESH_SECONDS", 0.1)
     data = await _setup()
-    key = f"gw:{audit-live}:watched:{data['a'].pk}"
+    key = f"gw:{{audit-live}}:watched:{data['a'].pk}"
     tail = _tail("/console/t/live-a/audit/live", data["cookies"]["both"])
     await _open(tail)
     assert redis_client().exists(key)
