@@ -102,7 +102,8 @@ def _partition_make(cursor: CursorWrapper, day: datetime.date) -> None:
 
 @dataclass(frozen=True)
 class AuditPruned:
-    """What a prune removed: the days whose partitions were dropped, and the rows deleted one by one."""
+    """What a prune removed: the days whose partitions were dropped, and the rows of the default
+    partition deleted one by one."""
 
     days: list[datetime.date]
     rows: int
@@ -111,10 +112,11 @@ class AuditPruned:
 def audit_records_prune(
     *, older_than_days: int, now: datetime.datetime | None = None, batch: int = 10_000
 ) -> AuditPruned:
-    """Remove the rows older than `older_than_days` (to the second), and the dashboard's per-minute
-    counts of that age. A day wholly older goes in one step: its partition is detached and dropped
-    (nothing left for vacuum, whatever its size). The older rows of the day the cutoff falls in, and
-    those of the default partition, are deleted `batch` per statement (short locks).
+    """Remove the audit log's days older than `older_than_days`, whole: a day's partition goes once
+    its last instant is that old (detached and dropped: no row-by-row delete, nothing left for
+    vacuum, whatever its size). A row is so kept at least `older_than_days` days and less than one
+    day more. Rows of the default partition older than that are deleted, `batch` per statement
+    (short locks); so are the dashboard's per-minute counts (a small table).
 
     The deletes come first: a partition whose locks are not granted within `_LOCK_TIMEOUT` (a long
     export reading the log, say) raises OperationalError and stays, whole, for the next run."""
@@ -122,11 +124,8 @@ def audit_records_prune(
         raise ValueError("older_than_days must be at least 1")
     cutoff = (now or timezone.now()) - datetime.timedelta(days=older_than_days)
     AuditMinute.objects.filter(minute__lt=cutoff).delete()
-    rows = 0
     with connection.cursor() as cursor:
-        boundary = cutoff.astimezone(datetime.UTC).date()
-        for table in (_partition_name(boundary), _DEFAULT) if boundary in _partitions(cursor) else (_DEFAULT,):
-            rows += _rows_delete(cursor, table, cutoff, batch)
+        rows = _rows_delete(cursor, _DEFAULT, cutoff, batch)
         dropped = []
         for day in sorted(_partitions(cursor)):
             if _midnight(day + datetime.timedelta(days=1)) > cutoff:

@@ -14,7 +14,7 @@ PARTITION_DAYS_AHEAD = 7
 
 @shared_task(ignore_result=True)
 def audit_prune() -> None:
-    """Periodic (Celery beat): rows older than GATEWAY_AUDIT_RETENTION_DAYS go."""
+    """Periodic (Celery beat): days of rows older than GATEWAY_AUDIT_RETENTION_DAYS go, whole."""
     audit_records_prune(older_than_days=settings.GATEWAY_AUDIT_RETENTION_DAYS)
 
 

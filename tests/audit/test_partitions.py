@@ -1,7 +1,7 @@
 """No row lost across a partition boundary: rows written by the audit writer on either side of
 midnight, and on days without a partition (the default partition), are each in their place exactly
-once after the maintenance, and the prune removes exactly those past the cutoff. A task's end still
-finds its call's row after the row moved from the default partition to its day's."""
+once after the maintenance, and the prune removes exactly the days past the retention. A task's end
+still finds its call's row after the row moved from the default partition to its day's."""
 
 from __future__ import annotations
 
@@ -91,11 +91,12 @@ def test_every_row_is_in_its_days_partition_exactly_once_through_maintenance_and
     ended = AuditRecord.objects.get(session_id="task call")
     assert (ended.outcome, ended.task_ended_at, ended.created_at) == ("ok", MIDNIGHT + DAY, working)
 
-    # Keep one day, as of D+1 at noon: D-1 is dropped whole, D's rows before noon go, D's last
-    # instant stays, and so do the rows after it.
+    # Keep one day, as of D+1 at noon: D-1 is dropped whole, D (not wholly a day old) and the days
+    # after it stay, and so does no row of the default partition older than a day.
     pruned = audit_records_prune(older_than_days=1, now=MIDNIGHT + DAY + DAY / 2)
-    assert pruned == AuditPruned(days=[(MIDNIGHT - DAY).date()], rows=2)  # D's first instant, D-200
+    assert pruned == AuditPruned(days=[(MIDNIGHT - DAY).date()], rows=1)  # D-200
     assert _where() == {
+        "D, first instant": (d, ROWS["D, first instant"]),
         "D, last instant": (d, ROWS["D, last instant"]),
         "D+1, first instant": (d1, ROWS["D+1, first instant"]),
         "D+2, first instant": (d2, ROWS["D+2, first instant"]),

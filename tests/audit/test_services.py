@@ -1,5 +1,5 @@
-"""Partitions made ahead, rows pruned to their age: whole days dropped, the day of the cutoff
-trimmed to the second, and a change that cannot get its locks leaves everything as it was."""
+"""Partitions made ahead, days pruned whole past their age (the default partition's rows one by
+one), and a change that cannot get its locks leaves everything as it was."""
 
 from __future__ import annotations
 
@@ -84,17 +84,19 @@ def test_a_partition_that_cannot_get_its_locks_is_not_made_and_rows_stay(
     assert (_kept(), _partition_of("48h")) == (["48h"], "audit_auditrecord_default")
 
 
-def test_old_rows_go_to_the_second_whole_days_as_partitions_and_the_rest_in_batches() -> None:
+def test_days_past_the_retention_go_whole_and_old_rows_of_the_default_partition_in_batches() -> None:
     audit_partitions_ensure(days_ahead=0, days_back=0, now=NOW - 4 * DAY)  # 6 March
     audit_partitions_ensure(days_ahead=0, days_back=0, now=NOW - 3 * DAY)  # 7 March: the cutoff's day
-    # 6 March (a partition), 7 March before and after the cutoff (noon), 5 March (the default partition).
+    # 6 March; 7 March before and after the cutoff (noon); 5 March and 9 March (the default partition).
     _write(datetime.timedelta(hours=4 * 24 + 11), datetime.timedelta(hours=3 * 24 + 1),
-           datetime.timedelta(hours=3 * 24 + 2), datetime.timedelta(hours=3 * 24 - 1), 5 * DAY, 1 * DAY)
+           datetime.timedelta(hours=3 * 24 - 1), 5 * DAY, datetime.timedelta(hours=5 * 24 - 1), 1 * DAY)
     pruned = audit_records_prune(older_than_days=3, now=NOW, batch=1)
-    assert pruned == AuditPruned(days=[datetime.date(2020, 3, 6)], rows=3)
-    assert _kept() == ["24h", "71h"]
+    assert pruned == AuditPruned(days=[datetime.date(2020, 3, 6)], rows=2)
+    assert _kept() == ["24h", "71h", "73h"]  # 7 March is not wholly past the retention yet
     assert datetime.date(2020, 3, 6) not in audit_partitions_list()
     assert audit_records_prune(older_than_days=3, now=NOW) == AuditPruned(days=[], rows=0)
+    assert audit_records_prune(older_than_days=3, now=NOW + DAY / 2).days == [datetime.date(2020, 3, 7)]
+    assert _kept() == ["24h"]
 
 
 def test_the_dashboards_counts_past_the_retention_go_and_the_others_stay() -> None:
