@@ -221,8 +221,9 @@ def plain_copy() -> float:
 
 def _size(table: str) -> int:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT coalesce((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree(%s::regclass) "
-                       "WHERE isleaf), pg_total_relation_size(%s::regclass))", [table, table])
+        cursor.execute("SELECT coalesce((SELECT sum(pg_total_relation_size(relid)) "
+                       "FROM pg_partition_tree(%s::regclass) WHERE isleaf), pg_total_relation_size(%s::regclass))",
+                       [table, table])
         return int(cursor.fetchone()[0])
 
 
@@ -464,6 +465,15 @@ def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
+def _options(counts: list[int], plain_up_to: int, migration_rows: int, reuse: bool) -> str:
+    return "".join([
+        f" --rows {' '.join(str(c) for c in counts)}" if counts else "",
+        f" --plain-up-to {plain_up_to}" if plain_up_to else "",
+        f" --migration-rows {migration_rows}" if migration_rows else "",
+        " --reuse" if reuse else "",
+    ])
+
+
 def run(counts: list[int], *, plain_up_to: int, max_gb: float, migration_rows: int, reuse: bool) -> str:
     call_command("migrate", verbosity=0)
     big, small_all = tenants_ensure()
@@ -473,8 +483,8 @@ def run(counts: list[int], *, plain_up_to: int, max_gb: float, migration_rows: i
     now = datetime.datetime.now(datetime.UTC)
     lines = [
         f"## The audit log at volume (`python -m bench.audit_volume`) — {now:%Y-%m-%d %H:%M} UTC", "",
-        f"Command: `python -m bench.audit_volume --rows {' '.join(str(c) for c in counts)} --plain-up-to "
-        f"{plain_up_to}{' --reuse' if reuse else ''}`; {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"Command: `python -m bench.audit_volume{_options(counts, plain_up_to, migration_rows, reuse)}`; "
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"PostgreSQL {connection.pg_version // 10000} (embedded, default settings). "
         f"{DAYS} days of rows; the big tenant has 40 % of them. Writer: {WRITER_ROUNDS} rounds of "
         f"{WRITER_BATCHES} × {BATCH} rows per layout, alternating. Pages: {REPEAT} calls per case, warm, "
@@ -498,7 +508,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--max-gb", type=float, default=40.0)
     parser.add_argument("--migration-rows", type=int, default=0, help="also time migration 0013 on this many rows")
     parser.add_argument("--reuse", action="store_true",
-                        help="measure the log as it is when it holds the count (a previous run's) and no plain copy is asked")
+                        help="measure the log a previous run left when it holds the count (no plain copy)")
     parser.add_argument("--output", type=Path)
     parser.add_argument("--drop", action="store_true", help="drop the database at the end")
     args = parser.parse_args(argv)
