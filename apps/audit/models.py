@@ -11,7 +11,7 @@ class AuditRecord(models.Model):
     In the database the table is partitioned by day of `created_at` (migration 0013; partitions made
     and dropped by `apps.audit.services`), and its primary key is (id, created_at): ids are unique all
     the same (one sequence). PostgreSQL builds no index CONCURRENTLY on a partitioned table: a later
-    index is built on each partition first, then on the table (docs/observability.md)."""
+    index is built on each partition first, then on the table (docs/deploy.md, "Audit storage")."""
 
     class Outcome(models.TextChoices):
         OK = "ok", "ok"

@@ -1,5 +1,5 @@
 """The audit log becomes a table partitioned by day of `created_at` (UTC), so that retention drops
-whole days instead of deleting rows one by one (docs/observability.md, "Audit storage").
+whole days instead of deleting rows one by one (docs/deploy.md, "Audit storage").
 
 PostgreSQL wants the partition key in every unique index: the primary key is (id, created_at) in the
 database while Django keeps `id` as the model's primary key (ids stay unique: one sequence gives
