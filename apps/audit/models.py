@@ -6,7 +6,12 @@ class AuditRecord(models.Model):
     """One row per routed call. Append-only: names are copied, not referenced, so a row still tells
     what happened after the key, backend or virtual host it names is gone. The one change a row
     ever sees: a call that created a task (`working`) gets the task's final outcome when the gateway
-    sees it end (`apps.audit.writer`)."""
+    sees it end (`apps.audit.writer`).
+
+    In the database the table is partitioned by day of `created_at` (migration 0013; partitions made
+    and dropped by `apps.audit.services`), and its primary key is (id, created_at): ids are unique all
+    the same (one sequence). PostgreSQL builds no index CONCURRENTLY on a partitioned table: a later
+    index is built on each partition first, then on the table (docs/deploy.md, "Audit storage")."""
 
     class Outcome(models.TextChoices):
         OK = "ok", "ok"

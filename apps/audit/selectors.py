@@ -18,6 +18,10 @@ from apps.tenants.models import Tenant
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
+#: A page is first read from the day next to its cursor (or to now) only: PostgreSQL plans a query
+#: of the log over every daily partition its `created_at` bounds leave (~100: ~10 ms of planning),
+#: and over two of them in well under one. Only when that day holds less than a page is the rest read.
+_NEAR = datetime.timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -93,10 +97,11 @@ def audit_record_page(
 ) -> AuditPage:
     """One page of the tenant's filtered log by (created_at, id), newest first, starting after
     `cursor` (from a previous page; "" for the newest rows). Each page is one index range scan,
-    as fast on the millionth row as on the first. ValidationError for a cursor this did not make."""
+    as fast on the millionth row as on the first; two when the day next to the cursor holds less
+    than a page (`_NEAR`). ValidationError for a cursor this did not make."""
     size = max(1, min(size, MAX_PAGE_SIZE))
     rows = filters.apply(AuditRecord.objects.filter(tenant_id=tenant.pk))
-    direction = "older"
+    direction, at = "older", timezone.now()
     if cursor:
         direction, at, pk = _cursor_parse(cursor)
         if direction == "older":  # `created_at <=` lets the index bound the scan; the OR breaks ties
@@ -104,7 +109,15 @@ def audit_record_page(
         else:
             rows = rows.filter(Q(created_at__gt=at) | Q(created_at=at, pk__gt=pk), created_at__gte=at)
     ordering = ["-created_at", "-pk"] if direction == "older" else ["created_at", "pk"]
-    found = list(rows.order_by(*ordering)[: size + 1])
+    rows = rows.order_by(*ordering)
+    found: list[AuditRecord] = []
+    if filters.since is None and filters.until is None:  # else those bounds rule partitions out
+        # Every row past the day is further from the cursor than any in it: a full page there is the page.
+        near = rows.filter(created_at__gte=at - _NEAR) if direction == "older" else rows.filter(
+            created_at__lte=at + _NEAR)
+        found = list(near[: size + 1])
+    if len(found) <= size:
+        found = list(rows[: size + 1])
     more = len(found) > size
     found = found[:size]
     if direction == "newer":

@@ -109,9 +109,10 @@ def audit_tasks_end(ends: list[TaskEnd]) -> list[TaskEnd]:
     id to more than one task (restarted, say), the newest call's row is the one. Returns the ends
     whose row was not found.
 
-    Like `audit_records_write`, one statement per table, each atomic; the rows are locked in id
-    order, so writers of several instances ending the same task wait for each other, and the one
-    that comes second sees the row as the first left it (an error is counted once)."""
+    Like `audit_records_write`, one statement per table, each atomic. A row is found again by
+    (id, created_at), the log's primary key (with the partition key, one partition is read). The
+    rows are locked in id order, so writers of several instances ending the same task wait for each
+    other, and the one that comes second sees the row as the first left it (an error is counted once)."""
     chosen: dict[tuple[int, str, str, str], TaskEnd] = {}
     for end in ends:  # one per task: a precise one if any
         key = (end.tenant_id, _text(end.virtual_host), _text(end.backend), _text(end.task_id, 255))
@@ -134,19 +135,19 @@ def audit_tasks_end(ends: list[TaskEnd]) -> list[TaskEnd]:
         cursor.execute(
             f"""WITH newest AS (
                 SELECT DISTINCT ON (r.tenant_id, r.virtual_host, r.backend, r.task_id)
-                    a.id, r.outcome, r.error_code, r.at
+                    a.id, a.created_at, r.outcome, r.error_code, r.at
                 FROM {source} JOIN {table} AS a ON {match}
                 ORDER BY r.tenant_id, r.virtual_host, r.backend, r.task_id, a.created_at DESC, a.id DESC
             ), locked AS (
-                SELECT a.id, a.outcome AS before, n.outcome, n.error_code, n.at
-                FROM {table} AS a JOIN newest AS n ON a.id = n.id
+                SELECT a.id, a.created_at, a.outcome AS before, n.outcome, n.error_code, n.at
+                FROM {table} AS a JOIN newest AS n ON a.id = n.id AND a.created_at = n.created_at
                 WHERE a.outcome = 'working' OR (a.outcome = 'error' AND a.error_code IS NULL
                     AND a.task_ended_at IS NOT NULL AND (n.outcome = 'tool_error' OR n.error_code IS NOT NULL))
                 ORDER BY a.id
                 FOR UPDATE OF a
             )
             UPDATE {table} AS a SET outcome = l.outcome, error_code = l.error_code, task_ended_at = l.at
-            FROM locked AS l WHERE a.id = l.id
+            FROM locked AS l WHERE a.id = l.id AND a.created_at = l.created_at
             RETURNING l.before, a.outcome, a.tenant_id, a.created_at, a.exposed_name""",
             [rows],
         )

@@ -162,8 +162,10 @@ CELERY_TASK_ROUTES = {"apps.retrieval.tasks.*": {"queue": "indexing"}}
 CELERY_BEAT_SCHEDULE = {
     # Spec uploads whose compilation was never queued (broker down) or whose worker died.
     "spec-compile-requeue": {"task": "apps.catalog.tasks.spec_compile_requeue", "schedule": 60.0},
-    # Audit rows past their retention (GATEWAY_AUDIT_RETENTION_DAYS).
+    # Audit days past their retention (GATEWAY_AUDIT_RETENTION_DAYS).
     "audit-prune": {"task": "apps.audit.tasks.audit_prune", "schedule": 3600.0},
+    # The audit log's daily partitions, made a week ahead.
+    "audit-partitions": {"task": "apps.audit.tasks.audit_partitions", "schedule": 3600.0},
     # MCP servers' tools, indexed again for tool_search (only what changed is embedded).
     "tool-index-refresh": {"task": "apps.retrieval.tasks.tool_index_refresh", "schedule": 600.0},
     # The authorization server's spent codes, replaced refresh tokens and long-revoked grants.
@@ -256,7 +258,7 @@ GATEWAY_BACKEND_MAX_LIST_BYTES = int(os.environ.get("GATEWAY_BACKEND_MAX_LIST_BY
 GATEWAY_RATE_LIMIT_FAIL_OPEN = env_bool("GATEWAY_RATE_LIMIT_FAIL_OPEN", True)
 # How often (seconds) an instance checks the configuration version counter in Redis.
 GATEWAY_SNAPSHOT_CHECK_SECONDS = float(os.environ.get("GATEWAY_SNAPSHOT_CHECK_SECONDS", "0.5"))
-# How long audit rows are kept (days); older ones are deleted hourly by Celery beat.
+# How long audit rows are kept (days): at least this, less than a day more (Celery beat drops whole days).
 GATEWAY_AUDIT_RETENTION_DAYS = int(os.environ.get("GATEWAY_AUDIT_RETENTION_DAYS", "90"))
 # How often (seconds) queued audit rows are written.
 GATEWAY_AUDIT_FLUSH_SECONDS = float(os.environ.get("GATEWAY_AUDIT_FLUSH_SECONDS", "0.25"))

@@ -26,7 +26,7 @@ def test_the_log_is_paged_by_cursor_and_filtered(client: Client, acme: Any,
     seen: list[int] = []
     url: str | None = "/api/v1/tenants/acme/audit?limit=12&tool=pay"
     while url:
-        with django_assert_max_num_queries(8):
+        with django_assert_max_num_queries(9):  # a page short of the day next to its cursor reads twice
             body = client.get(url).json()
         seen += [row["id"] for row in body["results"]]
         assert all(row["exposed_name"] == "pay" and row["api_key_id"] == key.pk for row in body["results"])
