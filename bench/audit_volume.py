@@ -51,18 +51,11 @@ from typing import Any
 
 import psycopg
 
+from bench.databases import SERVER, bench_database
+
 DB_NAME = "gw_audit_volume"
-SERVER = os.environ.get("BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:55432")
 
-
-def _database_ensure() -> None:
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
-        if connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DB_NAME]).fetchone() is None:
-            connection.execute(f'CREATE DATABASE "{DB_NAME}"')
-
-
-_database_ensure()
-os.environ["DATABASE_URL"] = f"{SERVER}/{DB_NAME}"
+os.environ["DATABASE_URL"] = bench_database(DB_NAME)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gatewaysite.settings.dev")
 
 import django  # noqa: E402

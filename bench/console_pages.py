@@ -21,25 +21,17 @@ import sys
 import time
 from pathlib import Path
 
-import psycopg
+from bench.databases import bench_database
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT.parent / "shared" / "data" / "catalog" / "openapi"
 DB_NAME = "gateway_bench_console"
-SERVER = "postgresql://postgres@127.0.0.1:55432"
 TENANT = "bench-console"
 AUDIT_ROWS = 1_000_000
 TOOLS_AT_LEAST = 20_000
 
 
-def _database_ensure() -> None:
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
-        if connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DB_NAME]).fetchone() is None:
-            connection.execute(f'CREATE DATABASE "{DB_NAME}"')
-
-
-_database_ensure()
-os.environ["DATABASE_URL"] = f"{SERVER}/{DB_NAME}"
+os.environ["DATABASE_URL"] = bench_database(DB_NAME)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gatewaysite.settings.dev")
 
 import django  # noqa: E402

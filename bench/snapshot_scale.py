@@ -30,27 +30,26 @@ from pathlib import Path
 
 DATABASE = "gw_snapshot_scale"
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gatewaysite.settings.dev")
-os.environ["DATABASE_URL"] = f"postgresql://postgres@127.0.0.1:55432/{DATABASE}"
-
 import psycopg  # noqa: E402
+
+from bench.databases import SERVER, bench_database  # noqa: E402
+
+os.environ["DATABASE_URL"] = f"{SERVER}/{DATABASE}"
 
 CATALOG = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "catalog" / "openapi" / "aws"
 PREFIX = "scale-"
 
 
 def database_ensure(shape: str) -> None:
-    """The database, emptied unless it holds a deployment of `shape` already."""
-    server = "postgresql://postgres@127.0.0.1:55432"
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]).fetchone():
-            try:
-                with psycopg.connect(f"{server}/{DATABASE}") as built:
-                    if built.execute("SELECT 1 FROM tenants_tenant WHERE slug = %s", [f"{PREFIX}shape-{shape}"]).fetchone():
-                        return
-            except psycopg.errors.UndefinedTable:
-                pass
-            conn.execute(f"DROP DATABASE {DATABASE} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DATABASE}")
+    """The database, made afresh unless it holds a deployment of `shape` already."""
+    url = bench_database(DATABASE)
+    try:
+        with psycopg.connect(url) as built:
+            if built.execute("SELECT 1 FROM tenants_tenant WHERE slug = %s", [f"{PREFIX}shape-{shape}"]).fetchone():
+                return
+    except psycopg.errors.UndefinedTable:
+        pass
+    bench_database(DATABASE, fresh=True)
 
 
 def rss_bytes() -> int:
