@@ -177,6 +177,7 @@ def test_a_person_connects_their_own_account_and_their_calls_reach_the_backend_a
     assert call(site, alice, "add")["result"]["content"][0]["text"] == "3.0"
     assert call(site, bob, capabilities=URL_ELICITATION)["result"]["resultType"] == "input_required"  # bob: not yet
     connect(site, "bob", upstream_url, account="bob@tracker")
+    time.sleep(0.3)  # GATEWAY_PERSON_TOKEN_FRESH_SECONDS in the tests: bob's "not connected" was kept that long
     assert call(site, bob)["result"]["content"][0]["text"] == "bob@tracker"
     assert call(site, alice)["result"]["content"][0]["text"] == "alice@tracker"
 
@@ -217,6 +218,7 @@ def test_an_expired_token_is_refreshed_once_and_a_refused_refresh_asks_to_connec
     httpx.post(f"{upstream_url}/__revoke_all")
     Connection.objects.filter(pk=stored.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     redis_client().delete(token_cache_key(backend_id=site.backend.pk, person=site.users["alice"].username))
+    time.sleep(0.3)  # GATEWAY_PERSON_TOKEN_FRESH_SECONDS in the tests: the instance's kept token lapses
     asked = call(site, alice, capabilities=URL_ELICITATION)["result"]
     (request,) = asked["inputRequests"].values()
     assert "ended the connection" in request["params"]["message"]
